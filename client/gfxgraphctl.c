@@ -1,0 +1,359 @@
+/* gfxgraphctl: ask a running gfxgraphd for its stats or health.
+ *
+ *   gfxgraphctl stats  [--json] [--socket PATH] [--timeout SECONDS]
+ *   gfxgraphctl health [--json] [--socket PATH] [--timeout SECONDS]
+ *
+ * Exit status: 0 ok; 1 unhealthy (health ok is false) or the daemon answered
+ * an error; 2 the daemon could not be reached or gave no answer; 64 usage. */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctl_json.h"
+#include "internal.h"
+#include "proto.h"
+
+enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_NOCONN = 2, EXIT_USAGE = 64 };
+
+#define CELL 256
+
+static int ctl_usage_error(void)
+{
+    fprintf(stderr, "usage: gfxgraphctl [--json] [--socket PATH] [--timeout SECONDS] "
+                    "stats|health\n(gfxgraphctl --help for more)\n");
+    return EXIT_USAGE;
+}
+
+static void ctl_usage(FILE *f)
+{
+    char sock[256];
+    if (gg_client_default_socket(sock, sizeof sock) < 0)
+        snprintf(sock, sizeof sock, "(too long)");
+    fprintf(f,
+            "usage: gfxgraphctl [--json] [--socket PATH] [--timeout SECONDS] COMMAND\n"
+            "\n"
+            "Ask a running gfxgraphd for its state.\n"
+            "\n"
+            "commands:\n"
+            "  stats    counters, then the sessions and the graph cache\n"
+            "  health   device and daemon health (exit status 1 when unhealthy)\n"
+            "\n"
+            "options:\n"
+            "  --json             print the daemon's answer as JSON\n"
+            "  --socket PATH      the daemon's socket (default: %s;\n"
+            "                     $GFXGRAPH_SOCKET overrides the default)\n"
+            "  --timeout SECONDS  wait at most this long for the answer (default 10; 0: "
+            "forever)\n"
+            "  -h, --help         this help\n"
+            "  --version          gfxgraphctl's version\n"
+            "\n"
+            "exit status: 0 ok, 1 unhealthy or the daemon answered an error,\n"
+            "             2 cannot connect (or no answer), 64 usage error\n",
+            sock);
+}
+
+/* ---- text output --------------------------------------------------------- */
+
+static bool ctl_num(const msgpack_object *o, double *v)
+{
+    return o && proto_obj_f64(o, v);
+}
+
+static void ctl_duration(char *buf, size_t len, double s)
+{
+    if (!(s >= 0) || !isfinite(s)) {
+        snprintf(buf, len, "-");
+        return;
+    }
+    unsigned long long t = (unsigned long long)s;
+    unsigned long long d = t / 86400, h = t / 3600 % 24, m = t / 60 % 60, sec = t % 60;
+    if (d)
+        snprintf(buf, len, "%llud %02lluh %02llum %02llus", d, h, m, sec);
+    else if (h)
+        snprintf(buf, len, "%lluh %02llum %02llus", h, m, sec);
+    else if (m)
+        snprintf(buf, len, "%llum %02llus", m, sec);
+    else
+        snprintf(buf, len, "%llus", sec);
+}
+
+static bool ctl_in(const char *const *list, const msgpack_object *key)
+{
+    for (int i = 0; list[i]; i++)
+        if (proto_str_eq(key, list[i]))
+            return true;
+    return false;
+}
+
+/* "  key:   value" lines: the known keys in order, then any others that are
+ * not in skip. */
+static void ctl_kv_lines(const msgpack_object *map, const char *const *order,
+                         const char *const *skip, int indent, int width)
+{
+    char cell[CELL];
+    for (int i = 0; order[i]; i++) {
+        const msgpack_object *v = proto_map_get(map, order[i]);
+        if (!v)
+            continue;
+        ctl_cell(cell, sizeof cell, v, 1);
+        printf("%*s%-*s %s\n", indent, "", width, order[i], cell);
+    }
+    for (uint32_t i = 0; i < map->via.map.size; i++) {
+        const msgpack_object *k = &map->via.map.ptr[i].key;
+        if (ctl_in(order, k) || ctl_in(skip, k))
+            continue;
+        char key[CELL];
+        ctl_cell(key, sizeof key, k, 1);
+        ctl_cell(cell, sizeof cell, &map->via.map.ptr[i].val, 1);
+        printf("%*s%-*s %s\n", indent, "", width, key, cell);
+    }
+}
+
+typedef struct {
+    const char *head;
+    const char *key;
+    bool left;          /* text: left-aligned */
+} ctl_col;
+
+/* One cell, after two spaces: padded to width columns (no trailing spaces
+ * on a left-aligned last column). */
+static void ctl_pad(const char *text, int width, bool left, bool last)
+{
+    int pad = width - (int)ctl_width(text);
+    if (pad < 0)
+        pad = 0;
+    printf("  ");
+    if (!left)
+        printf("%*s", pad, "");
+    fputs(text, stdout);
+    if (left && !last)
+        printf("%*s", pad, "");
+}
+
+static void ctl_table(const char *title, const msgpack_object *arr, const ctl_col *cols,
+                      int ncols)
+{
+    printf("\n%s\n", title);
+    if (!arr || arr->type != MSGPACK_OBJECT_ARRAY || arr->via.array.size == 0) {
+        printf("  (none)\n");
+        return;
+    }
+    uint32_t nrows = arr->via.array.size;
+    char(*cells)[CELL] = calloc((size_t)nrows * (size_t)ncols, CELL);
+    int width[32] = {0};
+    if (!cells || ncols > 32) {
+        free(cells);
+        printf("  (out of memory)\n");
+        return;
+    }
+    for (int j = 0; j < ncols; j++)
+        width[j] = (int)ctl_width(cols[j].head);
+    for (uint32_t i = 0; i < nrows; i++) {
+        const msgpack_object *row = &arr->via.array.ptr[i];
+        for (int j = 0; j < ncols; j++) {
+            char *c = cells[(size_t)i * (size_t)ncols + (size_t)j];
+            ctl_cell(c, CELL, proto_map_get(row, cols[j].key), 1);
+            int w = (int)ctl_width(c);
+            if (w > width[j])
+                width[j] = w;
+        }
+    }
+    for (int j = 0; j < ncols; j++)
+        ctl_pad(cols[j].head, width[j], cols[j].left, j == ncols - 1);
+    printf("\n");
+    for (uint32_t i = 0; i < nrows; i++) {
+        for (int j = 0; j < ncols; j++)
+            ctl_pad(cells[(size_t)i * (size_t)ncols + (size_t)j], width[j], cols[j].left,
+                    j == ncols - 1);
+        printf("\n");
+    }
+    free(cells);
+}
+
+static int ctl_print_stats(const msgpack_object *r)
+{
+    static const char *const order[] = {
+        "requests", "errors", "replay_count", "capture_count", "eager_count",
+        "fallback_count", "oversize_count", "validation_failures", "avg_replay_us",
+        "avg_eager_us", "graphs_cached", "cache_capacity", "evictions", "sessions_active",
+        "sessions_total", NULL};
+    static const char *const skip[] = {"backend", "uptime_s", "sessions", "cache", NULL};
+    static const ctl_col scols[] = {
+        {"ID", "id", false},          {"CLIENT", "client", true},
+        {"PID", "pid", false},        {"UID", "uid", false},
+        {"REQUESTS", "requests", false}, {"ERRORS", "errors", false},
+        {"REPLAYS", "replays", false}, {"GRAPH", "graph_replays", false},
+        {"EAGER", "eager_replays", false}, {"AVG_US", "avg_replay_us", false},
+        {"BUFFERS", "buffers", false}, {"PROGRAMS", "programs", false},
+    };
+    static const ctl_col ccols[] = {
+        {"PROGRAM", "program", false},  {"NAME", "program_name", true},
+        {"SESSION", "session", false},  {"BRANCH", "branch", false},
+        {"BUCKET", "bucket", false},    {"STATE", "state", true},
+        {"CAPTURES", "captures", false}, {"REPLAYS", "replays", false},
+        {"FALLBACKS", "fallbacks", false}, {"AVG_US", "avg_replay_us", false},
+        {"IDLE_S", "idle_s", false},    {"REASON", "reason", true},
+    };
+    char backend[64], up[64];
+    double u;
+    ctl_cell(backend, sizeof backend, proto_map_get(r, "backend"), 1);
+    if (ctl_num(proto_map_get(r, "uptime_s"), &u))
+        ctl_duration(up, sizeof up, u);
+    else
+        snprintf(up, sizeof up, "-");
+    printf("gfxgraphd stats: backend %s, up %s\n\n", backend, up);
+    ctl_kv_lines(r, order, skip, 2, 20);
+    ctl_table("SESSIONS", proto_map_get(r, "sessions"), scols,
+              (int)(sizeof scols / sizeof scols[0]));
+    ctl_table("CACHE", proto_map_get(r, "cache"), ccols, (int)(sizeof ccols / sizeof ccols[0]));
+    return EXIT_OK;
+}
+
+static int ctl_print_health(const msgpack_object *r, bool ok)
+{
+    static const char *const order[] = {"gpu", "arch", NULL};
+    static const char *const skip[] = {"ok", "vram_total_mb", "vram_free_mb", "details", NULL};
+    static const char *const dorder[] = {"backend",    "runtime",  "driver", "smoke_test",
+                                         "uptime_s",   "sessions", "reason", NULL};
+    static const char *const none[] = {NULL};
+    printf("%-14s %s\n", "ok", ok ? "yes" : "NO");
+    ctl_kv_lines(r, order, skip, 0, 14);
+    double tot, fr;
+    bool ht = ctl_num(proto_map_get(r, "vram_total_mb"), &tot);
+    bool hf = ctl_num(proto_map_get(r, "vram_free_mb"), &fr);
+    if (ht && hf)
+        printf("%-14s %.0f MiB free of %.0f MiB (%.0f%% used)\n", "vram", fr, tot,
+               tot > 0 ? 100.0 * (tot - fr) / tot : 0.0);
+    else if (ht || hf)
+        printf("%-14s %.0f MiB %s\n", "vram", ht ? tot : fr, ht ? "total" : "free");
+    const msgpack_object *d = proto_map_get(r, "details");
+    if (d && d->type == MSGPACK_OBJECT_MAP) {
+        printf("details:\n");
+        ctl_kv_lines(d, dorder, none, 2, 12);
+    }
+    return ok ? EXIT_OK : EXIT_FAIL;
+}
+
+/* ---- main ---------------------------------------------------------------- */
+
+/* An answer we could not get: 2 when the daemon never answered (unreachable,
+ * gone, silent), 1 when it answered with an error. */
+static int ctl_exit_for(int rc)
+{
+    switch (-rc) {
+    case ECONNRESET:
+    case ENOTCONN:
+    case ETIMEDOUT:
+    case EPIPE:
+        return EXIT_NOCONN;
+    default:
+        return EXIT_FAIL;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"json", no_argument, NULL, 'j'},      {"socket", required_argument, NULL, 's'},
+        {"timeout", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},   {NULL, 0, NULL, 0},
+    };
+    bool json = false;
+    const char *sock = NULL;
+    double timeout_s = 10;
+    int ch;
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, ":hs:t:", opts, NULL)) != -1) {
+        switch (ch) {
+        case 'j':
+            json = true;
+            break;
+        case 's':
+            sock = optarg;
+            break;
+        case 't': {
+            char *end;
+            errno = 0;
+            timeout_s = strtod(optarg, &end);
+            if (errno || end == optarg || *end || !(timeout_s >= 0) || timeout_s > 86400) {
+                fprintf(stderr, "gfxgraphctl: --timeout wants seconds (0..86400), got '%s'\n",
+                        optarg);
+                return EXIT_USAGE;
+            }
+            break;
+        }
+        case 'h':
+            ctl_usage(stdout);
+            return EXIT_OK;
+        case 'V':
+            printf("gfxgraphctl %s\n", GG_VERSION);
+            return EXIT_OK;
+        case ':':
+            fprintf(stderr, "gfxgraphctl: %s needs a value\n", argv[optind - 1]);
+            return ctl_usage_error();
+        default:
+            fprintf(stderr, "gfxgraphctl: unknown option '%s'\n", argv[optind - 1]);
+            return ctl_usage_error();
+        }
+    }
+    if (optind != argc - 1) {
+        fprintf(stderr, optind >= argc ? "gfxgraphctl: which command? (stats or health)\n"
+                                       : "gfxgraphctl: one command at a time\n");
+        return ctl_usage_error();
+    }
+    const char *cmd = argv[optind];
+    if (strcmp(cmd, "stats") != 0 && strcmp(cmd, "health") != 0) {
+        fprintf(stderr, "gfxgraphctl: unknown command '%s' (stats or health)\n", cmd);
+        return ctl_usage_error();
+    }
+
+    gg_client *c = gg_client_new();
+    if (!c) {
+        fprintf(stderr, "gfxgraphctl: out of memory\n");
+        return EXIT_FAIL;
+    }
+    gg_client_set_timeout(c, (int)(timeout_s * 1000));
+    int rc = gg_client_connect(c, sock, "gfxgraphctl");
+    if (rc < 0) {
+        fprintf(stderr, "gfxgraphctl: %s\n", gg_client_last_error(c));
+        int code = gg_client_socket_reached(c) ? ctl_exit_for(rc) : EXIT_NOCONN;
+        gg_client_close(c);
+        return code;
+    }
+    const msgpack_object *r;
+    rc = gg_client_call(c, cmd, NULL, 0, &r);
+    if (rc < 0) {
+        const char *code = gg_client_last_error_code(c);
+        fprintf(stderr, "gfxgraphctl: %s failed: %s%s%s%s\n", cmd, gg_client_last_error(c),
+                *code ? " (" : "", code, *code ? ")" : "");
+        int ex = ctl_exit_for(rc);
+        gg_client_close(c);
+        return ex;
+    }
+    int ex = EXIT_OK;
+    bool ok = true;
+    if (strcmp(cmd, "health") == 0) {
+        const msgpack_object *o = proto_map_get(r, "ok");
+        ok = o && o->type == MSGPACK_OBJECT_BOOLEAN && o->via.boolean;
+        if (!o || o->type != MSGPACK_OBJECT_BOOLEAN)
+            fprintf(stderr, "gfxgraphctl: the health answer has no ok flag; counting it as "
+                            "unhealthy\n");
+        ex = ok ? EXIT_OK : EXIT_FAIL;
+    }
+    if (json)
+        ctl_json_print(stdout, r);
+    else if (strcmp(cmd, "stats") == 0)
+        ex = ctl_print_stats(r);
+    else
+        ex = ctl_print_health(r, ok);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "gfxgraphctl: cannot write the output: %s\n", strerror(errno));
+        ex = EXIT_FAIL;
+    }
+    gg_client_close(c);
+    return ex;
+}

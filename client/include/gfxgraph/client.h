@@ -1,0 +1,206 @@
+/* libgfxgraph-client: the C API for talking to gfxgraphd.
+ *
+ *   gg_client *c = gg_client_new();
+ *   if (gg_client_connect(c, NULL, "myapp") < 0)          // NULL: default socket
+ *       fprintf(stderr, "%s\n", gg_client_last_error(c));
+ *   ... gg_client_buffer_register_shm(), program builder, gg_client_replay() ...
+ *   gg_client_close(c);
+ *
+ * Return values: functions that can fail return 0 (or a documented count) on
+ * success and a negative errno on failure.  The failure's message and its
+ * symbolic code (the daemon's code, e.g. "EINVAL", or the local errno's name)
+ * are kept per client: gg_client_last_error(), gg_client_last_error_code().
+ *
+ * Connection loss: a call during which the daemon closes the connection
+ * returns -ECONNRESET; later calls return -ENOTCONN until gg_client_connect()
+ * is called again (a new session: buffers and programs of the old one are
+ * gone).  When the daemon said why before closing (an "error" notification),
+ * gg_client_last_error_code() / gg_client_last_error() carry its code and
+ * message.
+ *
+ * Thread safety: every call on one gg_client is serialised by a mutex inside
+ * it, so a client may be shared between threads; calls from several threads
+ * simply queue (one request is on the wire at a time).  The last-error strings
+ * and the server-info strings are per client, not per thread: read the error
+ * right after the failing call, before another thread makes a call on the same
+ * client (or give each thread its own client).  gg_client_close() must not race
+ * with other calls on the same client.  Different clients are independent.
+ * A gg_program_def is plain data with no lock: build it from one thread.
+ * The shm helpers are thread-safe. */
+#ifndef GFXGRAPH_CLIENT_H
+#define GFXGRAPH_CLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define GG_CLIENT_API __attribute__((visibility("default")))
+#else
+#define GG_CLIENT_API
+#endif
+
+#define GG_CLIENT_PROTOCOL 1      /* wire protocol version this library speaks */
+
+/* A dimension that is the replay's batch size (at most one per tensor, the
+ * leading one by convention).  Rows past the batch, up to the bucket, are
+ * padding: buffers must have room for them. */
+#define GG_BATCH (-1)
+
+/* Default socket when none is given: $GFXGRAPH_SOCKET if set, else this path
+ * for root (or when $XDG_RUNTIME_DIR is unset), else
+ * $XDG_RUNTIME_DIR/gfxgraph/gfxgraphd.sock. */
+#define GG_CLIENT_SYSTEM_SOCKET "/run/gfxgraph/gfxgraphd.sock"
+
+typedef struct gg_client gg_client;
+typedef struct gg_program_def gg_program_def;
+
+/* ---- connection ---------------------------------------------------------- */
+
+/* A new, unconnected client; NULL when out of memory. */
+GG_CLIENT_API gg_client *gg_client_new(void);
+
+/* Connect to socket_path (NULL or "": the default above) and say hello with
+ * client_name (NULL: "libgfxgraph-client").  0 or a negative errno:
+ *   -ENOENT, -ECONNREFUSED, -EACCES, ...: the socket could not be reached (the
+ *    message names the path and how to start the daemon);
+ *   -EPROTO: the daemon speaks another protocol;  -EISCONN: already connected. */
+GG_CLIENT_API int gg_client_connect(gg_client *c, const char *socket_path,
+                                    const char *client_name);
+/* Close the connection but keep the client (its last error stays readable). */
+GG_CLIENT_API void gg_client_disconnect(gg_client *c);
+/* Disconnect and free.  NULL is a no-op. */
+GG_CLIENT_API void gg_client_close(gg_client *c);
+GG_CLIENT_API bool gg_client_connected(const gg_client *c);
+
+/* Time limit for each answer from the daemon, in milliseconds; 0 (the
+ * default) waits forever.  A call that runs out returns -ETIMEDOUT and the
+ * connection stays usable (the late answer is recognised and dropped). */
+GG_CLIENT_API void gg_client_set_timeout(gg_client *c, int timeout_ms);
+
+/* The default socket path (see above) into buf.  Returns its length, or
+ * -ENAMETOOLONG when it does not fit (buf then holds a truncated copy). */
+GG_CLIENT_API int gg_client_default_socket(char *buf, size_t len);
+
+/* ---- errors -------------------------------------------------------------- */
+
+/* The last failure's message; "" after a call that succeeded (unless the
+ * daemon sent an "error" notification during it, which is recorded here
+ * too).  Never NULL. */
+GG_CLIENT_API const char *gg_client_last_error(const gg_client *c);
+/* Its symbolic code ("EINVAL", "ENOTCONN", ...), "" when none.  Never NULL. */
+GG_CLIENT_API const char *gg_client_last_error_code(const gg_client *c);
+
+/* ---- what the daemon said in hello (valid while connected; "" / 0 before) - */
+
+GG_CLIENT_API const char *gg_client_socket_path(const gg_client *c);
+GG_CLIENT_API const char *gg_client_backend(const gg_client *c);        /* "cpu" | "hip" */
+GG_CLIENT_API const char *gg_client_server_version(const gg_client *c); /* "0.1.0" */
+GG_CLIENT_API const char *gg_client_device_name(const gg_client *c);
+GG_CLIENT_API const char *gg_client_device_arch(const gg_client *c);
+GG_CLIENT_API uint64_t gg_client_session_id(const gg_client *c);
+/* Largest batch a replay may ask for (limits.max_batch), 0 if not reported. */
+GG_CLIENT_API int gg_client_max_batch(const gg_client *c);
+/* Largest request the daemon accepts (limits.max_message_size). */
+GG_CLIENT_API size_t gg_client_max_message_size(const gg_client *c);
+
+/* ---- buffers ------------------------------------------------------------- */
+
+/* Register size bytes at offset of a POSIX shared-memory object (cpu
+ * backend), e.g. one made with gg_client_shm_create().  *id receives the
+ * daemon's buffer id. */
+GG_CLIENT_API int gg_client_buffer_register_shm(gg_client *c, const char *shm_name,
+                                                uint64_t offset, uint64_t size, uint64_t *id);
+/* Register a buffer by raw handle bytes (hip backend: the 64-byte
+ * hipIpcMemHandle_t of the allocation); offset and size select the part. */
+GG_CLIENT_API int gg_client_buffer_register(gg_client *c, const void *handle, size_t handle_len,
+                                            uint64_t offset, uint64_t size, uint64_t *id);
+GG_CLIENT_API int gg_client_buffer_release(gg_client *c, uint64_t id);
+
+/* Shared memory for the cpu backend: create the POSIX shm object name ("/x",
+ * one leading slash, no other), size it to size bytes (zero-filled), map it
+ * read-write into *ptr.  Mode 0600: the daemon must run as the same user or
+ * as root.  0, or -EEXIST when the name is taken, or another negative errno. */
+GG_CLIENT_API int gg_client_shm_create(const char *name, size_t size, void **ptr);
+/* Unmap (ptr may be NULL) and unlink name (may be NULL).  Register-then-unlink
+ * is fine: the daemon keeps its own mapping. */
+GG_CLIENT_API int gg_client_shm_destroy(const char *name, void *ptr, size_t size);
+
+/* ---- programs ------------------------------------------------------------ */
+
+/* A program under construction.  Builder calls return 0 or a negative errno;
+ * the first failure is remembered (gg_program_def_error()), later builder
+ * calls then do nothing and return it, and gg_client_program_define() reports
+ * it, so a sequence of builder calls may be checked once at the end.
+ * Names are copied; dtype is "f32", "f16" or "bf16". */
+GG_CLIENT_API gg_program_def *gg_program_def_new(const char *name);
+GG_CLIENT_API void gg_program_def_free(gg_program_def *d);
+/* A tensor in a registered buffer, offset bytes in.  dims: ndim (1..8) sizes
+ * > 0, or GG_BATCH. */
+GG_CLIENT_API int gg_program_def_tensor(gg_program_def *d, const char *name, uint64_t buffer,
+                                        uint64_t offset, const char *dtype, int ndim,
+                                        const int64_t *dims);
+/* A daemon-owned intermediate tensor (not visible to the client). */
+GG_CLIENT_API int gg_program_def_scratch(gg_program_def *d, const char *name, const char *dtype,
+                                         int ndim, const int64_t *dims);
+/* Append a node to the current branch. */
+GG_CLIENT_API int gg_program_def_node(gg_program_def *d, const char *op, int nin,
+                                      const char *const *inputs, int nout,
+                                      const char *const *outputs);
+/* The same with comma-separated name lists: ("linear", "x,w,b", "y"). */
+GG_CLIENT_API int gg_program_def_op(gg_program_def *d, const char *op, const char *inputs,
+                                    const char *outputs);
+/* An attribute of the last node added. */
+GG_CLIENT_API int gg_program_def_attr_f(gg_program_def *d, const char *key, double value);
+GG_CLIENT_API int gg_program_def_attr_s(gg_program_def *d, const char *key, const char *value);
+/* Start a new branch (alternative node list; replay picks one with branch).
+ * Nodes added before the first call form branch 0; a call while the current
+ * branch has no nodes yet starts nothing.  Returns the index of the branch
+ * that nodes now go to. */
+GG_CLIENT_API int gg_program_def_branch(gg_program_def *d);
+/* Shape buckets for this program (ascending batch sizes); default: the
+ * daemon's. */
+GG_CLIENT_API int gg_program_def_buckets(gg_program_def *d, int n, const int *buckets);
+/* The first builder failure's message, "" when none. */
+GG_CLIENT_API const char *gg_program_def_error(const gg_program_def *d);
+
+/* Send the definition; *id receives the program id.  d stays owned by the
+ * caller and may be reused or freed right after. */
+GG_CLIENT_API int gg_client_program_define(gg_client *c, const gg_program_def *d, uint64_t *id);
+GG_CLIENT_API int gg_client_program_release(gg_client *c, uint64_t id);
+/* Capture ahead of time: buckets (n of them; n == 0: all of the program's)
+ * for branch (< 0: every branch).  Counts of entries that are ready and that
+ * failed (captures that failed are served eagerly) go to *ready / *failed
+ * (either may be NULL).  0 or a negative errno. */
+GG_CLIENT_API int gg_client_program_prepare(gg_client *c, uint64_t id, int n, const int *buckets,
+                                            int branch, int *ready, int *failed);
+
+/* ---- replay -------------------------------------------------------------- */
+
+typedef enum { GG_PATH_GRAPH = 0, GG_PATH_EAGER = 1 } gg_replay_path;
+
+typedef struct gg_replay_result {
+    gg_replay_path path;    /* graph launch or eager launches */
+    int bucket;             /* bucket used; 0 when batch > the largest bucket */
+    int batch;
+    int branch;
+    bool fallback;          /* eager because the graph path failed */
+    bool captured;          /* this replay captured the graph */
+    double device_us;       /* device time of the work */
+    char reason[192];       /* why eager / fallback, "" when none */
+} gg_replay_result;
+
+/* Run program for batch rows (>= 1) on branch (< 0: the default, 0).  Returns
+ * when the work has completed, so the outputs are in the buffers.  res may be
+ * NULL. */
+GG_CLIENT_API int gg_client_replay(gg_client *c, uint64_t program, int batch, int branch,
+                                   gg_replay_result *res);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

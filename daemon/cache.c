@@ -1,0 +1,230 @@
+/* The graph cache.
+ *
+ * Happy path: gg_cache_get finds or creates the (program, branch, bucket)
+ * entry; the executor captures into it once and replays it after; each use
+ * moves it to the LRU tail.
+ *
+ * Failure modes: past cache-entries, or past the VRAM cap, the least
+ * recently used unpinned graphs are dropped (their entry stays, EMPTY, with
+ * its figures, and is captured again on next use).  A FAILED entry keeps
+ * its reason and runs eager until program.prepare asks for a retry.
+ * Device memory is freed on an executor thread, never on the loop: freeing
+ * can wait for the device. */
+#include "cache.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec.h"
+#include "log.h"
+#include "program.h"
+#include "server.h"
+
+struct gg_cache {
+    gg_server *srv;
+    gg_list lru;             /* every entry, least recently used first */
+    unsigned ready;          /* entries holding a graph */
+    size_t bytes;            /* their scratch + graph footprint */
+};
+
+int gg_cache_new(gg_server *srv, gg_cache **out)
+{
+    gg_cache *c = calloc(1, sizeof(*c));
+    if (!c)
+        return -ENOMEM;
+    c->srv = srv;
+    gg_list_init(&c->lru);
+    *out = c;
+    return 0;
+}
+
+void gg_cache_free(gg_cache *c)
+{
+    free(c);
+}
+
+unsigned gg_cache_count(const gg_cache *c)
+{
+    return c ? c->ready : 0;
+}
+
+unsigned gg_cache_capacity(const gg_cache *c)
+{
+    return c->srv->cfg.cache_entries;
+}
+
+size_t gg_cache_bytes(const gg_cache *c)
+{
+    return c->bytes;
+}
+
+int gg_cache_get(gg_cache *c, gg_program *p, int branch, int bi, gg_cache_entry **out)
+{
+    gg_cache_entry **slot = &p->entries[branch * p->nbuckets + bi];
+    if (!*slot) {
+        gg_cache_entry *e = calloc(1, sizeof(*e));
+        if (!e)
+            return -ENOMEM;
+        e->prog = p;
+        e->branch = branch;
+        e->bucket_index = bi;
+        e->bucket = p->buckets[bi];
+        gg_list_add_tail(&c->lru, &e->lru_link);
+        *slot = e;
+    }
+    *out = *slot;
+    return 0;
+}
+
+/* Give the graph back; the entry stays with its figures. */
+static void cache_empty(gg_cache *c, gg_cache_entry *e)
+{
+    if (e->state == GG_ENTRY_READY) {
+        c->ready--;
+        c->bytes -= e->footprint;
+    }
+    if (e->exec || e->scratch)
+        gg_exec_release_graph(c->srv->exec, e->exec, e->scratch);
+    e->exec = NULL;
+    e->scratch = NULL;
+    e->scratch_bytes = 0;
+    e->footprint = 0;
+    e->updates = 0;
+    if (e->state == GG_ENTRY_READY)
+        e->state = GG_ENTRY_EMPTY;
+}
+
+static void cache_evict(gg_cache *c, gg_cache_entry *e, const char *why)
+{
+    gg_log_fields f = {.session = e->prog->sess->id, .program = e->prog->id, .bucket = e->bucket};
+    GG_LOG(GG_LOG_DEBUG, &f, "evicting graph (%s)", why);
+    cache_empty(c, e);
+    c->srv->stats.evictions++;
+}
+
+/* Evict least recently used graphs until `need` more bytes fit under the
+ * cap and the count is under capacity.  Returns false if that cannot be
+ * done without touching pinned entries. */
+static bool cache_make_room(gg_cache *c, size_t need, unsigned slots)
+{
+    gg_server *srv = c->srv;
+    uint64_t cap = (uint64_t)(srv->cfg.vram_cap * (double)srv->devinfo.mem_total);
+    for (gg_list *l = c->lru.next, *n; l != &c->lru; l = n) {
+        n = l->next;
+        if (c->ready + slots <= srv->cfg.cache_entries && c->bytes + need <= cap)
+            return true;
+        gg_cache_entry *e = gg_container_of(l, gg_cache_entry, lru_link);
+        if (e->state == GG_ENTRY_READY && e->pins == 0)
+            cache_evict(c, e, c->ready + slots > srv->cfg.cache_entries ? "capacity" : "VRAM cap");
+    }
+    return c->ready + slots <= srv->cfg.cache_entries && c->bytes + need <= cap;
+}
+
+
+bool gg_cache_reserve(gg_cache *c, gg_cache_entry *e, size_t need)
+{
+    (void)e;
+    return cache_make_room(c, need, 1);
+}
+
+void gg_cache_pin(gg_cache *c, gg_cache_entry *e)
+{
+    e->pins++;
+    e->last_used_ms = gg_now_ms();
+    gg_list_del(&e->lru_link);
+    gg_list_add_tail(&c->lru, &e->lru_link);
+}
+
+void gg_cache_unpin(gg_cache *c, gg_cache_entry *e)
+{
+    (void)c;
+    e->pins--;
+}
+
+void gg_cache_ready(gg_cache *c, gg_cache_entry *e)
+{
+    e->state = GG_ENTRY_READY;
+    c->ready++;
+    c->bytes += e->footprint;
+    cache_make_room(c, 0, 0);
+}
+
+void gg_cache_fail(gg_cache *c, gg_cache_entry *e, const char *reason)
+{
+    if (e->state == GG_ENTRY_READY) {
+        c->ready--;
+        c->bytes -= e->footprint;
+    }
+    /* the scratch stays: eager runs of this entry use it */
+    if (e->exec)
+        gg_exec_release_graph(c->srv->exec, e->exec, NULL);
+    e->exec = NULL;
+    e->footprint = 0;
+    e->state = GG_ENTRY_FAILED;
+    snprintf(e->reason, sizeof(e->reason), "%s", reason);
+}
+
+void gg_cache_retry(gg_cache *c, gg_cache_entry *e)
+{
+    (void)c;
+    if (e->state == GG_ENTRY_FAILED) {
+        e->state = GG_ENTRY_EMPTY;
+        e->reason[0] = '\0';
+    }
+}
+
+void gg_cache_drop(gg_cache *c, gg_cache_entry *e)
+{
+    cache_empty(c, e);
+    gg_list_del(&e->lru_link);
+    free(e);
+}
+
+void gg_cache_tick(gg_cache *c, uint64_t now_ms)
+{
+    unsigned idle = c->srv->cfg.cache_idle_s;
+    if (!idle)
+        return;
+    for (gg_list *l = c->lru.next, *n; l != &c->lru; l = n) {
+        n = l->next;
+        gg_cache_entry *e = gg_container_of(l, gg_cache_entry, lru_link);
+        if (now_ms - e->last_used_ms < (uint64_t)idle * 1000)
+            break;   /* LRU order: the rest are younger */
+        if (e->state == GG_ENTRY_READY && e->pins == 0)
+            cache_evict(c, e, "idle");
+    }
+}
+
+static const char *cache_state_name(gg_entry_state s)
+{
+    return s == GG_ENTRY_READY ? "ready" : s == GG_ENTRY_FAILED ? "failed" : "empty";
+}
+
+void gg_cache_pack(gg_cache *c, msgpack_packer *pk)
+{
+    unsigned n = 0;
+    for (gg_list *l = c->lru.next; l != &c->lru; l = l->next)
+        n++;
+    uint64_t now = gg_now_ms();
+    msgpack_pack_array(pk, n);
+    for (gg_list *l = c->lru.next; l != &c->lru; l = l->next) {
+        gg_cache_entry *e = gg_container_of(l, gg_cache_entry, lru_link);
+        bool failed = e->state == GG_ENTRY_FAILED;
+        msgpack_pack_map(pk, failed ? 12 : 11);
+        proto_pack_kv_u64(pk, "program", e->prog->id);
+        proto_pack_kv_str(pk, "program_name", e->prog->name);
+        proto_pack_kv_u64(pk, "session", e->prog->sess->id);
+        proto_pack_kv_i64(pk, "branch", e->branch);
+        proto_pack_kv_i64(pk, "bucket", e->bucket);
+        proto_pack_kv_str(pk, "state", cache_state_name(e->state));
+        proto_pack_kv_u64(pk, "captures", e->captures);
+        proto_pack_kv_u64(pk, "replays", e->replays);
+        proto_pack_kv_u64(pk, "fallbacks", e->fallbacks);
+        proto_pack_kv_f64(pk, "avg_replay_us", gg_stats_avg(e->replay_us_sum, e->replays));
+        proto_pack_kv_u64(pk, "idle_s", e->last_used_ms ? (now - e->last_used_ms) / 1000 : 0);
+        if (failed)
+            proto_pack_kv_str(pk, "reason", e->reason);
+    }
+}

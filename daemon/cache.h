@@ -1,0 +1,66 @@
+/* The graph cache, keyed by (program, branch, bucket): instantiated graphs
+ * and their per-bucket scratch, in LRU order with idle eviction.  Entries in
+ * use by a job are pinned and never evicted. */
+#ifndef GG_CACHE_H
+#define GG_CACHE_H
+
+#include <stdint.h>
+
+#include "device.h"
+#include "proto.h"
+#include "session.h"
+
+struct gg_server;
+struct gg_program;
+
+typedef enum { GG_ENTRY_EMPTY = 0, GG_ENTRY_READY, GG_ENTRY_FAILED } gg_entry_state;
+
+typedef struct gg_cache_entry {
+    struct gg_program *prog;
+    int branch;
+    int bucket_index;
+    int bucket;
+    gg_list lru_link;
+    gg_entry_state state;
+    gg_dev_exec *exec;
+    uint8_t *scratch;
+    size_t scratch_bytes;
+    size_t footprint;
+    int pins;
+    unsigned updates;               /* exec updates since instantiate */
+    uint64_t last_used_ms;
+    uint64_t captures, replays, fallbacks, validations;
+    double replay_us_sum;
+    char reason[160];               /* why FAILED */
+} gg_cache_entry;
+
+typedef struct gg_cache gg_cache;
+
+int gg_cache_new(struct gg_server *srv, gg_cache **out);
+void gg_cache_free(gg_cache *c);
+/* The entry for (p, branch, bucket index), created EMPTY on first use. */
+int gg_cache_get(gg_cache *c, struct gg_program *p, int branch, int bucket_index,
+                 gg_cache_entry **out);
+void gg_cache_pin(gg_cache *c, gg_cache_entry *e);
+void gg_cache_unpin(gg_cache *c, gg_cache_entry *e);
+/* Mark READY after a capture; may evict others past the capacity. */
+void gg_cache_ready(gg_cache *c, gg_cache_entry *e);
+/* The entry's graph failed: drop it, keep the scratch, run eager from now. */
+void gg_cache_fail(gg_cache *c, gg_cache_entry *e, const char *reason);
+/* program.prepare: give a FAILED entry another capture. */
+void gg_cache_retry(gg_cache *c, gg_cache_entry *e);
+/* Release a graph and scratch on an executor thread (exec.c). */
+struct gg_exec;
+void gg_exec_release_graph(struct gg_exec *x, gg_dev_exec *g, uint8_t *scratch);
+/* Drop an entry's graph (and the entry), e.g. when its program goes. */
+void gg_cache_drop(gg_cache *c, gg_cache_entry *e);
+void gg_cache_tick(gg_cache *c, uint64_t now_ms);
+/* Make room for one more graph of `need` bytes; false if the cap cannot be met. */
+bool gg_cache_reserve(gg_cache *c, gg_cache_entry *e, size_t need);
+unsigned gg_cache_count(const gg_cache *c);
+unsigned gg_cache_capacity(const gg_cache *c);
+size_t gg_cache_bytes(const gg_cache *c);
+/* Pack the cache table for stats. */
+void gg_cache_pack(gg_cache *c, msgpack_packer *pk);
+
+#endif

@@ -1,0 +1,427 @@
+/* Client connections.
+ *
+ * Happy path: accept, read into a growing buffer, frame complete messages
+ * with proto_frame_scan (header checked before body), unpack each, dispatch
+ * by method name, queue the response with uv_write.  A connection carries one
+ * session.
+ *
+ * Failure modes: a message over max-message-size, bytes that are not
+ * MessagePack, or more than max-inflight requests in flight get an error
+ * (answered to the msgid where one can be read, else an "error"
+ * notification) and the connection is closed after its queued writes
+ * flush.  A well-framed message of the wrong shape is answered with EPROTO
+ * and the connection stays usable.  A peer that stops reading its
+ * responses is cut off once its write queue passes a bound.  Nothing a
+ * client sends touches another connection.
+ *
+ * Lifetime: the conn is freed in its close callback; jobs in flight hold the
+ * session, not the conn, so a close never waits on the device. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "dispatch.h"
+#include "log.h"
+#include "proto.h"
+#include "server.h"
+#include "session.h"
+
+#define CONN_READ_CHUNK 65536
+#define CONN_MAX_WRITE_QUEUE (64u << 20)
+
+typedef struct gg_conn {
+    uv_pipe_t pipe;                 /* first: the handle's data is the conn */
+    gg_server *srv;
+    struct gg_conn *prev, *next;
+    gg_session *sess;
+    uint8_t *rbuf;
+    size_t rlen, rcap;
+    proto_frame frame;
+    unsigned inflight;
+    bool closing;
+    bool read_stopped;
+    uv_shutdown_t shutdown_req;
+} gg_conn;
+
+typedef struct {
+    uv_write_t req;
+    char *data;
+} conn_write;
+
+static void conn_list_del(gg_conn *c)
+{
+    gg_server *srv = c->srv;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        srv->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    srv->nconns--;
+}
+
+static void conn_on_close(uv_handle_t *h)
+{
+    gg_conn *c = h->data;
+    gg_server *srv = c->srv;
+    if (c->sess) {
+        gg_log_fields f = {.session = c->sess->id};
+        GG_LOG(GG_LOG_DEBUG, &f, "connection closed");
+        gg_session_detach(c->sess);
+    }
+    conn_list_del(c);
+    free(c->rbuf);
+    free(c);
+    if (srv->stopping)
+        gg_server_stop(srv, srv->exit_code);  /* re-check whether the loop can end */
+}
+
+static void conn_close_now(gg_conn *c)
+{
+    if (uv_is_closing((uv_handle_t *)&c->pipe))
+        return;
+    c->closing = true;
+    uv_close((uv_handle_t *)&c->pipe, conn_on_close);
+}
+
+static void conn_on_shutdown(uv_shutdown_t *req, int status)
+{
+    (void)status;
+    conn_close_now(req->data);
+}
+
+void gg_conn_close(gg_conn *c)
+{
+    if (c->closing)
+        return;
+    c->closing = true;
+    uv_read_stop((uv_stream_t *)&c->pipe);
+    c->shutdown_req.data = c;
+    /* shutdown waits for queued writes, so the last error reaches the peer */
+    if (uv_shutdown(&c->shutdown_req, (uv_stream_t *)&c->pipe, conn_on_shutdown) < 0)
+        conn_close_now(c);
+}
+
+static void conn_on_write(uv_write_t *req, int status)
+{
+    conn_write *w = (conn_write *)req;
+    gg_conn *c = req->handle->data;
+    free(w->data);
+    free(w);
+    if (status < 0 && status != UV_ECANCELED && !c->closing) {
+        gg_debug("write failed: %s", uv_strerror(status));
+        conn_close_now(c);
+    }
+}
+
+bool gg_conn_send(gg_conn *c, msgpack_sbuffer *sb)
+{
+    if (!c || c->closing || uv_is_closing((uv_handle_t *)&c->pipe)) {
+        msgpack_sbuffer_destroy(sb);
+        msgpack_sbuffer_init(sb);
+        return false;
+    }
+    if (uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) > CONN_MAX_WRITE_QUEUE) {
+        gg_warn("client pid %d is not reading its responses; closing its connection",
+                c->sess ? (int)c->sess->pid : -1);
+        msgpack_sbuffer_destroy(sb);
+        msgpack_sbuffer_init(sb);
+        conn_close_now(c);
+        return false;
+    }
+    conn_write *w = malloc(sizeof(*w));
+    if (!w) {
+        msgpack_sbuffer_destroy(sb);
+        msgpack_sbuffer_init(sb);
+        conn_close_now(c);
+        return false;
+    }
+    size_t len = sb->size;
+    w->data = msgpack_sbuffer_release(sb);
+    uv_buf_t buf = uv_buf_init(w->data, (unsigned)len);
+    int rc = uv_write(&w->req, (uv_stream_t *)&c->pipe, &buf, 1, conn_on_write);
+    if (rc < 0) {
+        free(w->data);
+        free(w);
+        conn_close_now(c);
+        return false;
+    }
+    return true;
+}
+
+void gg_conn_request_done(gg_conn *c)
+{
+    if (!c)
+        return;
+    if (c->inflight)
+        c->inflight--;
+    if (c->srv->stopping && c->inflight == 0)
+        gg_conn_close(c);
+}
+
+/* Send an error for a message that cannot be answered by msgid, then close. */
+static void conn_fatal(gg_conn *c, int err, const char *msg)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    proto_pack_error_notify(&pk, err, msg);
+    gg_conn_send(c, &sb);
+    msgpack_sbuffer_destroy(&sb);
+    gg_info("closing connection (session %llu): %s",
+            c->sess ? (unsigned long long)c->sess->id : 0ULL, msg);
+    gg_conn_close(c);
+}
+
+static void conn_send_error(gg_conn *c, uint32_t msgid, int err, const char *msg)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    proto_pack_error_response(&pk, msgid, err, msg);
+    gg_conn_send(c, &sb);
+    msgpack_sbuffer_destroy(&sb);
+}
+
+static void conn_handle_request(gg_conn *c, const proto_msg *m)
+{
+    gg_server *srv = c->srv;
+    gg_session *s = c->sess;
+    char errmsg[512] = "";
+    srv->stats.requests++;
+    s->requests++;
+
+    if (c->inflight >= srv->cfg.max_inflight) {
+        char msg[160];
+        snprintf(msg, sizeof(msg),
+                 "more than %u requests in flight on one connection; wait for responses "
+                 "before sending more", srv->cfg.max_inflight);
+        srv->stats.errors++;
+        conn_send_error(c, m->msgid, -EBUSY, msg);
+        gg_conn_close(c);
+        return;
+    }
+    const gg_method *method = gg_dispatch_find(m->method, m->method_len);
+    if (!method) {
+        snprintf(errmsg, sizeof(errmsg), "unknown method '%.*s'",
+                 (int)(m->method_len > 64 ? 64 : m->method_len), m->method);
+        srv->stats.errors++;
+        s->errors++;
+        conn_send_error(c, m->msgid, -ENOSYS, errmsg);
+        return;
+    }
+    if (srv->stopping) {
+        conn_send_error(c, m->msgid, -ESHUTDOWN, "the daemon is shutting down");
+        return;
+    }
+
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    proto_pack_response_head(&pk, m->msgid);
+    gg_call call = {
+        .srv = srv, .sess = s, .msgid = m->msgid, .params = m->params, .pk = &pk,
+        .err = {errmsg, sizeof(errmsg)},
+    };
+    c->inflight++;
+    int rc = method->fn(&call);
+    if (rc == GG_CALL_ASYNC) {
+        msgpack_sbuffer_destroy(&sb);
+        return;
+    }
+    if (rc < 0) {
+        srv->stats.errors++;
+        s->errors++;
+        if (!errmsg[0])
+            snprintf(errmsg, sizeof(errmsg), "%s", strerror(-rc));
+        gg_log_fields f = {.session = s->id};
+        GG_LOG(GG_LOG_DEBUG, &f, "%.*s refused: %s: %s", (int)m->method_len, m->method,
+               proto_errno_code(rc), errmsg);
+        sb.size = 0;
+        proto_pack_error_response(&pk, m->msgid, rc, errmsg);
+    }
+    gg_conn_send(c, &sb);
+    msgpack_sbuffer_destroy(&sb);
+    gg_conn_request_done(c);
+}
+
+static void conn_handle_message(gg_conn *c, const uint8_t *data, size_t len)
+{
+    msgpack_unpacked up;
+    msgpack_unpacked_init(&up);
+    size_t off = 0;
+    msgpack_unpack_return r = msgpack_unpack_next(&up, (const char *)data, len, &off);
+    if (r != MSGPACK_UNPACK_SUCCESS) {
+        msgpack_unpacked_destroy(&up);
+        conn_fatal(c, r == MSGPACK_UNPACK_NOMEM_ERROR ? -ENOMEM : -EPROTO,
+                   r == MSGPACK_UNPACK_NOMEM_ERROR ? "out of memory unpacking the message"
+                                                   : "malformed MessagePack");
+        return;
+    }
+    proto_msg m;
+    bool msgid_ok;
+    char why[256];
+    if (proto_msg_decode(&up.data, &m, &msgid_ok, why, sizeof(why)) < 0) {
+        c->srv->stats.errors++;
+        /* Well framed but the wrong shape: answer and keep the connection. */
+        if (msgid_ok)
+            conn_send_error(c, m.msgid, -EPROTO, why);
+        else {
+            msgpack_sbuffer sb;
+            msgpack_packer pk;
+            msgpack_sbuffer_init(&sb);
+            msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+            proto_pack_error_notify(&pk, -EPROTO, why);
+            gg_conn_send(c, &sb);
+            msgpack_sbuffer_destroy(&sb);
+        }
+    } else if (m.type == GG_MSG_REQUEST) {
+        conn_handle_request(c, &m);
+    } else {
+        gg_debug("ignoring a %s from the client", m.type == GG_MSG_RESPONSE ? "response" : "notification");
+    }
+    msgpack_unpacked_destroy(&up);
+}
+
+static void conn_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    (void)suggested;
+    gg_conn *c = h->data;
+    if (c->rcap - c->rlen < CONN_READ_CHUNK) {
+        size_t ncap = c->rcap ? c->rcap * 2 : CONN_READ_CHUNK * 2;
+        while (ncap - c->rlen < CONN_READ_CHUNK)
+            ncap *= 2;
+        uint8_t *n = realloc(c->rbuf, ncap);
+        if (!n) {
+            *buf = uv_buf_init(NULL, 0);   /* libuv reports UV_ENOBUFS */
+            return;
+        }
+        c->rbuf = n;
+        c->rcap = ncap;
+    }
+    *buf = uv_buf_init((char *)c->rbuf + c->rlen, (unsigned)(c->rcap - c->rlen));
+}
+
+static void conn_on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
+{
+    (void)buf;
+    gg_conn *c = st->data;
+    if (n < 0) {
+        if (n != UV_EOF)
+            gg_debug("read failed: %s", uv_strerror((int)n));
+        /* The peer has gone or half-closed: answers in flight have nowhere to
+         * go, so close now rather than wait for them. */
+        conn_close_now(c);
+        return;
+    }
+    c->rlen += (size_t)n;
+    size_t off = 0;
+    while (!c->closing && off < c->rlen) {
+        long r = proto_frame_scan(&c->frame, c->rbuf + off, c->rlen - off);
+        if (r == 0)
+            break;
+        if (r < 0) {
+            char msg[160];
+            if (r == -EMSGSIZE)
+                snprintf(msg, sizeof(msg),
+                         "message larger than the limit of %zu bytes (max-message-size)",
+                         c->frame.max_msg);
+            else
+                snprintf(msg, sizeof(msg), "the byte stream is not MessagePack-RPC");
+            c->srv->stats.errors++;
+            conn_fatal(c, (int)r, msg);
+            return;
+        }
+        conn_handle_message(c, c->rbuf + off, (size_t)r);
+        off += (size_t)r;
+        proto_frame_reset(&c->frame);
+    }
+    if (off) {
+        memmove(c->rbuf, c->rbuf + off, c->rlen - off);
+        c->rlen -= off;
+    }
+    /* Keep an idle connection's buffer small. */
+    if (c->rlen == 0 && c->rcap > 4 * CONN_READ_CHUNK) {
+        free(c->rbuf);
+        c->rbuf = NULL;
+        c->rcap = 0;
+    }
+}
+
+int gg_conn_accept(gg_server *srv)
+{
+    gg_conn *c = calloc(1, sizeof(*c));
+    if (!c)
+        return -ENOMEM;
+    c->srv = srv;
+    proto_frame_init(&c->frame, srv->cfg.max_message);
+    int rc = uv_pipe_init(srv->loop, &c->pipe, 0);
+    if (rc < 0) {
+        free(c);
+        return rc;
+    }
+    c->pipe.data = c;
+    c->next = srv->conns;
+    if (srv->conns)
+        srv->conns->prev = c;
+    srv->conns = c;
+    srv->nconns++;
+    rc = uv_accept((uv_stream_t *)&srv->listener, (uv_stream_t *)&c->pipe);
+    if (rc < 0) {
+        conn_close_now(c);
+        return rc;
+    }
+    struct ucred cred = {.pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1};
+    socklen_t len = sizeof(cred);
+    uv_os_fd_t fd;
+    if (uv_fileno((uv_handle_t *)&c->pipe, &fd) == 0)
+        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len);
+    c->sess = gg_session_new(srv, c, cred.pid, cred.uid, cred.gid);
+    if (!c->sess) {
+        conn_close_now(c);
+        return -ENOMEM;
+    }
+    if (srv->nconns > srv->cfg.max_connections) {
+        conn_fatal(c, -EBUSY, "too many connections (max-connections); try again later");
+        return 0;
+    }
+    gg_log_fields f = {.session = c->sess->id};
+    GG_LOG(GG_LOG_DEBUG, &f, "client connected: pid %d uid %d", (int)cred.pid, (int)cred.uid);
+    rc = uv_read_start((uv_stream_t *)&c->pipe, conn_alloc, conn_on_read);
+    if (rc < 0)
+        conn_close_now(c);
+    return 0;
+}
+
+void gg_conn_stop_all(gg_server *srv)
+{
+    for (gg_conn *c = srv->conns, *n; c; c = n) {
+        n = c->next;
+        if (c->inflight == 0)
+            gg_conn_close(c);
+        else {
+            /* stop reading; the last reply closes it (gg_conn_request_done) */
+            uv_read_stop((uv_stream_t *)&c->pipe);
+        }
+    }
+}
+
+void gg_conn_force_close_all(gg_server *srv)
+{
+    for (gg_conn *c = srv->conns; c; c = c->next)
+        conn_close_now(c);
+}
+
+gg_session *gg_conn_session(gg_conn *c)
+{
+    return c->sess;
+}
+
+gg_conn *gg_conn_next(gg_conn *c)
+{
+    return c->next;
+}

@@ -1,0 +1,712 @@
+/* The executor.
+ *
+ * Happy path: the loop submits a replay; a worker thread captures the
+ * (program, branch, bucket) graph if the entry is empty, launches it on the
+ * session's stream, and asks the device to call back when the stream has
+ * drained; the callback queues the job for the loop and wakes it with
+ * uv_async_send; the loop applies the results to the cache, counts, answers
+ * the client and starts the session's next job.
+ *
+ * Failure modes: a failed (or injected, GFXGRAPH_FAULT) capture,
+ * instantiate or launch runs the same nodes eagerly instead, so the answer
+ * is still right; the entry is marked FAILED with its reason so the next
+ * request goes straight to eager instead of failing again.  -ENODEV from
+ * the device ends the daemon (sticky device error).  A session whose
+ * client leaves has its queued jobs dropped; a running one finishes first,
+ * holding the session (and so its imported buffers) until it does.
+ *
+ * Only the loop thread writes cache entries, programs and counters; a
+ * worker reads the pinned entry and writes its findings into the job. */
+#include "exec.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "server.h"
+
+typedef struct {
+    gg_list link;
+    gg_dev_exec *graph;
+    uint8_t *scratch;
+} exec_release;
+
+struct gg_exec {
+    gg_server *srv;
+    uv_async_t async;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    gg_list queue;               /* jobs for the workers */
+    gg_list releases;            /* graphs and scratch to free */
+    gg_job *done;                /* finished, for the loop */
+    pthread_t *threads;
+    int nthreads;
+    bool quit;
+    bool closed;
+    unsigned pending;            /* submitted and not yet finished (loop-side) */
+};
+
+static void exec_on_async(uv_async_t *h);
+
+void gg_job_free(gg_job *job)
+{
+    if (!job)
+        return;
+    free(job->entries != &job->one ? job->entries : NULL);
+    free(job->results);
+    free(job);
+}
+
+/* ---- worker side -------------------------------------------------------- */
+
+static int exec_fault(const gg_exec *x, unsigned step, gg_job_result *r, const char *name)
+{
+    if (!(x->srv->cfg.fault & step))
+        return 0;
+    snprintf(r->reason, sizeof(r->reason), "%s failed: injected by GFXGRAPH_FAULT", name);
+    return -EIO;
+}
+
+static int exec_launch_nodes(gg_exec *x, gg_dev_stream *s, const gg_program *p,
+                             const gg_branch *br, int rows, uint8_t *scratch, char *why,
+                             size_t whylen)
+{
+    gg_device *dev = x->srv->dev;
+    for (int i = 0; i < br->nnodes; i++) {
+        const gg_pnode *n = &br->nodes[i];
+        gg_tensor in[GG_MAX_OPERANDS], out[GG_MAX_OPERANDS];
+        gg_program_bind(p, n, rows, scratch, in, out);
+        int rc = dev->ops->op_launch(dev, s, n->op, in, n->nin, out, n->nout, &n->attrs);
+        if (rc < 0) {
+            snprintf(why, whylen, "node %d (%s): %s", i, n->op->name, dev->ops->last_error(dev));
+            return rc;
+        }
+    }
+    return 0;
+}
+
+/* Capture and instantiate e's graph into r.  On failure r->reason says
+ * which step failed and nothing has run on the device. */
+static int exec_capture(gg_exec *x, gg_job *j, gg_cache_entry *e, gg_dev_stream *s,
+                        gg_job_result *r)
+{
+    gg_device *dev = x->srv->dev;
+    const gg_program *p = j->prog;
+    const gg_branch *br = &p->branches[e->branch];
+    int rc;
+    char why[160] = "";
+
+    if (!r->scratch) {
+        size_t sb = gg_program_scratch_bytes(p, e->bucket);
+        if (sb && (rc = dev->ops->scratch_alloc(dev, sb, (void **)&r->scratch)) < 0) {
+            snprintf(r->reason, sizeof(r->reason), "scratch allocation of %zu bytes failed", sb);
+            return rc;
+        }
+    }
+    if ((rc = exec_fault(x, GG_FAULT_CAPTURE, r, "capture")) < 0)
+        return rc;
+    if ((rc = dev->ops->capture_begin(dev, s)) < 0) {
+        snprintf(r->reason, sizeof(r->reason), "capture failed: %s", dev->ops->last_error(dev));
+        return rc;
+    }
+    rc = exec_launch_nodes(x, s, p, br, e->bucket, r->scratch, why, sizeof(why));
+    gg_dev_graph *g = NULL;
+    int rc2 = dev->ops->capture_end(dev, s, &g);
+    if (rc < 0 || rc2 < 0) {
+        if (g)
+            dev->ops->graph_destroy(dev, g);
+        snprintf(r->reason, sizeof(r->reason), "capture failed: %s",
+                 rc < 0 ? why : dev->ops->last_error(dev));
+        return rc < 0 ? rc : rc2;
+    }
+    if ((rc = exec_fault(x, GG_FAULT_INSTANTIATE, r, "instantiate")) < 0) {
+        dev->ops->graph_destroy(dev, g);
+        return rc;
+    }
+    rc = dev->ops->instantiate(dev, g, &r->exec);
+    dev->ops->graph_destroy(dev, g);
+    if (rc < 0) {
+        snprintf(r->reason, sizeof(r->reason), "instantiate failed: %s", dev->ops->last_error(dev));
+        r->exec = NULL;
+        return rc;
+    }
+    r->captured = true;
+    r->footprint = gg_program_scratch_bytes(p, e->bucket) + dev->ops->exec_footprint(dev, r->exec);
+    return 0;
+}
+
+/* Buffer tensors touched by a branch, for validation snapshots. */
+static int exec_branch_tensors(const gg_program *p, const gg_branch *br, int *list, bool outputs_only)
+{
+    int n = 0;
+    for (int i = 0; i < br->nnodes; i++) {
+        const gg_pnode *nd = &br->nodes[i];
+        for (int k = 0; k < nd->nin + nd->nout; k++) {
+            bool is_out = k >= nd->nin;
+            int t = is_out ? nd->out[k - nd->nin] : nd->in[k];
+            if (!p->tensors[t].buf || (outputs_only && !is_out))
+                continue;
+            bool seen = false;
+            for (int m = 0; m < n; m++)
+                seen |= list[m] == t;
+            if (!seen)
+                list[n++] = t;
+        }
+    }
+    return n;
+}
+
+static size_t exec_tensor_bytes(const gg_program *p, int t, int rows, uint8_t **ptr)
+{
+    const gg_ptensor *pt = &p->tensors[t];
+    gg_tensor_desc d = pt->desc;
+    if (pt->batch_dim >= 0)
+        d.dims[pt->batch_dim] = rows;
+    *ptr = pt->buf->ptr + pt->offset;
+    return gg_desc_bytes(&d);
+}
+
+/* GFXGRAPH=validate: run the graph and the eager launches from the same
+ * inputs and compare every output.  The eager result is the one left in
+ * the client's buffers.  Returns 0 when they agree. */
+static int exec_validate(gg_exec *x, gg_job *j, gg_cache_entry *e, gg_dev_stream *s,
+                         gg_job_result *r)
+{
+    gg_device *dev = x->srv->dev;
+    const gg_program *p = j->prog;
+    const gg_branch *br = &p->branches[e->branch];
+    int *all = malloc(sizeof(int) * (size_t)p->ntensors * 2);
+    if (!all)
+        return -ENOMEM;
+    int *outs = all + p->ntensors;
+    int na = exec_branch_tensors(p, br, all, false);
+    int no = exec_branch_tensors(p, br, outs, true);
+    size_t snap_bytes = 0, out_bytes = 0;
+    uint8_t *ptr;
+    for (int i = 0; i < na; i++)
+        snap_bytes += exec_tensor_bytes(p, all[i], j->rows, &ptr);
+    for (int i = 0; i < no; i++)
+        out_bytes += exec_tensor_bytes(p, outs[i], j->rows, &ptr);
+    uint8_t *snap = malloc(snap_bytes + 1), *graph_out = malloc(out_bytes + 1),
+            *eager_out = malloc(out_bytes + 1);
+    int rc = (!snap || !graph_out || !eager_out) ? -ENOMEM : 0;
+    char why[160];
+    size_t off = 0;
+    for (int i = 0; i < na && rc == 0; i++) {
+        size_t b = exec_tensor_bytes(p, all[i], j->rows, &ptr);
+        rc = dev->ops->memcpy_d2h(dev, snap + off, ptr, b);
+        off += b;
+    }
+    if (rc == 0)
+        rc = dev->ops->graph_launch(dev, r->exec, s);
+    if (rc == 0)
+        rc = dev->ops->stream_sync(dev, s);
+    off = 0;
+    for (int i = 0; i < no && rc == 0; i++) {
+        size_t b = exec_tensor_bytes(p, outs[i], j->rows, &ptr);
+        rc = dev->ops->memcpy_d2h(dev, graph_out + off, ptr, b);
+        off += b;
+    }
+    off = 0;
+    for (int i = 0; i < na && rc == 0; i++) {
+        size_t b = exec_tensor_bytes(p, all[i], j->rows, &ptr);
+        rc = dev->ops->memcpy_h2d(dev, ptr, snap + off, b);
+        off += b;
+    }
+    if (rc == 0)
+        rc = exec_launch_nodes(x, s, p, br, j->rows, r->scratch, why, sizeof(why));
+    if (rc == 0)
+        rc = dev->ops->stream_sync(dev, s);
+    off = 0;
+    for (int i = 0; i < no && rc == 0; i++) {
+        size_t b = exec_tensor_bytes(p, outs[i], j->rows, &ptr);
+        rc = dev->ops->memcpy_d2h(dev, eager_out + off, ptr, b);
+        off += b;
+    }
+    /* Compare over the real rows only: padding rows are free to differ. */
+    double worst = 0.0;
+    off = 0;
+    for (int i = 0; i < no && rc == 0; i++) {
+        const gg_ptensor *pt = &p->tensors[outs[i]];
+        size_t b = exec_tensor_bytes(p, outs[i], j->rows, &ptr);
+        gg_tensor_desc d = pt->desc;
+        if (pt->batch_dim >= 0)
+            d.dims[pt->batch_dim] = j->rows;
+        int64_t n = gg_desc_numel(&d), real = n;
+        if (pt->batch_dim == 0)
+            real = n / j->rows * j->batch;
+        double num = 0, den = 0;
+        for (int64_t k = 0; k < real; k++) {
+            float a = gg_load(graph_out + off, d.dtype, k), bb = gg_load(eager_out + off, d.dtype, k);
+            if (isnan(a) && isnan(bb))
+                continue;
+            num += ((double)a - bb) * ((double)a - bb);
+            den += (double)bb * bb;
+        }
+        double rel = den > 0 ? sqrt(num / den) : sqrt(num);
+        if (!(rel <= worst))
+            worst = rel;   /* NaN sticks */
+        off += b;
+    }
+    free(all);
+    free(snap);
+    free(graph_out);
+    free(eager_out);
+    if (rc < 0)
+        return rc;
+    r->validated = true;
+    if (!(worst <= 1e-3)) {
+        r->validation_failed = true;
+        snprintf(r->reason, sizeof(r->reason),
+                 "validation failed: graph output differs from eager (rel err %.3g)", worst);
+    }
+    return 0;
+}
+
+static bool exec_should_validate(const gg_exec *x, const gg_cache_entry *e)
+{
+    const gg_config *c = &x->srv->cfg;
+    if (!c->validate)
+        return false;
+    if (c->replay_mode == GG_REPLAY_HOT)
+        return e->replays == 0;
+    if (e->replays < c->trusted_replay_threshold)
+        return true;
+    return (e->replays - c->trusted_replay_threshold) % c->trusted_replay_sample_interval == 0;
+}
+
+static void exec_on_device_done(void *arg, int status);
+
+static void exec_run(gg_exec *x, gg_job *j)
+{
+    gg_device *dev = x->srv->dev;
+    gg_dev_stream *s = j->sess->stream;
+    gg_job_result *res = j->results;
+    char why[160] = "";
+    int rc = 0;
+    j->t_start_us = gg_now_us();
+
+    if (j->kind == GG_JOB_PREPARE) {
+        for (int i = 0; i < j->nentries; i++) {
+            gg_cache_entry *e = j->entries[i];
+            gg_job_result *r = &res[i];
+            r->scratch = e->scratch;
+            if (e->state == GG_ENTRY_READY)
+                continue;
+            if ((r->rc = exec_capture(x, j, e, s, r)) < 0)
+                r->failed = true;
+        }
+        exec_on_device_done(j, 0);
+        return;
+    }
+
+    const gg_branch *br = &j->prog->branches[j->branch];
+    gg_cache_entry *e = j->nentries ? j->entries[0] : NULL;
+    gg_job_result *r = &res[0];
+    uint8_t *scratch = NULL;
+    bool try_graph = e && x->srv->cfg.graphs_enabled && e->state != GG_ENTRY_FAILED;
+    if (e) {
+        r->scratch = e->scratch;
+        r->exec = e->exec;
+    }
+    if (try_graph && e->state == GG_ENTRY_EMPTY && exec_capture(x, j, e, s, r) < 0)
+        r->failed = true;
+    if (try_graph && !r->failed) {
+        if (exec_should_validate(x, e)) {
+            rc = exec_validate(x, j, e, s, r);
+            if (rc == 0 && r->validation_failed)
+                r->failed = true;
+            j->graph = rc == 0 && !r->validation_failed;
+            if (rc == 0)
+                goto submitted;
+            r->failed = true;
+            snprintf(r->reason, sizeof(r->reason), "validation could not run: %s",
+                     dev->ops->last_error(dev));
+        } else if (exec_fault(x, GG_FAULT_LAUNCH, r, "launch") < 0) {
+            r->failed = true;
+        } else if ((rc = dev->ops->graph_launch(dev, r->exec, s)) < 0) {
+            if (rc == -ENODEV) {
+                j->rc = rc;
+                snprintf(j->reason, sizeof(j->reason), "%s", dev->ops->last_error(dev));
+                exec_on_device_done(j, rc);
+                return;
+            }
+            r->failed = true;
+            snprintf(r->reason, sizeof(r->reason), "launch failed: %s", dev->ops->last_error(dev));
+        } else {
+            j->graph = true;
+        }
+    }
+    if (!j->graph) {
+        /* eager: the same nodes, one launch each */
+        j->fallback = e && (r->failed || e->state == GG_ENTRY_FAILED) && x->srv->cfg.graphs_enabled;
+        if (e) {
+            scratch = r->scratch;
+            if (!scratch && gg_program_scratch_bytes(j->prog, j->rows)) {
+                rc = dev->ops->scratch_alloc(dev, gg_program_scratch_bytes(j->prog, j->rows),
+                                             (void **)&r->scratch);
+                scratch = r->scratch;
+            }
+        } else if (gg_program_scratch_bytes(j->prog, j->rows)) {
+            rc = dev->ops->scratch_alloc(dev, gg_program_scratch_bytes(j->prog, j->rows),
+                                         (void **)&j->tmp_scratch);
+            scratch = j->tmp_scratch;
+        }
+        if (rc == 0)
+            rc = exec_launch_nodes(x, s, j->prog, br, j->rows, scratch, why, sizeof(why));
+        if (rc < 0) {
+            j->rc = rc;
+            snprintf(j->reason, sizeof(j->reason), "eager launch failed: %s", why[0] ? why : strerror(-rc));
+            exec_on_device_done(j, rc);
+            return;
+        }
+    }
+submitted:
+    rc = dev->ops->notify(dev, s, exec_on_device_done, j);
+    if (rc < 0) {
+        j->rc = rc;
+        snprintf(j->reason, sizeof(j->reason), "cannot wait for completion: %s",
+                 dev->ops->last_error(dev));
+        exec_on_device_done(j, rc);
+    }
+}
+
+/* Any thread: the device finished j (or it failed to start). */
+static void exec_on_device_done(void *arg, int status)
+{
+    gg_job *j = arg;
+    gg_exec *x = j->sess->srv->exec;
+    j->t_done_us = gg_now_us();
+    if (status < 0 && j->rc == 0) {
+        j->rc = status;
+        snprintf(j->reason, sizeof(j->reason), "the device reported an error while running");
+    }
+    pthread_mutex_lock(&x->lock);
+    j->done_next = x->done;
+    x->done = j;
+    pthread_mutex_unlock(&x->lock);
+    uv_async_send(&x->async);
+}
+
+static void *exec_worker(void *arg)
+{
+    gg_exec *x = arg;
+    gg_device *dev = x->srv->dev;
+    pthread_mutex_lock(&x->lock);
+    for (;;) {
+        if (!gg_list_empty(&x->releases)) {
+            exec_release *rel = gg_container_of(x->releases.next, exec_release, link);
+            gg_list_del(&rel->link);
+            pthread_mutex_unlock(&x->lock);
+            if (rel->graph)
+                dev->ops->exec_destroy(dev, rel->graph);
+            if (rel->scratch)
+                dev->ops->scratch_free(dev, rel->scratch);
+            free(rel);
+            pthread_mutex_lock(&x->lock);
+            continue;
+        }
+        if (!gg_list_empty(&x->queue)) {
+            gg_job *j = gg_container_of(x->queue.next, gg_job, link);
+            gg_list_del(&j->link);
+            pthread_mutex_unlock(&x->lock);
+            exec_run(x, j);
+            pthread_mutex_lock(&x->lock);
+            continue;
+        }
+        if (x->quit)
+            break;
+        pthread_cond_wait(&x->cond, &x->lock);
+    }
+    pthread_mutex_unlock(&x->lock);
+    return NULL;
+}
+
+/* ---- loop side ---------------------------------------------------------- */
+
+void gg_exec_release_graph(gg_exec *x, gg_dev_exec *g, uint8_t *scratch)
+{
+    if (!g && !scratch)
+        return;
+    exec_release *rel = malloc(sizeof(*rel));
+    if (!rel || x->closed) {
+        /* no worker left (shutting down): free here */
+        gg_device *dev = x->srv->dev;
+        if (g)
+            dev->ops->exec_destroy(dev, g);
+        if (scratch)
+            dev->ops->scratch_free(dev, scratch);
+        free(rel);
+        return;
+    }
+    rel->graph = g;
+    rel->scratch = scratch;
+    pthread_mutex_lock(&x->lock);
+    gg_list_add_tail(&x->releases, &rel->link);
+    pthread_cond_signal(&x->cond);
+    pthread_mutex_unlock(&x->lock);
+}
+
+int gg_exec_new(gg_server *srv, gg_exec **out)
+{
+    gg_exec *x = calloc(1, sizeof(*x));
+    if (!x)
+        return -ENOMEM;
+    x->srv = srv;
+    gg_list_init(&x->queue);
+    gg_list_init(&x->releases);
+    pthread_mutex_init(&x->lock, NULL);
+    pthread_cond_init(&x->cond, NULL);
+    int rc = uv_async_init(srv->loop, &x->async, exec_on_async);
+    if (rc < 0)
+        goto undo_sync;
+    x->async.data = x;
+    int n = (int)srv->cfg.workers;
+    if (n == 0) {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        /* cpu: the kernels run on these threads; hip: they only enqueue */
+        n = strcmp(srv->backend, "cpu") == 0 ? (int)(cpus < 2 ? 2 : cpus > 8 ? 8 : cpus) : 2;
+    }
+    x->threads = calloc((size_t)n, sizeof(pthread_t));
+    if (!x->threads) {
+        rc = -ENOMEM;
+        goto undo_async;
+    }
+    for (; x->nthreads < n; x->nthreads++)
+        if ((rc = -pthread_create(&x->threads[x->nthreads], NULL, exec_worker, x)) < 0)
+            goto undo_threads;
+    *out = x;
+    return 0;
+
+undo_threads:
+    pthread_mutex_lock(&x->lock);
+    x->quit = true;
+    pthread_cond_broadcast(&x->cond);
+    pthread_mutex_unlock(&x->lock);
+    for (int i = 0; i < x->nthreads; i++)
+        pthread_join(x->threads[i], NULL);
+    free(x->threads);
+undo_async:
+    uv_close((uv_handle_t *)&x->async, NULL);
+    uv_run(srv->loop, UV_RUN_NOWAIT);
+undo_sync:
+    pthread_mutex_destroy(&x->lock);
+    pthread_cond_destroy(&x->cond);
+    free(x);
+    return rc;
+}
+
+void gg_exec_close(gg_exec *x)
+{
+    if (x->closed)
+        return;
+    pthread_mutex_lock(&x->lock);
+    x->quit = true;
+    pthread_cond_broadcast(&x->cond);
+    pthread_mutex_unlock(&x->lock);
+    for (int i = 0; i < x->nthreads; i++)
+        pthread_join(x->threads[i], NULL);
+    x->nthreads = 0;
+    x->closed = true;
+    uv_close((uv_handle_t *)&x->async, NULL);
+}
+
+void gg_exec_free(gg_exec *x)
+{
+    gg_exec_close(x);
+    pthread_mutex_destroy(&x->lock);
+    pthread_cond_destroy(&x->cond);
+    free(x->threads);
+    free(x);
+}
+
+bool gg_exec_idle(const gg_exec *x)
+{
+    return x->pending == 0;
+}
+
+static void exec_start(gg_exec *x, gg_job *j)
+{
+    j->sess->running = j;
+    pthread_mutex_lock(&x->lock);
+    gg_list_add_tail(&x->queue, &j->link);
+    pthread_cond_signal(&x->cond);
+    pthread_mutex_unlock(&x->lock);
+}
+
+void gg_exec_submit(gg_exec *x, gg_job *j)
+{
+    x->pending++;
+    gg_session_ref(j->sess);
+    if (j->sess->running)
+        gg_list_add_tail(&j->sess->jobs, &j->link);
+    else
+        exec_start(x, j);
+}
+
+/* Undo what submitting pinned; free the job. */
+static void exec_job_end(gg_exec *x, gg_job *j)
+{
+    for (int i = 0; i < j->nentries; i++)
+        gg_cache_unpin(x->srv->cache, j->entries[i]);
+    gg_program_unpin(j->prog);
+    if (j->tmp_scratch)
+        gg_exec_release_graph(x, NULL, j->tmp_scratch);
+    gg_session *s = j->sess;
+    gg_job_free(j);
+    x->pending--;
+    gg_session_unref(s);
+}
+
+void gg_exec_cancel_session(gg_exec *x, gg_session *s)
+{
+    while (!gg_list_empty(&s->jobs)) {
+        gg_job *j = gg_container_of(s->jobs.next, gg_job, link);
+        gg_list_del(&j->link);
+        exec_job_end(x, j);
+    }
+}
+
+/* Apply a worker's findings to the entry (loop thread only). */
+static void exec_apply(gg_exec *x, gg_job *j, gg_cache_entry *e, gg_job_result *r)
+{
+    gg_server *srv = x->srv;
+    e->scratch = r->scratch;
+    if (r->captured) {
+        e->captures++;
+        srv->stats.capture_count++;
+        e->exec = r->exec;
+        e->footprint = r->footprint;
+        if (!gg_cache_reserve(srv->cache, e, e->footprint)) {
+            r->failed = true;
+            snprintf(r->reason, sizeof(r->reason),
+                     "graph of %zu bytes does not fit under the VRAM cap (%.0f%%)", e->footprint,
+                     srv->cfg.vram_cap * 100);
+        } else if (!r->failed) {
+            gg_cache_ready(srv->cache, e);
+        }
+    }
+    if (r->validated) {
+        e->validations++;
+        srv->stats.validations++;
+    }
+    if (r->validation_failed)
+        srv->stats.validation_failures++;
+    if (r->failed && e->state != GG_ENTRY_FAILED) {
+        gg_log_fields f = {.session = j->sess->id, .program = j->prog->id, .bucket = e->bucket};
+        GG_LOG(GG_LOG_WARN, &f, "graph for branch %d disabled, running eager: %s", e->branch,
+               r->reason);
+        gg_cache_fail(srv->cache, e, r->reason);
+    }
+}
+
+static void exec_finish(gg_exec *x, gg_job *j)
+{
+    gg_server *srv = x->srv;
+    gg_session *s = j->sess;
+    gg_job_result *res = j->results;
+    double us = (double)(j->t_done_us - j->t_start_us);
+
+    if (j->rc == -ENODEV)
+        gg_server_device_lost(srv, j->reason);
+    for (int i = 0; i < j->nentries; i++)
+        exec_apply(x, j, j->entries[i], &res[i]);
+
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    if (j->rc < 0) {
+        gg_reply_error(s, j->msgid, j->rc, j->reason);
+    } else if (j->kind == GG_JOB_PREPARE) {
+        gg_reply_begin(&sb, &pk, j->msgid);
+        msgpack_pack_map(&pk, 2);
+        proto_pack_kv_u64(&pk, "id", j->prog->id);
+        proto_pack_key(&pk, "prepared");
+        msgpack_pack_array(&pk, j->nentries);
+        for (int i = 0; i < j->nentries; i++) {
+            gg_cache_entry *e = j->entries[i];
+            bool failed = e->state == GG_ENTRY_FAILED;
+            msgpack_pack_map(&pk, failed ? 4 : 3);
+            proto_pack_kv_i64(&pk, "branch", e->branch);
+            proto_pack_kv_i64(&pk, "bucket", e->bucket);
+            proto_pack_kv_str(&pk, "state", failed ? "failed" : e->state == GG_ENTRY_READY ? "ready" : "empty");
+            if (failed)
+                proto_pack_kv_str(&pk, "reason", e->reason);
+        }
+        gg_reply_end(s, &sb);
+    } else {
+        gg_cache_entry *e = j->nentries ? j->entries[0] : NULL;
+        s->replays++;
+        s->replay_us_sum += us;
+        if (j->graph) {
+            srv->stats.replay_count++;
+            srv->stats.replay_us_sum += us;
+            s->graph_replays++;
+            e->replays++;
+            e->replay_us_sum += us;
+        } else {
+            srv->stats.eager_count++;
+            srv->stats.eager_us_sum += us;
+            s->eager_replays++;
+            if (j->fallback) {
+                srv->stats.fallback_count++;
+                e->fallbacks++;
+            }
+            if (!e)
+                srv->stats.oversize_count++;
+        }
+        const char *reason = NULL;
+        if (!j->graph)
+            reason = !e ? "batch is above the largest bucket"
+                     : !srv->cfg.graphs_enabled ? "graphs are disabled (GFXGRAPH=0)"
+                     : e->reason;
+        gg_reply_begin(&sb, &pk, j->msgid);
+        msgpack_pack_map(&pk, reason ? 8 : 7);
+        proto_pack_kv_str(&pk, "path", j->graph ? "graph" : "eager");
+        proto_pack_kv_i64(&pk, "bucket", e ? e->bucket : 0);
+        proto_pack_kv_i64(&pk, "batch", j->batch);
+        proto_pack_kv_i64(&pk, "branch", j->branch);
+        proto_pack_kv_bool(&pk, "fallback", j->fallback);
+        proto_pack_kv_bool(&pk, "captured", res[0].captured && j->nentries);
+        proto_pack_kv_f64(&pk, "device_us", us);
+        if (reason)
+            proto_pack_kv_str(&pk, "reason", reason);
+        gg_reply_end(s, &sb);
+    }
+
+    s->running = NULL;
+    if (!gg_list_empty(&s->jobs)) {
+        gg_job *next = gg_container_of(s->jobs.next, gg_job, link);
+        gg_list_del(&next->link);
+        exec_start(x, next);
+    }
+    exec_job_end(x, j);
+}
+
+static void exec_on_async(uv_async_t *h)
+{
+    gg_exec *x = h->data;
+    pthread_mutex_lock(&x->lock);
+    gg_job *list = x->done;
+    x->done = NULL;
+    pthread_mutex_unlock(&x->lock);
+    /* the list is newest first: reverse so replies keep completion order */
+    gg_job *rev = NULL;
+    while (list) {
+        gg_job *n = list->done_next;
+        list->done_next = rev;
+        rev = list;
+        list = n;
+    }
+    while (rev) {
+        gg_job *n = rev->done_next;
+        exec_finish(x, rev);
+        rev = n;
+    }
+    if (x->srv->stopping)
+        gg_server_stop(x->srv, x->srv->exit_code);
+}

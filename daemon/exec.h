@@ -1,0 +1,69 @@
+/* The executor: runs replays off the loop thread.  Each session's jobs run
+ * one at a time in order on that session's stream; different sessions run
+ * in parallel on the worker threads.  Completion comes back to the loop
+ * through a uv_async handle. */
+#ifndef GG_EXEC_H
+#define GG_EXEC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cache.h"
+#include "program.h"
+#include "session.h"
+
+struct gg_server;
+
+typedef enum { GG_JOB_REPLAY = 0, GG_JOB_PREPARE } gg_job_kind;
+
+/* What a worker found out about one cache entry. */
+typedef struct gg_job_result {
+    int rc;
+    bool captured;
+    bool failed;
+    bool validated;
+    bool validation_failed;
+    gg_dev_exec *exec;
+    uint8_t *scratch;
+    size_t footprint;
+    char reason[160];
+} gg_job_result;
+
+typedef struct gg_job {
+    gg_list link;
+    gg_job_kind kind;
+    gg_session *sess;
+    uint32_t msgid;
+    gg_program *prog;
+    int branch;
+    int batch;
+    int rows;                       /* rows run: the bucket, or batch when oversize */
+    gg_cache_entry **entries;       /* replay: 1 (or 0 when oversize); prepare: many */
+    int nentries;
+    gg_cache_entry *one;            /* storage for the single replay entry */
+    /* results, written by the worker */
+    int rc;
+    char reason[192];
+    bool graph;                     /* ran as a graph */
+    bool fallback;
+    bool captured;
+    bool eager_oversize;
+    gg_job_result *results;         /* one per entry (at least one) */
+    uint64_t t_start_us, t_done_us;
+    uint8_t *tmp_scratch;           /* eager runs beyond the buckets */
+    struct gg_job *done_next;
+} gg_job;
+
+typedef struct gg_exec gg_exec;
+
+int gg_exec_new(struct gg_server *srv, gg_exec **out);
+void gg_exec_close(gg_exec *x);     /* stop workers, close the async handle */
+void gg_exec_free(gg_exec *x);
+bool gg_exec_idle(const gg_exec *x);
+/* Queue a job; the session's next job starts when its current one is done. */
+void gg_exec_submit(gg_exec *x, gg_job *job);
+/* Drop a session's queued (not running) jobs: its client has gone. */
+void gg_exec_cancel_session(gg_exec *x, gg_session *s);
+void gg_job_free(gg_job *job);
+
+#endif

@@ -1,0 +1,144 @@
+/* buffer.register, buffer.release, buffer.list. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buffer.h"
+#include "dispatch.h"
+#include "log.h"
+#include "server.h"
+
+int gg_buffer_lookup(gg_server *srv, gg_session *s, uint64_t id, gg_buffer **out,
+                     proto_errbuf *e)
+{
+    gg_buffer *b = gg_idmap_get(&srv->buffers, id);
+    if (!b)
+        return proto_fail(e, -ENOENT, "no buffer with id %llu (released, or never registered)",
+                          (unsigned long long)id);
+    if (b->sess != s)
+        return proto_fail(e, -EACCES, "buffer %llu belongs to another session",
+                          (unsigned long long)id);
+    *out = b;
+    return 0;
+}
+
+static void buffer_free(gg_server *srv, gg_buffer *b)
+{
+    gg_idmap_del(&srv->buffers, b->id);
+    gg_list_del(&b->sess_link);
+    srv->dev->ops->buffer_release(srv->dev, b->dev);
+    free(b);
+}
+
+void gg_buffer_release_all(gg_session *s)
+{
+    while (!gg_list_empty(&s->buffers)) {
+        gg_buffer *b = gg_container_of(s->buffers.next, gg_buffer, sess_link);
+        buffer_free(s->srv, b);
+    }
+}
+
+int gg_method_buffer_register(gg_call *c)
+{
+    gg_server *srv = c->srv;
+    const void *handle;
+    size_t hlen;
+    uint64_t offset = 0, size;
+    int rc;
+    if ((rc = proto_get_bin(c->params, "handle", true, &handle, &hlen, &c->err)) < 0)
+        return rc;
+    if ((rc = proto_get_u64(c->params, "offset", false, UINT64_MAX, &offset, &c->err)) < 0 &&
+        rc != -ENOENT)
+        return rc;
+    if ((rc = proto_get_u64(c->params, "size", true, UINT64_MAX, &size, &c->err)) < 0)
+        return rc;
+    if (size == 0)
+        return proto_fail(&c->err, -EINVAL, "argument 'size' must be at least 1 byte");
+    if (offset > UINT64_MAX - size)
+        return proto_fail(&c->err, -EINVAL, "offset + size overflows");
+    if (hlen == 0 || hlen > 256)
+        return proto_fail(&c->err, -EINVAL, "argument 'handle' must be 1 to 256 bytes");
+
+    gg_buffer *b = calloc(1, sizeof(*b));
+    if (!b)
+        return proto_fail(&c->err, -ENOMEM, "out of memory");
+    gg_import_desc d = {
+        .handle = handle, .handle_len = hlen, .offset = offset, .size = size,
+        .peer_uid = c->sess->uid, .peer_pid = c->sess->pid,
+    };
+    char why[256] = "";
+    void *ptr;
+    rc = srv->dev->ops->buffer_import(srv->dev, &d, &b->dev, &ptr, why, sizeof(why));
+    if (rc < 0) {
+        free(b);
+        return proto_fail(&c->err, rc, "%s", why[0] ? why : strerror(-rc));
+    }
+    b->id = srv->next_id++;
+    b->sess = c->sess;
+    b->ptr = ptr;
+    b->offset = offset;
+    b->size = size;
+    if (srv->dev->ops->name[0] == 'c') {
+        snprintf(b->handle, sizeof(b->handle), "%.*s", (int)(hlen < 70 ? hlen : 70),
+                 (const char *)handle);
+    } else {
+        const uint8_t *h = handle;
+        for (size_t i = 0; i < hlen && i < 16; i++)
+            snprintf(b->handle + 2 * i, 3, "%02x", h[i]);
+    }
+    if ((rc = gg_idmap_put(&srv->buffers, b->id, b)) < 0) {
+        srv->dev->ops->buffer_release(srv->dev, b->dev);
+        free(b);
+        return proto_fail(&c->err, rc, "out of memory");
+    }
+    gg_list_add_tail(&c->sess->buffers, &b->sess_link);
+    gg_log_fields f = {.session = c->sess->id};
+    GG_LOG(GG_LOG_DEBUG, &f, "buffer %llu registered: %s +%llu, %llu bytes",
+           (unsigned long long)b->id, b->handle, (unsigned long long)offset,
+           (unsigned long long)size);
+    msgpack_pack_map(c->pk, 2);
+    proto_pack_kv_u64(c->pk, "id", b->id);
+    proto_pack_kv_u64(c->pk, "size", b->size);
+    return 0;
+}
+
+int gg_method_buffer_release(gg_call *c)
+{
+    uint64_t id;
+    gg_buffer *b;
+    int rc;
+    if ((rc = proto_get_u64(c->params, "id", true, UINT64_MAX, &id, &c->err)) < 0)
+        return rc;
+    if ((rc = gg_buffer_lookup(c->srv, c->sess, id, &b, &c->err)) < 0)
+        return rc;
+    if (b->users)
+        return proto_fail(&c->err, -EBUSY,
+                          "buffer %llu is used by %d program(s); release them first",
+                          (unsigned long long)id, b->users);
+    buffer_free(c->srv, b);
+    msgpack_pack_map(c->pk, 1);
+    proto_pack_kv_u64(c->pk, "id", id);
+    return 0;
+}
+
+int gg_method_buffer_list(gg_call *c)
+{
+    gg_session *s = c->sess;
+    unsigned n = 0;
+    for (gg_list *l = s->buffers.next; l != &s->buffers; l = l->next)
+        n++;
+    msgpack_pack_map(c->pk, 1);
+    proto_pack_key(c->pk, "buffers");
+    msgpack_pack_array(c->pk, n);
+    for (gg_list *l = s->buffers.next; l != &s->buffers; l = l->next) {
+        gg_buffer *b = gg_container_of(l, gg_buffer, sess_link);
+        msgpack_pack_map(c->pk, 5);
+        proto_pack_kv_u64(c->pk, "id", b->id);
+        proto_pack_kv_u64(c->pk, "size", b->size);
+        proto_pack_kv_u64(c->pk, "offset", b->offset);
+        proto_pack_kv_str(c->pk, "handle", b->handle);
+        proto_pack_kv_i64(c->pk, "users", b->users);
+    }
+    return 0;
+}

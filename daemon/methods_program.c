@@ -1,0 +1,225 @@
+/* program.define, program.release, program.list, program.prepare, replay. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cache.h"
+#include "dispatch.h"
+#include "exec.h"
+#include "log.h"
+#include "program.h"
+#include "server.h"
+
+int gg_method_program_define(gg_call *c)
+{
+    if (!c->params)
+        return proto_fail(&c->err, -EINVAL, "program.define needs {name, tensors, nodes}");
+    gg_program *p;
+    int rc = gg_program_define(c->srv, c->sess, c->params, &p, &c->err);
+    if (rc < 0)
+        return rc;
+    int nodes = 0;
+    for (int b = 0; b < p->nbranches; b++)
+        nodes += p->branches[b].nnodes;
+    gg_log_fields f = {.session = c->sess->id, .program = p->id};
+    GG_LOG(GG_LOG_DEBUG, &f, "program '%s' defined: %d node(s) in %d branch(es), %d bucket(s)",
+           p->name, nodes, p->nbranches, p->nbuckets);
+    msgpack_packer *pk = c->pk;
+    msgpack_pack_map(pk, 5);
+    proto_pack_kv_u64(pk, "id", p->id);
+    proto_pack_key(pk, "buckets");
+    msgpack_pack_array(pk, p->nbuckets);
+    for (int i = 0; i < p->nbuckets; i++)
+        msgpack_pack_int(pk, p->buckets[i]);
+    proto_pack_kv_i64(pk, "max_batch", p->max_batch);
+    proto_pack_kv_i64(pk, "branches", p->nbranches);
+    proto_pack_kv_i64(pk, "nodes", nodes);
+    return 0;
+}
+
+static int prog_arg(gg_call *c, const char *key, gg_program **p)
+{
+    uint64_t id;
+    int rc = proto_get_u64(c->params, key, true, UINT64_MAX, &id, &c->err);
+    if (rc < 0)
+        return rc;
+    return gg_program_lookup(c->srv, c->sess, id, p, &c->err);
+}
+
+int gg_method_program_release(gg_call *c)
+{
+    gg_program *p;
+    int rc = prog_arg(c, "id", &p);
+    if (rc < 0)
+        return rc;
+    uint64_t id = p->id;
+    gg_program_release(p);
+    msgpack_pack_map(c->pk, 1);
+    proto_pack_kv_u64(c->pk, "id", id);
+    return 0;
+}
+
+int gg_method_program_list(gg_call *c)
+{
+    gg_session *s = c->sess;
+    unsigned n = 0;
+    for (gg_list *l = s->programs.next; l != &s->programs; l = l->next)
+        n++;
+    msgpack_pack_map(c->pk, 1);
+    proto_pack_key(c->pk, "programs");
+    msgpack_pack_array(c->pk, n);
+    for (gg_list *l = s->programs.next; l != &s->programs; l = l->next) {
+        gg_program *p = gg_container_of(l, gg_program, sess_link);
+        int nodes = 0;
+        for (int b = 0; b < p->nbranches; b++)
+            nodes += p->branches[b].nnodes;
+        msgpack_pack_map(c->pk, 6);
+        proto_pack_kv_u64(c->pk, "id", p->id);
+        proto_pack_kv_str(c->pk, "name", p->name);
+        proto_pack_kv_i64(c->pk, "nodes", nodes);
+        proto_pack_kv_i64(c->pk, "branches", p->nbranches);
+        proto_pack_key(c->pk, "buckets");
+        msgpack_pack_array(c->pk, p->nbuckets);
+        for (int i = 0; i < p->nbuckets; i++)
+            msgpack_pack_int(c->pk, p->buckets[i]);
+        proto_pack_kv_i64(c->pk, "max_batch", p->max_batch);
+    }
+    return 0;
+}
+
+static gg_job *job_new(gg_job_kind kind, gg_call *c, gg_program *p, int nentries)
+{
+    gg_job *j = calloc(1, sizeof(*j));
+    if (!j)
+        return NULL;
+    gg_list_init(&j->link);
+    j->kind = kind;
+    j->sess = c->sess;
+    j->msgid = c->msgid;
+    j->prog = p;
+    j->entries = nentries > 1 ? calloc((size_t)nentries, sizeof(*j->entries)) : &j->one;
+    j->results = calloc((size_t)(nentries ? nentries : 1), sizeof(*j->results));
+    if (!j->entries || !j->results) {
+        gg_job_free(j);
+        return NULL;
+    }
+    return j;
+}
+
+/* Pin what the job uses and hand it to the executor. */
+static int job_submit(gg_call *c, gg_job *j)
+{
+    gg_dev_stream *s;
+    int rc = gg_session_stream(c->sess, &s);
+    if (rc < 0) {
+        gg_job_free(j);
+        return proto_fail(&c->err, rc, "cannot create a device stream: %s",
+                          c->srv->dev->ops->last_error(c->srv->dev));
+    }
+    j->prog->pins++;
+    for (int i = 0; i < j->nentries; i++)
+        gg_cache_pin(c->srv->cache, j->entries[i]);
+    gg_exec_submit(c->srv->exec, j);
+    return GG_CALL_ASYNC;
+}
+
+int gg_method_replay(gg_call *c)
+{
+    gg_program *p;
+    uint64_t batch, branch = 0;
+    int rc = prog_arg(c, "program", &p);
+    if (rc < 0)
+        return rc;
+    if ((rc = proto_get_u64(c->params, "batch", true, GG_MAX_BATCH, &batch, &c->err)) < 0)
+        return rc;
+    if (batch == 0)
+        return proto_fail(&c->err, -EINVAL, "argument 'batch' must be at least 1");
+    rc = proto_get_u64(c->params, "branch", false, UINT32_MAX, &branch, &c->err);
+    if (rc < 0 && rc != -ENOENT)
+        return rc;
+    if ((int64_t)branch >= p->nbranches)
+        return proto_fail(&c->err, -EINVAL, "branch %llu does not exist: program %llu has %d",
+                          (unsigned long long)branch, (unsigned long long)p->id, p->nbranches);
+    int bi = gg_program_bucket_index(p, (int)batch);
+    if (bi < 0 && (int64_t)batch > p->max_batch)
+        return proto_fail(&c->err, -ERANGE, "batch %llu is past what the program's buffers hold "
+                          "(%d rows)", (unsigned long long)batch, p->max_batch);
+    gg_job *j = job_new(GG_JOB_REPLAY, c, p, bi < 0 ? 0 : 1);
+    if (!j)
+        return proto_fail(&c->err, -ENOMEM, "out of memory");
+    j->batch = (int)batch;
+    j->branch = (int)branch;
+    j->rows = bi < 0 ? (int)batch : p->buckets[bi];
+    if (bi >= 0) {
+        if ((rc = gg_cache_get(c->srv->cache, p, (int)branch, bi, &j->entries[0])) < 0) {
+            gg_job_free(j);
+            return proto_fail(&c->err, rc, "out of memory");
+        }
+        j->nentries = 1;
+    }
+    return job_submit(c, j);
+}
+
+int gg_method_program_prepare(gg_call *c)
+{
+    gg_program *p;
+    int rc = prog_arg(c, "id", &p);
+    if (rc < 0)
+        return rc;
+    int bidx[GG_MAX_BUCKETS], nb = 0;
+    const msgpack_object *bk;
+    rc = proto_get_array(c->params, "buckets", false, &bk, &c->err);
+    if (rc == 0) {
+        if (bk->via.array.size > GG_MAX_BUCKETS)
+            return proto_fail(&c->err, -EINVAL, "buckets: at most %d", GG_MAX_BUCKETS);
+        for (uint32_t i = 0; i < bk->via.array.size; i++) {
+            uint64_t v;
+            int found = -1;
+            if (proto_obj_u64(&bk->via.array.ptr[i], &v))
+                for (int k = 0; k < p->nbuckets; k++)
+                    if ((uint64_t)p->buckets[k] == v)
+                        found = k;
+            if (found < 0)
+                return proto_fail(&c->err, -EINVAL, "buckets[%u] is not one of the program's "
+                                  "buckets (program.list shows them)", i);
+            for (int k = 0; k < nb; k++)
+                if (bidx[k] == found)
+                    return proto_fail(&c->err, -EINVAL, "buckets[%u] is listed twice", i);
+            bidx[nb++] = found;
+        }
+    } else if (rc == -ENOENT) {
+        for (int k = 0; k < p->nbuckets; k++)
+            bidx[nb++] = k;
+    } else {
+        return rc;
+    }
+    uint64_t branch;
+    int b0 = 0, b1 = p->nbranches;
+    rc = proto_get_u64(c->params, "branch", false, UINT32_MAX, &branch, &c->err);
+    if (rc == 0) {
+        if ((int64_t)branch >= p->nbranches)
+            return proto_fail(&c->err, -EINVAL, "branch %llu does not exist: program has %d",
+                              (unsigned long long)branch, p->nbranches);
+        b0 = (int)branch;
+        b1 = b0 + 1;
+    } else if (rc != -ENOENT) {
+        return rc;
+    }
+    if (!c->srv->cfg.graphs_enabled)
+        return proto_fail(&c->err, -EPERM, "graphs are disabled on this daemon (GFXGRAPH=0)");
+    int n = nb * (b1 - b0);
+    gg_job *j = job_new(GG_JOB_PREPARE, c, p, n);
+    if (!j)
+        return proto_fail(&c->err, -ENOMEM, "out of memory");
+    for (int b = b0; b < b1; b++)
+        for (int k = 0; k < nb; k++) {
+            gg_cache_entry *e;
+            if ((rc = gg_cache_get(c->srv->cache, p, b, bidx[k], &e)) < 0) {
+                gg_job_free(j);
+                return proto_fail(&c->err, rc, "out of memory");
+            }
+            gg_cache_retry(c->srv->cache, e);
+            j->entries[j->nentries++] = e;
+        }
+    return job_submit(c, j);
+}

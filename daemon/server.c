@@ -1,0 +1,294 @@
+/* The loop: listen (or adopt systemd's socket), accept, tick, stop.
+ *
+ * Happy path: gg_server_init opens the device and binds the socket; run
+ * says READY=1 and serves; SIGTERM/SIGINT stop accepting, let in-flight
+ * requests finish and flush, close every handle, and uv_run returns 0.
+ *
+ * Failure modes: another daemon answering on the socket path, a path that
+ * exists and is not a socket, or a device that will not open stop start-up
+ * with one line saying so.  A stop that outlasts shutdown-timeout-ms closes
+ * what is left by force.  A lost device ends the daemon with
+ * GG_EXIT_DEVICE_LOST so the service manager restarts it. */
+#include "server.h"
+
+#include <errno.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cache.h"
+#include "exec.h"
+#include "log.h"
+
+uint64_t gg_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+uint64_t gg_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+static int server_mkdirs(const char *dir)
+{
+    char tmp[GG_PATH_MAX];
+    snprintf(tmp, sizeof(tmp), "%s", dir);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+            return -errno;
+        *p = '/';
+    }
+    /* the socket's own directory: private unless it already exists */
+    if (mkdir(tmp, 0750) < 0 && errno != EEXIST)
+        return -errno;
+    return 0;
+}
+
+/* Is a daemon answering at path?  1 yes, 0 stale or absent, <0 not a socket. */
+static int server_probe(const char *path)
+{
+    struct stat st;
+    if (lstat(path, &st) < 0)
+        return errno == ENOENT ? 0 : -errno;
+    if (!S_ISSOCK(st.st_mode))
+        return -EEXIST;
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+    int r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+    int e = errno;
+    close(fd);
+    if (r == 0)
+        return 1;
+    return (e == ECONNREFUSED || e == ENOENT) ? 0 : -e;
+}
+
+static void server_on_connection(uv_stream_t *l, int status)
+{
+    gg_server *srv = l->data;
+    if (status < 0) {
+        gg_warn("accept failed: %s", uv_strerror(status));
+        return;
+    }
+    if (srv->stopping)
+        return;
+    int rc = gg_conn_accept(srv);
+    if (rc < 0)
+        gg_warn("accept failed: %s", strerror(-rc));
+}
+
+static int server_listen(gg_server *srv, char *err, size_t errlen)
+{
+    const char *path = srv->cfg.socket_path;
+    int rc = uv_pipe_init(srv->loop, &srv->listener, 0);
+    if (rc < 0)
+        return rc;
+    srv->listener.data = srv;
+    srv->listening = true;
+
+    int fd = gg_notify_listen_fd(err, errlen);
+    if (fd == -2)
+        return -EINVAL;
+    if (fd >= 0) {
+        if ((rc = uv_pipe_open(&srv->listener, fd)) < 0) {
+            snprintf(err, errlen, "cannot use the socket passed by systemd: %s", uv_strerror(rc));
+            return rc;
+        }
+        srv->activated = true;
+    } else {
+        char dir[GG_PATH_MAX];
+        snprintf(dir, sizeof(dir), "%s", path);
+        if ((rc = server_mkdirs(dirname(dir))) < 0) {
+            snprintf(err, errlen, "cannot create the socket directory for %s: %s", path,
+                     strerror(-rc));
+            return rc;
+        }
+        rc = server_probe(path);
+        if (rc == 1) {
+            snprintf(err, errlen, "another gfxgraphd is already serving on %s", path);
+            return -EADDRINUSE;
+        }
+        if (rc == -EEXIST) {
+            snprintf(err, errlen, "%s exists and is not a socket; refusing to replace it", path);
+            return rc;
+        }
+        if (rc == 0 && unlink(path) < 0 && errno != ENOENT) {
+            snprintf(err, errlen, "cannot remove the stale socket %s: %s", path, strerror(errno));
+            return -errno;
+        }
+        /* umask so the socket is never briefly more open than 0660 */
+        mode_t old = umask(0117);
+        rc = uv_pipe_bind(&srv->listener, path);
+        umask(old);
+        if (rc < 0) {
+            snprintf(err, errlen, "cannot bind %s: %s", path, uv_strerror(rc));
+            return rc;
+        }
+        chmod(path, 0660);
+    }
+    rc = uv_listen((uv_stream_t *)&srv->listener, 128, server_on_connection);
+    if (rc < 0) {
+        snprintf(err, errlen, "cannot listen on %s: %s", path, uv_strerror(rc));
+        return rc;
+    }
+    return 0;
+}
+
+static void server_on_signal(uv_signal_t *h, int signum)
+{
+    gg_server *srv = h->data;
+    gg_info("received %s: stopping", signum == SIGTERM ? "SIGTERM" : "SIGINT");
+    gg_server_stop(srv, GG_EXIT_OK);
+}
+
+static void server_on_tick(uv_timer_t *t)
+{
+    gg_server *srv = t->data;
+    gg_cache_tick(srv->cache, gg_now_ms());
+    gg_notify_status(srv);
+    if (srv->watchdog_usec)
+        gg_notify_watchdog(srv);
+}
+
+int gg_server_init(gg_server *srv, const gg_config *cfg, char *err, size_t errlen)
+{
+    memset(srv, 0, sizeof(*srv));
+    srv->cfg = *cfg;
+    srv->loop = uv_default_loop();
+    srv->started_ms = gg_now_ms();
+    srv->next_id = 1;
+    gg_idmap_init(&srv->buffers);
+    gg_idmap_init(&srv->programs);
+
+    int rc = gg_device_open(&srv->cfg, &srv->dev, err, errlen);
+    if (rc < 0)
+        return rc;
+    snprintf(srv->backend, sizeof(srv->backend), "%s", srv->dev->ops->name);
+    srv->dev->ops->info(srv->dev, &srv->devinfo);
+    gg_info("device: %s (%s, %s), backend %s", srv->devinfo.name, srv->devinfo.arch,
+            srv->devinfo.runtime, srv->backend);
+
+    if ((rc = gg_cache_new(srv, &srv->cache)) < 0 || (rc = gg_exec_new(srv, &srv->exec)) < 0) {
+        snprintf(err, errlen, "cannot start the executor: %s", strerror(-rc));
+        return rc;
+    }
+    if ((rc = server_listen(srv, err, errlen)) < 0)
+        return rc;
+
+    uv_signal_init(srv->loop, &srv->sigterm);
+    uv_signal_init(srv->loop, &srv->sigint);
+    srv->sigterm.data = srv->sigint.data = srv;
+    uv_signal_start(&srv->sigterm, server_on_signal, SIGTERM);
+    uv_signal_start(&srv->sigint, server_on_signal, SIGINT);
+    uv_timer_init(srv->loop, &srv->shutdown_timer);
+    srv->shutdown_timer.data = srv;
+
+    /* Watchdog pings at half the interval; status and idle eviction ride
+     * on the same timer. */
+    srv->watchdog_usec = gg_notify_watchdog_usec();
+    uint64_t period = 1000;
+    if (srv->watchdog_usec && srv->watchdog_usec / 2000 < period)
+        period = srv->watchdog_usec / 2000 ? srv->watchdog_usec / 2000 : 1;
+    uv_timer_init(srv->loop, &srv->tick);
+    srv->tick.data = srv;
+    uv_timer_start(&srv->tick, server_on_tick, period, period);
+    return 0;
+}
+
+static void server_on_shutdown_timeout(uv_timer_t *t)
+{
+    gg_server *srv = t->data;
+    gg_warn("stop took longer than %u ms: closing the remaining %u connection(s)",
+            srv->cfg.shutdown_timeout_ms, srv->nconns);
+    gg_conn_force_close_all(srv);
+}
+
+static void server_close_handle(uv_handle_t *h)
+{
+    if (!uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
+void gg_server_stop(gg_server *srv, int exit_code)
+{
+    if (!srv->stopping) {
+        srv->stopping = true;
+        srv->exit_code = exit_code;
+        gg_notify_stopping(srv);
+        if (srv->listening) {
+            server_close_handle((uv_handle_t *)&srv->listener);
+            if (!srv->activated)
+                unlink(srv->cfg.socket_path);
+        }
+        if (srv->cfg.shutdown_timeout_ms)
+            uv_timer_start(&srv->shutdown_timer, server_on_shutdown_timeout,
+                           srv->cfg.shutdown_timeout_ms, 0);
+        gg_conn_stop_all(srv);
+    } else if (exit_code > srv->exit_code) {
+        srv->exit_code = exit_code;
+    }
+    /* The loop ends once no connection and no device work is left. */
+    if (srv->nconns == 0 && gg_exec_idle(srv->exec)) {
+        server_close_handle((uv_handle_t *)&srv->sigterm);
+        server_close_handle((uv_handle_t *)&srv->sigint);
+        server_close_handle((uv_handle_t *)&srv->shutdown_timer);
+        server_close_handle((uv_handle_t *)&srv->tick);
+        gg_exec_close(srv->exec);
+    }
+}
+
+void gg_server_device_lost(gg_server *srv, const char *why)
+{
+    if (srv->device_lost)
+        return;
+    srv->device_lost = true;
+    snprintf(srv->unhealthy_reason, sizeof(srv->unhealthy_reason), "device lost: %s", why);
+    gg_error("%s; stopping so the service manager can restart the daemon",
+             srv->unhealthy_reason);
+    gg_server_stop(srv, GG_EXIT_DEVICE_LOST);
+}
+
+int gg_server_run(gg_server *srv)
+{
+    gg_info("serving on %s%s (protocol %d, max message %zu bytes)", srv->cfg.socket_path,
+            srv->activated ? " (socket from systemd)" : "", 1, srv->cfg.max_message);
+    gg_notify_ready(srv);
+    uv_run(srv->loop, UV_RUN_DEFAULT);
+    gg_info("stopped (exit %d)", srv->exit_code);
+    return srv->exit_code;
+}
+
+void gg_server_fini(gg_server *srv)
+{
+    if (srv->listening && !uv_is_closing((uv_handle_t *)&srv->listener)) {
+        uv_close((uv_handle_t *)&srv->listener, NULL);
+        if (!srv->activated)
+            unlink(srv->cfg.socket_path);
+    }
+    if (srv->exec)
+        gg_exec_free(srv->exec);
+    if (srv->cache)
+        gg_cache_free(srv->cache);
+    uv_run(srv->loop, UV_RUN_NOWAIT);
+    if (srv->dev)
+        gg_device_close(srv->dev);
+    gg_idmap_fini(&srv->buffers);
+    gg_idmap_fini(&srv->programs);
+    uv_loop_close(srv->loop);
+}

@@ -1,0 +1,28 @@
+/* Counters served by `stats`, STATUS= lines and the cache entry figures. */
+#ifndef GG_STATS_H
+#define GG_STATS_H
+
+#include <stdint.h>
+
+typedef struct {
+    uint64_t requests;
+    uint64_t errors;
+    uint64_t capture_count;       /* graphs captured and instantiated */
+    uint64_t replay_count;        /* replays served from a graph */
+    uint64_t eager_count;         /* replays run as eager launches (any reason) */
+    uint64_t fallback_count;      /* eager because a capture/instantiate/launch failed */
+    uint64_t oversize_count;      /* eager because batch > largest bucket */
+    uint64_t validation_failures;
+    uint64_t validations;
+    uint64_t evictions;
+    uint64_t exec_updates;
+    double replay_us_sum;         /* over replay_count */
+    double eager_us_sum;          /* over eager_count */
+} gg_stats;
+
+static inline double gg_stats_avg(double sum, uint64_t n)
+{
+    return n ? sum / (double)n : 0.0;
+}
+
+#endif

@@ -1,0 +1,499 @@
+/* gg_hip.h: the project's one vendor header.
+ *
+ * The project is written against HIP.  On AMD this header includes the HIP
+ * runtime; on NVIDIA it includes the CUDA runtime and maps every HIP name the
+ * project uses onto CUDA (the direction opposite to llama.cpp's
+ * ggml-cuda/vendors/hip.h).  HIP's own NVIDIA headers are not used: Debian's
+ * are too old for CUDA 13.
+ *
+ *   GFXGRAPH_HIP_AMD   hipcc (HIP C++), or gcc/clang in C with
+ *                      -D__HIP_PLATFORM_AMD__; ROCm 5.2 (Debian 12) .. 7.x.
+ *   GFXGRAPH_HIP_CUDA  nvcc (CUDA C++ compiling the .hip files), or gcc/clang
+ *                      in C with the CUDA include dir; CUDA 12 .. 13.
+ *
+ * Compiles as C11 (the daemon) and as C++ (the kernels).  Only API present in
+ * both ROCm 5.2..7.x and CUDA 12..13 is named here; where the two differ the
+ * mapping is a static inline function with a comment, elsewhere a #define.
+ *
+ * Runtime, not source, differences the callers must still know:
+ *   - hipRuntimeGetVersion: HIP encodes major*10000000 + minor*100000 + patch,
+ *     CUDA major*1000 + minor*10.  gg_hip_runtime_string() formats either.
+ *   - hipDeviceProp_t is cudaDeviceProp on NVIDIA: it has no gcnArchName, and
+ *     CUDA 13 removed clockRate, memoryClockRate and friends from it.  Use
+ *     hipDeviceGetAttribute() for numbers and gg_hip_arch_name() for the
+ *     architecture.
+ *   - hipIpcMemLazyEnablePeerAccess is 0 on ROCm 5.x and 1 on CUDA; always pass
+ *     the name, never a number.
+ *   - hipMemGetAddressRange: see its mapping below (CUDA driver entry point). */
+#ifndef GG_HIP_H
+#define GG_HIP_H
+
+#if defined(GFXGRAPH_HIP_AMD) && defined(GFXGRAPH_HIP_CUDA)
+#error "gg_hip.h: define only one of GFXGRAPH_HIP_AMD and GFXGRAPH_HIP_CUDA"
+#endif
+#if !defined(GFXGRAPH_HIP_AMD) && !defined(GFXGRAPH_HIP_CUDA)
+#if defined(__HIP_PLATFORM_AMD__) || defined(__HIP_PLATFORM_HCC__)
+#define GFXGRAPH_HIP_AMD 1
+#elif defined(__CUDACC__)
+#define GFXGRAPH_HIP_CUDA 1
+#else
+#error "gg_hip.h: define GFXGRAPH_HIP_AMD or GFXGRAPH_HIP_CUDA (the gg_gpu target does)"
+#endif
+#endif
+
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+/* True while compiling HIP/CUDA C++ (kernels), as opposed to host-only C. */
+#if defined(__cplusplus) && (defined(__HIPCC__) || defined(__HIP__) || defined(__CUDACC__))
+#define GG_HIP_DEVICE_COMPILER 1
+#endif
+
+/* ======================================================================== */
+#if defined(GFXGRAPH_HIP_AMD)
+
+/* hip_runtime_api.h picks the AMD or NVIDIA half from this macro; hipcc sets
+ * it, a plain C compiler needs it from the build (the gg_gpu target exports
+ * it).  Set it here too so a stray C file cannot pick the NVIDIA half. */
+#if !defined(__HIP_PLATFORM_AMD__) && !defined(__HIP_PLATFORM_HCC__)
+#define __HIP_PLATFORM_AMD__ 1
+#endif
+
+#if defined(GG_HIP_DEVICE_COMPILER)
+#include <hip/hip_runtime.h>
+#include <hip/hip_fp16.h>
+#else
+#include <hip/hip_runtime_api.h>
+#endif
+#include <hip/hip_version.h>
+
+#define GG_HIP_PLATFORM_NAME "hip-amd"
+
+/* ROCm 5.2 (Debian 12's libamdhip64 5.2.3) declares hipLaunchHostFunc but
+ * does not export it: a program that calls it does not link.  On ROCm 5.x,
+ * route it through hipStreamAddCallback (exported by every ROCm) with a small
+ * heap trampoline, freed by the callback.  Like CUDA's cudaStreamAddCallback
+ * this must not be used while the stream is capturing (the daemon only
+ * notifies outside capture); ROCm 6+ uses the real function. */
+#if HIP_VERSION_MAJOR < 6
+#include <stdlib.h>
+
+typedef struct {
+    hipHostFn_t fn;
+    void *arg;
+} gg_hip_host_fn_tramp_;
+
+static inline void gg_hip_host_fn_cb_(hipStream_t stream, hipError_t status, void *p)
+{
+    gg_hip_host_fn_tramp_ t = *(gg_hip_host_fn_tramp_ *)p;
+    (void)stream;
+    (void)status;
+    free(p);
+    t.fn(t.arg);
+}
+
+static inline hipError_t gg_hip_launch_host_func_(hipStream_t stream, hipHostFn_t fn, void *arg)
+{
+    gg_hip_host_fn_tramp_ *t = (gg_hip_host_fn_tramp_ *)malloc(sizeof *t);
+    if (!t)
+        return hipErrorOutOfMemory;
+    t->fn = fn;
+    t->arg = arg;
+    hipError_t e = hipStreamAddCallback(stream, gg_hip_host_fn_cb_, t, 0);
+    if (e != hipSuccess)
+        free(t);
+    return e;
+}
+#define hipLaunchHostFunc gg_hip_launch_host_func_
+#endif
+
+/* Everything is native.  The few things the NVIDIA half provides beyond a
+ * name mapping get the same spelling here. */
+static inline int gg_hip_arch_name(int device, char *buf, size_t len)
+{
+    hipDeviceProp_t p;
+    if (len)
+        buf[0] = '\0';
+    hipError_t e = hipGetDeviceProperties(&p, device);
+    if (e != hipSuccess)
+        return (int)e;
+    /* "gfx1030:sramecc-:xnack-" -> "gfx1030" */
+    size_t n = strcspn(p.gcnArchName, ":");
+    if (len) {
+        if (n >= len)
+            n = len - 1;
+        memcpy(buf, p.gcnArchName, n);
+        buf[n] = '\0';
+    }
+    return 0;
+}
+
+static inline void gg_hip_runtime_string(char *buf, size_t len)
+{
+    int v = 0;
+    if (hipRuntimeGetVersion(&v) != hipSuccess)
+        v = HIP_VERSION;
+    snprintf(buf, len, "HIP %d.%d.%d", v / 10000000, (v / 100000) % 100, v % 100000);
+}
+
+/* ======================================================================== */
+#elif defined(GFXGRAPH_HIP_CUDA)
+
+#if defined(GG_HIP_DEVICE_COMPILER)
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#else
+#include <cuda_runtime_api.h>
+#endif
+
+/* The version guard for every mapping below: CUDA 12 changed the signatures
+ * of cudaGraphInstantiate, cudaGraphExecUpdate and cudaStreamGetCaptureInfo,
+ * and only the CUDA 12+ forms are mapped. */
+#if !defined(CUDART_VERSION) || CUDART_VERSION < 12000
+#error "gg_hip.h: the NVIDIA build needs CUDA 12 or newer"
+#endif
+
+#define GG_HIP_PLATFORM_NAME "hip-cuda"
+
+/* ---- types ---------------------------------------------------------------- */
+typedef cudaError_t hipError_t;
+typedef cudaStream_t hipStream_t;
+typedef cudaEvent_t hipEvent_t;
+typedef cudaGraph_t hipGraph_t;
+typedef cudaGraphExec_t hipGraphExec_t;
+typedef cudaGraphNode_t hipGraphNode_t;
+typedef cudaIpcMemHandle_t hipIpcMemHandle_t;
+typedef cudaIpcEventHandle_t hipIpcEventHandle_t;
+typedef cudaHostFn_t hipHostFn_t;
+typedef struct cudaDeviceProp hipDeviceProp_t;
+typedef enum cudaStreamCaptureStatus hipStreamCaptureStatus;
+typedef enum cudaStreamCaptureMode hipStreamCaptureMode;
+typedef enum cudaGraphExecUpdateResult hipGraphExecUpdateResult;
+typedef enum cudaMemcpyKind hipMemcpyKind;
+typedef enum cudaDeviceAttr hipDeviceAttribute_t;
+/* HIP's hipDeviceptr_t is void *; CUDA's CUdeviceptr (driver API) is an
+ * integer.  The project only meets it in hipMemGetAddressRange, kept void *. */
+typedef void *hipDeviceptr_t;
+
+/* ---- error codes (same numbers in CUDA's runtime and driver enums) -------- */
+#define hipSuccess cudaSuccess
+#define hipErrorInvalidValue cudaErrorInvalidValue
+#define hipErrorOutOfMemory cudaErrorMemoryAllocation
+#define hipErrorMemoryAllocation cudaErrorMemoryAllocation
+#define hipErrorInitializationError cudaErrorInitializationError
+#define hipErrorNotInitialized cudaErrorInitializationError
+#define hipErrorInsufficientDriver cudaErrorInsufficientDriver
+#define hipErrorNoDevice cudaErrorNoDevice
+#define hipErrorInvalidDevice cudaErrorInvalidDevice
+#define hipErrorInvalidContext cudaErrorDeviceUninitialized
+#define hipErrorMapFailed cudaErrorMapBufferObjectFailed
+#define hipErrorAlreadyMapped cudaErrorAlreadyMapped
+#define hipErrorInvalidHandle cudaErrorInvalidResourceHandle
+#define hipErrorInvalidResourceHandle cudaErrorInvalidResourceHandle
+#define hipErrorNotFound cudaErrorSymbolNotFound
+#define hipErrorNotReady cudaErrorNotReady
+#define hipErrorIllegalAddress cudaErrorIllegalAddress
+#define hipErrorPeerAccessAlreadyEnabled cudaErrorPeerAccessAlreadyEnabled
+#define hipErrorContextIsDestroyed cudaErrorContextIsDestroyed
+#define hipErrorLaunchFailure cudaErrorLaunchFailure
+#define hipErrorNotSupported cudaErrorNotSupported
+#define hipErrorStreamCaptureUnsupported cudaErrorStreamCaptureUnsupported
+#define hipErrorStreamCaptureInvalidated cudaErrorStreamCaptureInvalidated
+#define hipErrorStreamCaptureMerge cudaErrorStreamCaptureMerge
+#define hipErrorStreamCaptureUnmatched cudaErrorStreamCaptureUnmatched
+#define hipErrorStreamCaptureUnjoined cudaErrorStreamCaptureUnjoined
+#define hipErrorStreamCaptureIsolation cudaErrorStreamCaptureIsolation
+#define hipErrorStreamCaptureImplicit cudaErrorStreamCaptureImplicit
+#define hipErrorCapturedEvent cudaErrorCapturedEvent
+#define hipErrorStreamCaptureWrongThread cudaErrorStreamCaptureWrongThread
+#define hipErrorGraphExecUpdateFailure cudaErrorGraphExecUpdateFailure
+#define hipErrorUnknown cudaErrorUnknown
+
+/* ---- constants ------------------------------------------------------------ */
+#define HIP_IPC_HANDLE_SIZE CUDA_IPC_HANDLE_SIZE
+#define hipIpcMemLazyEnablePeerAccess cudaIpcMemLazyEnablePeerAccess
+#define hipMemcpyHostToHost cudaMemcpyHostToHost
+#define hipMemcpyHostToDevice cudaMemcpyHostToDevice
+#define hipMemcpyDeviceToHost cudaMemcpyDeviceToHost
+#define hipMemcpyDeviceToDevice cudaMemcpyDeviceToDevice
+#define hipMemcpyDefault cudaMemcpyDefault
+#define hipStreamDefault cudaStreamDefault
+#define hipStreamNonBlocking cudaStreamNonBlocking
+#define hipEventDefault cudaEventDefault
+#define hipEventBlockingSync cudaEventBlockingSync
+#define hipEventDisableTiming cudaEventDisableTiming
+#define hipEventInterprocess cudaEventInterprocess
+#define hipStreamCaptureModeGlobal cudaStreamCaptureModeGlobal
+#define hipStreamCaptureModeThreadLocal cudaStreamCaptureModeThreadLocal
+#define hipStreamCaptureModeRelaxed cudaStreamCaptureModeRelaxed
+#define hipStreamCaptureStatusNone cudaStreamCaptureStatusNone
+#define hipStreamCaptureStatusActive cudaStreamCaptureStatusActive
+#define hipStreamCaptureStatusInvalidated cudaStreamCaptureStatusInvalidated
+#define hipGraphExecUpdateSuccess cudaGraphExecUpdateSuccess
+#define hipGraphExecUpdateError cudaGraphExecUpdateError
+#define hipGraphExecUpdateErrorTopologyChanged cudaGraphExecUpdateErrorTopologyChanged
+#define hipGraphExecUpdateErrorNodeTypeChanged cudaGraphExecUpdateErrorNodeTypeChanged
+#define hipGraphExecUpdateErrorFunctionChanged cudaGraphExecUpdateErrorFunctionChanged
+#define hipGraphExecUpdateErrorParametersChanged cudaGraphExecUpdateErrorParametersChanged
+#define hipGraphExecUpdateErrorNotSupported cudaGraphExecUpdateErrorNotSupported
+#define hipGraphExecUpdateErrorUnsupportedFunctionChange \
+    cudaGraphExecUpdateErrorUnsupportedFunctionChange
+
+/* Device attributes: HIP's names differ from CUDA's in spelling only. */
+#define hipDeviceAttributeMaxThreadsPerBlock cudaDevAttrMaxThreadsPerBlock
+#define hipDeviceAttributeMaxSharedMemoryPerBlock cudaDevAttrMaxSharedMemoryPerBlock
+#define hipDeviceAttributeWarpSize cudaDevAttrWarpSize
+#define hipDeviceAttributeClockRate cudaDevAttrClockRate
+#define hipDeviceAttributeMultiprocessorCount cudaDevAttrMultiProcessorCount
+#define hipDeviceAttributeIntegrated cudaDevAttrIntegrated
+#define hipDeviceAttributeCanMapHostMemory cudaDevAttrCanMapHostMemory
+#define hipDeviceAttributeConcurrentKernels cudaDevAttrConcurrentKernels
+#define hipDeviceAttributePciBusId cudaDevAttrPciBusId
+#define hipDeviceAttributePciDeviceId cudaDevAttrPciDeviceId
+#define hipDeviceAttributePciDomainID cudaDevAttrPciDomainId
+#define hipDeviceAttributeMemoryClockRate cudaDevAttrMemoryClockRate
+#define hipDeviceAttributeMemoryBusWidth cudaDevAttrGlobalMemoryBusWidth
+#define hipDeviceAttributeL2CacheSize cudaDevAttrL2CacheSize
+#define hipDeviceAttributeMaxThreadsPerMultiProcessor cudaDevAttrMaxThreadsPerMultiProcessor
+#define hipDeviceAttributeUnifiedAddressing cudaDevAttrUnifiedAddressing
+#define hipDeviceAttributeComputeCapabilityMajor cudaDevAttrComputeCapabilityMajor
+#define hipDeviceAttributeComputeCapabilityMinor cudaDevAttrComputeCapabilityMinor
+#define hipDeviceAttributeManagedMemory cudaDevAttrManagedMemory
+
+/* ---- functions with the same signature on both -------------------------- */
+#define hipGetDeviceCount cudaGetDeviceCount
+#define hipSetDevice cudaSetDevice
+#define hipGetDevice cudaGetDevice
+#define hipGetDeviceProperties cudaGetDeviceProperties
+#define hipDeviceGetAttribute cudaDeviceGetAttribute
+#define hipDeviceGetPCIBusId cudaDeviceGetPCIBusId
+#define hipDeviceSynchronize cudaDeviceSynchronize
+#define hipMemGetInfo cudaMemGetInfo
+#define hipRuntimeGetVersion cudaRuntimeGetVersion
+#define hipDriverGetVersion cudaDriverGetVersion
+#define hipGetErrorString cudaGetErrorString
+#define hipGetErrorName cudaGetErrorName
+#define hipGetLastError cudaGetLastError
+#define hipPeekAtLastError cudaPeekAtLastError
+#define hipMalloc cudaMalloc
+#define hipFree cudaFree
+#define hipMemcpy cudaMemcpy
+#define hipMemcpyAsync cudaMemcpyAsync
+#define hipMemset cudaMemset
+#define hipMemsetAsync cudaMemsetAsync
+#define hipIpcGetMemHandle cudaIpcGetMemHandle
+#define hipIpcOpenMemHandle cudaIpcOpenMemHandle
+#define hipIpcCloseMemHandle cudaIpcCloseMemHandle
+#define hipIpcGetEventHandle cudaIpcGetEventHandle
+#define hipIpcOpenEventHandle cudaIpcOpenEventHandle
+#define hipEventCreate cudaEventCreate
+#define hipEventCreateWithFlags cudaEventCreateWithFlags
+#define hipEventRecord cudaEventRecord
+#define hipEventQuery cudaEventQuery
+#define hipEventSynchronize cudaEventSynchronize
+#define hipEventElapsedTime cudaEventElapsedTime
+#define hipEventDestroy cudaEventDestroy
+#define hipStreamCreate cudaStreamCreate
+#define hipStreamCreateWithFlags cudaStreamCreateWithFlags
+#define hipStreamDestroy cudaStreamDestroy
+#define hipStreamSynchronize cudaStreamSynchronize
+#define hipStreamQuery cudaStreamQuery
+#define hipStreamWaitEvent cudaStreamWaitEvent
+#define hipStreamBeginCapture cudaStreamBeginCapture
+#define hipStreamEndCapture cudaStreamEndCapture
+#define hipStreamIsCapturing cudaStreamIsCapturing
+#define hipThreadExchangeStreamCaptureMode cudaThreadExchangeStreamCaptureMode
+#define hipGraphLaunch cudaGraphLaunch
+#define hipGraphDestroy cudaGraphDestroy
+#define hipGraphExecDestroy cudaGraphExecDestroy
+#define hipGraphGetNodes cudaGraphGetNodes
+#define hipLaunchHostFunc cudaLaunchHostFunc
+#define hipLaunchKernelGGL(kernel, grid, block, shmem, stream, ...) \
+    kernel<<<(grid), (block), (shmem), (stream)>>>(__VA_ARGS__)
+
+/* ---- functions whose signatures differ ----------------------------------- */
+
+/* HIP keeps CUDA 11's form (error node, log buffer).  CUDA 12 replaced it with
+ * cudaGraphInstantiate(exec, graph, flags): no error node or log, so report
+ * none. */
+static inline hipError_t hipGraphInstantiate(hipGraphExec_t *exec, hipGraph_t graph,
+                                             hipGraphNode_t *errNode, char *logBuffer,
+                                             size_t bufferSize)
+{
+    if (errNode)
+        *errNode = NULL;
+    if (logBuffer && bufferSize)
+        logBuffer[0] = '\0';
+    return cudaGraphInstantiate(exec, graph, 0); /* CUDART_VERSION >= 12000 (checked above) */
+}
+
+/* HIP 5.2: (exec, graph, &errNode, &result).  CUDA 12 folds the two outputs
+ * into cudaGraphExecUpdateResultInfo. */
+static inline hipError_t hipGraphExecUpdate(hipGraphExec_t exec, hipGraph_t graph,
+                                            hipGraphNode_t *errNode,
+                                            hipGraphExecUpdateResult *result)
+{
+    cudaGraphExecUpdateResultInfo info; /* CUDART_VERSION >= 12000 (checked above) */
+    info.result = cudaGraphExecUpdateError;
+    info.errorNode = NULL;
+    info.errorFromNode = NULL;
+    cudaError_t rc = cudaGraphExecUpdate(exec, graph, &info);
+    if (errNode)
+        *errNode = info.errorNode;
+    if (result)
+        *result = info.result;
+    return rc;
+}
+
+/* HIP: (stream, &status, &id).  CUDA 12 added graph and dependency outputs
+ * (the former _v2), CUDA 13 also edge data (the former _v3); pass NULL. */
+static inline hipError_t hipStreamGetCaptureInfo(hipStream_t stream,
+                                                 hipStreamCaptureStatus *status,
+                                                 unsigned long long *id)
+{
+#if CUDART_VERSION >= 13000
+    return cudaStreamGetCaptureInfo(stream, status, id, NULL, NULL, NULL, NULL);
+#else
+    return cudaStreamGetCaptureInfo(stream, status, id, NULL, NULL, NULL);
+#endif
+}
+
+/* hipMemGetAddressRange(&base, &size, ptr): the allocation that holds ptr.
+ * The CUDA runtime has no equivalent (cudaPointerGetAttributes gives neither
+ * base nor size), only the driver's cuMemGetAddressRange.  Rather than link
+ * libcuda, fetch that entry point through the runtime
+ * (cudaGetDriverEntryPointByVersion, CUDA 12.5+; cudaGetDriverEntryPoint
+ * before, which CUDA 13 deprecates) and call it with the runtime's primary
+ * context made current on this thread.  The driver's CUresult codes are the
+ * runtime's cudaError_t numbers for every code it returns here. */
+typedef int (*gg_hip_cuMemGetAddressRange_fn)(unsigned long long *base, size_t *size,
+                                              unsigned long long ptr);
+
+static inline hipError_t hipMemGetAddressRange(hipDeviceptr_t *base, size_t *size,
+                                               hipDeviceptr_t ptr)
+{
+    void *fn = NULL;
+    enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+    int dev = 0;
+    cudaError_t rc = cudaGetDevice(&dev);
+    if (rc == cudaSuccess)
+        rc = cudaSetDevice(dev); /* CUDA 12+: initialises the primary context and binds it */
+    if (rc != cudaSuccess)
+        return rc;
+#if CUDART_VERSION >= 12050
+    rc = cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 12000, cudaEnableDefault,
+                                          &q);
+#else
+    rc = cudaGetDriverEntryPoint("cuMemGetAddressRange", &fn, cudaEnableDefault, &q);
+#endif
+    if (rc != cudaSuccess)
+        return rc;
+    if (q != cudaDriverEntryPointSuccess || !fn)
+        return cudaErrorNotSupported;
+    unsigned long long b = 0;
+    size_t s = 0;
+    gg_hip_cuMemGetAddressRange_fn call;
+    memcpy(&call, &fn, sizeof call); /* ISO C has no object-to-function pointer cast */
+    int r = call(&b, &s, (unsigned long long)(size_t)ptr);
+    if (r != 0)
+        return (cudaError_t)r;
+    if (base)
+        *base = (hipDeviceptr_t)(size_t)b;
+    if (size)
+        *size = s;
+    return cudaSuccess;
+}
+
+/* "sm_90" */
+static inline int gg_hip_arch_name(int device, char *buf, size_t len)
+{
+    int major = 0, minor = 0;
+    if (len)
+        buf[0] = '\0';
+    cudaError_t e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+    if (e == cudaSuccess)
+        e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+    if (e != cudaSuccess)
+        return (int)e;
+    snprintf(buf, len, "sm_%d%d", major, minor);
+    return 0;
+}
+
+static inline void gg_hip_runtime_string(char *buf, size_t len)
+{
+    int v = 0;
+    if (cudaRuntimeGetVersion(&v) != cudaSuccess)
+        v = CUDART_VERSION;
+    snprintf(buf, len, "CUDA %d.%d", v / 1000, (v % 1000) / 10);
+}
+
+#endif /* GFXGRAPH_HIP_CUDA */
+
+/* ======================================================================== */
+/* Device-side helpers for the kernels (HIP/CUDA C++ only).  Everything that
+ * differs between the two device dialects goes through these. */
+#if defined(GG_HIP_DEVICE_COMPILER)
+#include <stdint.h>
+
+/* Butterfly exchange across the whole wave/warp.  CUDA requires the _sync
+ * form with a lane mask (all lanes: the kernels only call it with full
+ * warps); ROCm 5.x has no _sync variants.  warpSize is 32 on NVIDIA and
+ * 32 or 64 on AMD (RDNA: 32 by default, GCN/CDNA: 64); callers use the
+ * device's warpSize, never a constant. */
+static __device__ __forceinline__ float gg_shfl_xor(float v, int mask)
+{
+#if defined(GFXGRAPH_HIP_CUDA)
+    return __shfl_xor_sync(0xffffffffu, v, mask);
+#else
+    return __shfl_xor(v, mask);
+#endif
+}
+
+static __device__ __forceinline__ float gg_warp_sum(float v)
+{
+    for (int off = warpSize / 2; off > 0; off >>= 1)
+        v += gg_shfl_xor(v, off);
+    return v;
+}
+
+static __device__ __forceinline__ float gg_warp_max(float v)
+{
+    for (int off = warpSize / 2; off > 0; off >>= 1)
+        v = fmaxf(v, gg_shfl_xor(v, off));
+    return v;
+}
+
+/* f16 / bf16 as raw 16-bit storage, converted in registers.  f16 uses the
+ * vendor intrinsics (same names on both: cuda_fp16.h / hip_fp16.h); bf16 is
+ * done by hand because ROCm 5.2 has no __hip_bfloat16 and its hip_bfloat16
+ * class is not CUDA's __nv_bfloat16.  Both round to nearest even, like the CPU
+ * reference (ops_dtype.c). */
+static __device__ __forceinline__ float gg_f16_bits_to_f32(uint16_t h)
+{
+    return __half2float(__ushort_as_half(h));
+}
+
+static __device__ __forceinline__ uint16_t gg_f32_to_f16_bits(float f)
+{
+    return __half_as_ushort(__float2half_rn(f));
+}
+
+static __device__ __forceinline__ float gg_bf16_bits_to_f32(uint16_t b)
+{
+    return __uint_as_float((uint32_t)b << 16);
+}
+
+static __device__ __forceinline__ uint16_t gg_f32_to_bf16_bits(float f)
+{
+    uint32_t x = __float_as_uint(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u) { /* NaN stays NaN */
+        uint16_t r = (uint16_t)(x >> 16);
+        return (r & 0x7fu) ? r : (uint16_t)(r | 0x40u);
+    }
+    x += 0x7fffu + ((x >> 16) & 1u);
+    return (uint16_t)(x >> 16);
+}
+#endif /* GG_HIP_DEVICE_COMPILER */
+
+#endif /* GG_HIP_H */

@@ -1,0 +1,73 @@
+/* GPU kernels for the op table (ops.h): one launcher for every op, HIP source
+ * built by hipcc for AMD and by nvcc (through gg_hip.h) for NVIDIA.
+ *
+ * Plain C API.  Every launch is enqueued on the stream of a context and is
+ * capture-safe: no allocation, no synchronisation, no host<->device copy, so
+ * it can be recorded into a HIP graph.  Create the context (which allocates
+ * the BLAS handle and its workspace) before capturing on its stream.
+ *
+ * Semantics are those of the CPU references (gg_ops_run_cpu): contiguous
+ * row-major operands of one dtype, f32 accumulation, every op independent
+ * across rows.  Shapes are not re-checked beyond what a launch needs to stay
+ * in bounds: validate programs with the op's check function first. */
+#ifndef GG_GPU_OPS_H
+#define GG_GPU_OPS_H
+
+#include "ops.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct gg_gpu_ctx gg_gpu_ctx;
+
+/* A context for one stream (a hipStream_t, passed as void * so that C code
+ * needs no vendor header; NULL is the legacy default stream, which cannot be
+ * captured).  Uses the current device (hipSetDevice first).  0, or -ENOMEM,
+ * -ENODEV (no usable device), -EIO (runtime or BLAS failure, see
+ * gg_gpu_last_error()). */
+int gg_gpu_ctx_create(void *stream, gg_gpu_ctx **out);
+void gg_gpu_ctx_destroy(gg_gpu_ctx *ctx);
+void *gg_gpu_ctx_stream(const gg_gpu_ctx *ctx);
+
+/* Enqueue one op on ctx's stream (or record it while the stream captures).
+ * attrs may be NULL (the op's defaults).  0, or -EINVAL (operands that do not
+ * fit the op, unknown op or dtype), -ENOTSUP, -EIO (the launch failed; the
+ * message says why).  Thread-safe across contexts; one thread per context. */
+int gg_gpu_op_launch(gg_gpu_ctx *ctx, const gg_op_def *op, const gg_tensor *in, int nin,
+                     const gg_tensor *out, int nout, const gg_op_attrs *attrs);
+
+/* 1 when this build has a kernel for op in dtype dt. */
+int gg_gpu_op_supported(const gg_op_def *op, gg_dtype dt);
+
+/* 1 when the op's first launch on a context may do one-time setup that is
+ * best not captured (vendor BLAS picks and loads its kernels on first use):
+ * launch it once eagerly on the context before capturing it.  Harmless to
+ * ignore for the project's own kernels. */
+int gg_gpu_op_needs_warmup(const gg_op_def *op);
+
+/* How `linear` is computed.  AUTO: the project's small-M kernel for rows <
+ * GG_GPU_LINEAR_SMALL_ROWS (decode), the vendor BLAS above when built with one
+ * (cuBLAS; rocBLAS when found at configure time), else the project's tiled
+ * GEMM.  OWN: never BLAS.  BLAS: always BLAS (-ENOTSUP without one).  For tests
+ * and benchmarks; 0 or -EINVAL / -ENOTSUP. */
+typedef enum {
+    GG_GPU_LINEAR_AUTO = 0,
+    GG_GPU_LINEAR_OWN = 1,
+    GG_GPU_LINEAR_BLAS = 2
+} gg_gpu_linear_mode;
+#define GG_GPU_LINEAR_SMALL_ROWS 16
+int gg_gpu_ctx_set_linear_mode(gg_gpu_ctx *ctx, gg_gpu_linear_mode mode);
+
+/* "hip-amd" or "hip-cuda"; the BLAS behind linear: "cublas", "rocblas" or
+ * "none". */
+const char *gg_gpu_platform(void);
+const char *gg_gpu_blas(void);
+
+/* Message for the last failure on this thread ("" when none). */
+const char *gg_gpu_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,210 @@
+/* The op library: one table of ops with their operand, attribute, shape and
+ * dtype rules, and a CPU reference for each.  The daemon validates programs
+ * against this table at define time, so nothing downstream (CPU reference,
+ * HIP kernels) re-checks shapes: a launch that reaches a kernel is valid.
+ *
+ * Plain C11 so that the daemon, the tests and the HIP launchers share it. */
+#ifndef GG_OPS_H
+#define GG_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { GG_DT_F32 = 0, GG_DT_F16 = 1, GG_DT_BF16 = 2, GG_DT_COUNT } gg_dtype;
+
+#define GG_MAX_DIMS 4
+#define GG_MAX_OPERANDS 4
+#define GG_MAX_ATTRS 4
+
+typedef struct {
+    gg_dtype dtype;
+    int ndim;                       /* 1..GG_MAX_DIMS */
+    int64_t dims[GG_MAX_DIMS];
+} gg_tensor_desc;
+
+typedef struct {
+    void *data;                     /* first element */
+    gg_tensor_desc desc;            /* contiguous, row-major */
+} gg_tensor;
+
+typedef enum { GG_ATTR_FLOAT, GG_ATTR_CHOICE } gg_attr_kind;
+
+typedef struct {
+    const char *name;
+    gg_attr_kind kind;
+    double def;                     /* default value (choice: index) */
+    const char *const *choices;     /* GG_ATTR_CHOICE: NULL-terminated names */
+} gg_attr_spec;
+
+/* Attribute values in the order of the op's attr specs; a choice holds the
+ * index of the chosen name. */
+typedef struct {
+    double v[GG_MAX_ATTRS];
+} gg_op_attrs;
+
+typedef struct gg_op_def gg_op_def;
+
+/* Shape and dtype rule: 0 if the operands fit the op, else -EINVAL with a
+ * message a person can act on written to err. */
+typedef int (*gg_op_check_fn)(const gg_op_def *op, const gg_tensor_desc *in, int nin,
+                              const gg_tensor_desc *out, int nout,
+                              const gg_op_attrs *attrs, char *err, size_t errlen);
+
+/* CPU reference: f32 accumulation whatever the storage dtype. */
+typedef void (*gg_op_cpu_fn)(const gg_tensor *in, int nin, const gg_tensor *out, int nout,
+                             const gg_op_attrs *attrs);
+
+struct gg_op_def {
+    const char *name;
+    int id;                         /* index in the table, stable per build */
+    int nin_min, nin_max;           /* optional trailing inputs (linear's bias) */
+    int nout;
+    int nattrs;
+    gg_attr_spec attrs[GG_MAX_ATTRS];
+    gg_op_check_fn check;
+    gg_op_cpu_fn cpu;
+    /* Every op in this library is independent across rows of dim 0 (the batch
+     * rows), which is what makes padding rows harmless. */
+};
+
+/* Table access. */
+int gg_ops_count(void);
+const gg_op_def *gg_ops_at(int i);
+const gg_op_def *gg_ops_find(const char *name);
+/* Index of attribute `name` in op's attrs, or -1. */
+int gg_ops_attr_index(const gg_op_def *op, const char *name);
+/* Fill attrs with op's defaults. */
+void gg_ops_attr_defaults(const gg_op_def *op, gg_op_attrs *attrs);
+
+/* dtype helpers */
+const char *gg_dtype_name(gg_dtype dt);
+int gg_dtype_parse(const char *name, size_t len, gg_dtype *out);   /* 0 or -EINVAL */
+size_t gg_dtype_size(gg_dtype dt);
+int64_t gg_desc_numel(const gg_tensor_desc *d);
+size_t gg_desc_bytes(const gg_tensor_desc *d);
+
+/* f16 / bf16 conversion (round to nearest even), shared by references and
+ * tests. */
+float gg_f16_to_f32(uint16_t h);
+uint16_t gg_f32_to_f16(float f);
+float gg_bf16_to_f32(uint16_t b);
+uint16_t gg_f32_to_bf16(float f);
+/* Element access on a typed buffer. */
+float gg_load(const void *p, gg_dtype dt, int64_t i);
+void gg_store(void *p, gg_dtype dt, int64_t i, float v);
+
+/* Run op's CPU reference (attrs NULL: the op's defaults).  Every op but
+ * linear may run in place (out[0].data == in[0].data); linear's y must not
+ * overlap its inputs. */
+void gg_ops_run_cpu(const gg_op_def *op, const gg_tensor *in, int nin, const gg_tensor *out,
+                    int nout, const gg_op_attrs *attrs);
+
+/* Operand names as used in check messages ("x", "w", "b", "y", ...), or NULL
+ * when i is out of range (inputs: 0..nin_max-1, outputs: 0..nout-1). */
+const char *gg_ops_in_name(const gg_op_def *op, int i);
+const char *gg_ops_out_name(const gg_op_def *op, int i);
+
+/* Internal to the op library (ops_*.c define GG_OPS_IMPL before including
+ * this header): inline conversions for the hot loops, and the per-op CPU
+ * references the table points at.  The exported gg_f16_to_f32() etc. are the
+ * same code. */
+#ifdef GG_OPS_IMPL
+#include <string.h>
+
+static inline uint32_t gg_f32_bits_(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static inline float gg_f32_from_bits_(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static inline float gg_f16_to_f32_inl(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1fu;
+    uint32_t man = h & 0x3ffu;
+    if (exp == 0x1fu)                       /* inf / NaN, payload kept */
+        return gg_f32_from_bits_(sign | 0x7f800000u | (man << 13));
+    if (exp != 0)                           /* normal: rebias 15 -> 127 */
+        return gg_f32_from_bits_(sign | ((exp + 112u) << 23) | (man << 13));
+    /* zero or subnormal: man * 2^-24, exact in f32 */
+    return gg_f32_from_bits_(sign | gg_f32_bits_((float)man * 0x1p-24f));
+}
+
+static inline uint16_t gg_f32_to_f16_inl(float f)
+{
+    uint32_t x = gg_f32_bits_(f);
+    uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+    uint32_t ax = x & 0x7fffffffu;
+    if (ax > 0x7f800000u) {                 /* NaN: keep the top payload bits */
+        uint32_t m = (ax >> 13) & 0x3ffu;
+        return (uint16_t)(sign | 0x7c00u | (m ? m : 0x200u));
+    }
+    if (ax >= 0x477ff000u)                  /* >= 65520 rounds to inf (and inf) */
+        return (uint16_t)(sign | 0x7c00u);
+    if (ax < 0x38800000u) {                 /* below 2^-14: f16 subnormal or 0 */
+        /* Adding 0.5 makes the FPU round |f| to a multiple of 2^-24 (RNE). */
+        float v = gg_f32_from_bits_(ax) + 0.5f;
+        return (uint16_t)(sign | (gg_f32_bits_(v) - 0x3f000000u));
+    }
+    /* normal: rebias 127 -> 15 and round to nearest even on bit 13 */
+    ax += 0xc8000fffu + ((ax >> 13) & 1u);
+    return (uint16_t)(sign | (ax >> 13));
+}
+
+static inline float gg_bf16_to_f32_inl(uint16_t b)
+{
+    return gg_f32_from_bits_((uint32_t)b << 16);
+}
+
+static inline uint16_t gg_f32_to_bf16_inl(float f)
+{
+    uint32_t x = gg_f32_bits_(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u) {  /* NaN: truncate, keep it a NaN */
+        uint16_t r = (uint16_t)(x >> 16);
+        return (r & 0x7fu) ? r : (uint16_t)(r | 0x40u);
+    }
+    x += 0x7fffu + ((x >> 16) & 1u);        /* RNE; overflow carries into inf */
+    return (uint16_t)(x >> 16);
+}
+
+/* CPU references (ops_cpu.c), in table order. */
+void gg_cpu_copy(const gg_tensor *in, int nin, const gg_tensor *out, int nout,
+                 const gg_op_attrs *attrs);
+void gg_cpu_add(const gg_tensor *in, int nin, const gg_tensor *out, int nout,
+                const gg_op_attrs *attrs);
+void gg_cpu_mul(const gg_tensor *in, int nin, const gg_tensor *out, int nout,
+                const gg_op_attrs *attrs);
+void gg_cpu_scale(const gg_tensor *in, int nin, const gg_tensor *out, int nout,
+                  const gg_op_attrs *attrs);
+void gg_cpu_gelu(const gg_tensor *in, int nin, const gg_tensor *out, int nout,
+                 const gg_op_attrs *attrs);
+void gg_cpu_silu(const gg_tensor *in, int nin, const gg_tensor *out, int nout,
+                 const gg_op_attrs *attrs);
+void gg_cpu_silu_mul(const gg_tensor *in, int nin, const gg_tensor *out, int nout,
+                     const gg_op_attrs *attrs);
+void gg_cpu_layernorm(const gg_tensor *in, int nin, const gg_tensor *out, int nout,
+                      const gg_op_attrs *attrs);
+void gg_cpu_rmsnorm(const gg_tensor *in, int nin, const gg_tensor *out, int nout,
+                    const gg_op_attrs *attrs);
+void gg_cpu_linear(const gg_tensor *in, int nin, const gg_tensor *out, int nout,
+                   const gg_op_attrs *attrs);
+void gg_cpu_softmax(const gg_tensor *in, int nin, const gg_tensor *out, int nout,
+                    const gg_op_attrs *attrs);
+#endif /* GG_OPS_IMPL */
+
+#ifdef __cplusplus
+}
+#endif
+#endif

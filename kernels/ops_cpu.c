@@ -1,0 +1,677 @@
+/* CPU references.  All arithmetic is f32 whatever the storage dtype: f16/bf16
+ * operands are converted chunk by chunk into small stack buffers, f32
+ * operands are used in place.  Shapes were validated by the op's check at
+ * define time and are not re-checked here.
+ *
+ * Every op works row by row (a row = the last dim; linear's rows are x's
+ * rows) and a row's result depends only on that row's data and its position
+ * inside the row, never on other rows or on the batch size: the summation
+ * order of every reduction is a function of the row length alone.  Padding
+ * rows full of NaN/Inf are therefore harmless to real rows, and row r of a
+ * batch is bit-identical to the same row run on its own.
+ *
+ * All ops but linear may run in place (y over x, or over a). */
+
+/* a*b+c stays two roundings everywhere in this file (GNU C dialects let the
+ * compiler fuse it into an FMA wherever it likes, which could make a row's
+ * bits depend on which code path computed it, i.e. on the batch size). */
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+#define GG_OPS_IMPL
+#include "ops.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CHUNK 1024 /* floats per conversion buffer: a d=1024 row converts once */
+
+/* ---- element access ----------------------------------------------------- */
+
+static inline int64_t t_numel(const gg_tensor *t)
+{
+    int64_t n = 1;
+    for (int i = 0; i < t->desc.ndim; i++)
+        n *= t->desc.dims[i];
+    return n;
+}
+
+static inline int64_t t_last(const gg_tensor *t)
+{
+    return t->desc.dims[t->desc.ndim - 1];
+}
+
+/* Bulk conversions, 4 lanes at a time with GNU vector extensions (GCC and
+ * Clang; plain SSE2 on x86-64, NEON on arm64), the tail through the scalar
+ * helpers.  Bit-for-bit the same results as gg_f16_to_f32_inl() etc.; the
+ * tests compare the two on every f16 / bf16 pattern. */
+#if defined(__GNUC__) || defined(__clang__)
+#define GG_VEC4 1
+typedef uint16_t v4u16 __attribute__((vector_size(8)));
+typedef uint32_t v4u32 __attribute__((vector_size(16)));
+typedef int32_t v4i32 __attribute__((vector_size(16)));
+typedef float v4f32 __attribute__((vector_size(16)));
+
+/* lanes of a where mask is set, else b */
+#define VSEL(mask, a, b) (((v4u32)(mask) & (a)) | (~(v4u32)(mask) & (b)))
+#endif
+
+static inline void load_f16(const uint16_t *p, float *dst, int64_t n)
+{
+    int64_t i = 0;
+#ifdef GG_VEC4
+    for (; i + 4 <= n; i += 4) {
+        v4u16 hv;
+        memcpy(&hv, p + i, sizeof hv);
+        v4u32 h = __builtin_convertvector(hv, v4u32);
+        v4u32 em = h & 0x7fffu;
+        v4u32 normal = (em << 13) + 0x38000000u;   /* rebias 15 -> 127 */
+        v4u32 infnan = (em << 13) + 0x70000000u;   /* exponent 31 -> 255 */
+        v4f32 subf = __builtin_convertvector((v4i32)em, v4f32) * 0x1p-24f;
+        v4u32 r = VSEL((v4i32)em >= 0x400, normal, (v4u32)subf);
+        r = VSEL((v4i32)em >= 0x7c00, infnan, r);
+        r |= (h & 0x8000u) << 16;
+        memcpy(dst + i, &r, sizeof r);
+    }
+#endif
+    for (; i < n; i++)
+        dst[i] = gg_f16_to_f32_inl(p[i]);
+}
+
+static inline void store_f16(uint16_t *p, const float *src, int64_t n)
+{
+    int64_t i = 0;
+#ifdef GG_VEC4
+    for (; i + 4 <= n; i += 4) {
+        v4u32 x;
+        memcpy(&x, src + i, sizeof x);
+        v4u32 ax = x & 0x7fffffffu;
+        v4i32 iax = (v4i32)ax;
+        v4u32 m = (ax >> 13) & 0x3ffu;
+        v4u32 nanv = 0x7c00u | m | ((v4u32)(m == 0) & 0x200u);
+        v4u32 sub = (v4u32)((v4f32)ax + 0.5f) - 0x3f000000u;
+        v4u32 r = (ax + 0xc8000fffu + ((ax >> 13) & 1u)) >> 13;
+        r = VSEL(iax < 0x38800000, sub, r);
+        const v4u32 inf = {0x7c00u, 0x7c00u, 0x7c00u, 0x7c00u};
+        r = VSEL(iax >= 0x477ff000, inf, r);
+        r = VSEL(iax > 0x7f800000, nanv, r);
+        r |= (x >> 16) & 0x8000u;
+        v4u16 out = __builtin_convertvector(r, v4u16);
+        memcpy(p + i, &out, sizeof out);
+    }
+#endif
+    for (; i < n; i++)
+        p[i] = gg_f32_to_f16_inl(src[i]);
+}
+
+static inline void load_bf16(const uint16_t *p, float *dst, int64_t n)
+{
+    int64_t i = 0;
+#ifdef GG_VEC4
+    for (; i + 4 <= n; i += 4) {
+        v4u16 hv;
+        memcpy(&hv, p + i, sizeof hv);
+        v4u32 r = __builtin_convertvector(hv, v4u32) << 16;
+        memcpy(dst + i, &r, sizeof r);
+    }
+#endif
+    for (; i < n; i++)
+        dst[i] = gg_bf16_to_f32_inl(p[i]);
+}
+
+static inline void store_bf16(uint16_t *p, const float *src, int64_t n)
+{
+    int64_t i = 0;
+#ifdef GG_VEC4
+    for (; i + 4 <= n; i += 4) {
+        v4u32 x;
+        memcpy(&x, src + i, sizeof x);
+        v4u32 rne = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+        v4u32 q = x >> 16;
+        q |= (v4u32)((q & 0x7fu) == 0) & 0x40u;
+        v4u32 r = VSEL((v4i32)(x & 0x7fffffffu) > 0x7f800000, q, rne);
+        v4u16 out = __builtin_convertvector(r, v4u16);
+        memcpy(p + i, &out, sizeof out);
+    }
+#endif
+    for (; i < n; i++)
+        p[i] = gg_f32_to_bf16_inl(src[i]);
+}
+
+static inline void load_f32(const void *base, gg_dtype dt, int64_t off, int64_t n, float *dst)
+{
+    if (dt == GG_DT_F16)
+        load_f16((const uint16_t *)base + off, dst, n);
+    else if (dt == GG_DT_BF16)
+        load_bf16((const uint16_t *)base + off, dst, n);
+    else
+        memcpy(dst, (const float *)base + off, (size_t)n * sizeof(float));
+}
+
+static inline void store_f32(void *base, gg_dtype dt, int64_t off, int64_t n, const float *src)
+{
+    if (dt == GG_DT_F16)
+        store_f16((uint16_t *)base + off, src, n);
+    else if (dt == GG_DT_BF16)
+        store_bf16((uint16_t *)base + off, src, n);
+    else
+        memmove((float *)base + off, src, (size_t)n * sizeof(float));
+}
+
+/* n elements from off as f32: in place for f32, else converted into buf. */
+static inline const float *view_in(const void *base, gg_dtype dt, int64_t off, int64_t n,
+                                   float *buf)
+{
+    if (dt == GG_DT_F32)
+        return (const float *)base + off;
+    load_f32(base, dt, off, n, buf);
+    return buf;
+}
+
+/* Where to compute n outputs from off: in place for f32, else buf (then
+ * commit() converts it out). */
+static inline float *view_out(void *base, gg_dtype dt, int64_t off, float *buf)
+{
+    return dt == GG_DT_F32 ? (float *)base + off : buf;
+}
+
+static inline void commit(void *base, gg_dtype dt, int64_t off, int64_t n, const float *src)
+{
+    if (dt != GG_DT_F32)
+        store_f32(base, dt, off, n, src);
+}
+
+/* A source read a chunk at a time along rows of length d.  When a row fits
+ * in one chunk, a converted row is kept and reused by the next pass. */
+typedef struct {
+    const void *base;
+    gg_dtype dt;
+    int64_t d;
+    int64_t cached;       /* row held in buf, or -1 */
+    float buf[CHUNK];
+} rowsrc;
+
+static inline void rs_init(rowsrc *s, const gg_tensor *t, int64_t d)
+{
+    s->base = t->data;
+    s->dt = t->desc.dtype;
+    s->d = d;
+    s->cached = -1;
+}
+
+static inline const float *rs_get(rowsrc *s, int64_t row, int64_t c0, int64_t m)
+{
+    int64_t off = row * s->d + c0;
+    if (s->dt == GG_DT_F32)
+        return (const float *)s->base + off;
+    if (s->d <= CHUNK) {
+        if (s->cached != row) {
+            load_f32(s->base, s->dt, off, m, s->buf);
+            s->cached = row;
+        }
+        return s->buf;
+    }
+    load_f32(s->base, s->dt, off, m, s->buf);
+    return s->buf;
+}
+
+static inline double attr_or(const gg_op_attrs *a, int i, double def)
+{
+    return a ? a->v[i] : def;
+}
+
+static inline int64_t min64(int64_t a, int64_t b)
+{
+    return a < b ? a : b;
+}
+
+/* ---- reductions (fixed 8-lane order: a function of n only) -------------- */
+
+static inline float lanes_sum8(const float *acc)
+{
+    return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+static inline float sum_f32(const float *x, int64_t n)
+{
+    float acc[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++)
+            acc[j] += x[i + j];
+    float s = lanes_sum8(acc);
+    for (; i < n; i++)
+        s += x[i];
+    return s;
+}
+
+static inline float sumsq_dev_f32(const float *x, int64_t n, float mean)
+{
+    float acc[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) {
+            float t = x[i + j] - mean;
+            acc[j] += t * t;
+        }
+    float s = lanes_sum8(acc);
+    for (; i < n; i++) {
+        float t = x[i] - mean;
+        s += t * t;
+    }
+    return s;
+}
+
+static inline float max_f32(const float *x, int64_t n)
+{
+    float acc[8];
+    for (int j = 0; j < 8; j++)
+        acc[j] = -INFINITY;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++)
+            acc[j] = x[i + j] > acc[j] ? x[i + j] : acc[j];
+    float m = acc[0];
+    for (int j = 1; j < 8; j++)
+        m = acc[j] > m ? acc[j] : m;
+    for (; i < n; i++)
+        m = x[i] > m ? x[i] : m;
+    return m;
+}
+
+/* ---- scalar math -------------------------------------------------------- */
+
+#define GG_SQRT1_2 0.70710678118654752440f
+#define GG_SQRT_2_OVER_PI 0.79788456080286535588f
+
+static inline float silu_f(float x)
+{
+    return x / (1.0f + expf(-x));
+}
+
+static inline float gelu_erf_f(float x)
+{
+    return 0.5f * x * (1.0f + erff(x * GG_SQRT1_2));
+}
+
+static inline float gelu_tanh_f(float x)
+{
+    float inner = GG_SQRT_2_OVER_PI * (x + 0.044715f * x * x * x);
+    return 0.5f * x * (1.0f + tanhf(inner));
+}
+
+/* ---- elementwise -------------------------------------------------------- */
+
+enum { U_SCALE, U_GELU_ERF, U_GELU_TANH, U_SILU };
+
+static void unary(const gg_tensor *x, const gg_tensor *y, int kind, float s)
+{
+    gg_dtype dt = x->desc.dtype;
+    int64_t n = t_numel(x);
+    float xb[CHUNK], yb[CHUNK];
+    for (int64_t off = 0; off < n; off += CHUNK) {
+        int64_t m = min64(CHUNK, n - off);
+        const float *xs = view_in(x->data, dt, off, m, xb);
+        float *ys = view_out(y->data, dt, off, yb);
+        switch (kind) {
+        case U_SCALE:
+            for (int64_t i = 0; i < m; i++)
+                ys[i] = xs[i] * s;
+            break;
+        case U_GELU_ERF:
+            for (int64_t i = 0; i < m; i++)
+                ys[i] = gelu_erf_f(xs[i]);
+            break;
+        case U_GELU_TANH:
+            for (int64_t i = 0; i < m; i++)
+                ys[i] = gelu_tanh_f(xs[i]);
+            break;
+        default:
+            for (int64_t i = 0; i < m; i++)
+                ys[i] = silu_f(xs[i]);
+            break;
+        }
+        commit(y->data, dt, off, m, ys);
+    }
+}
+
+enum { B_ADD, B_MUL, B_SILU_MUL };
+
+/* b has a's shape, or (add/mul) is a 1-D row of a's last dim. */
+static void binary(const gg_tensor *a, const gg_tensor *b, const gg_tensor *y, int kind)
+{
+    gg_dtype dt = a->desc.dtype;
+    int64_t n = t_numel(a), nb = t_numel(b);
+    int bcast = nb != n;
+    int64_t cols = bcast ? nb : n, rows = n / cols;
+    float ab[CHUNK], bb[CHUNK], yb[CHUNK];
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t c0 = 0; c0 < cols; c0 += CHUNK) {
+            int64_t m = min64(CHUNK, cols - c0);
+            int64_t off = r * cols + c0;
+            const float *as = view_in(a->data, dt, off, m, ab);
+            const float *bs = view_in(b->data, dt, bcast ? c0 : off, m, bb);
+            float *ys = view_out(y->data, dt, off, yb);
+            switch (kind) {
+            case B_ADD:
+                for (int64_t i = 0; i < m; i++)
+                    ys[i] = as[i] + bs[i];
+                break;
+            case B_MUL:
+                for (int64_t i = 0; i < m; i++)
+                    ys[i] = as[i] * bs[i];
+                break;
+            default:
+                for (int64_t i = 0; i < m; i++)
+                    ys[i] = silu_f(as[i]) * bs[i];
+                break;
+            }
+            commit(y->data, dt, off, m, ys);
+        }
+    }
+}
+
+void gg_cpu_copy(const gg_tensor *in, int nin, const gg_tensor *out, int nout,
+                 const gg_op_attrs *attrs)
+{
+    (void)nin, (void)nout, (void)attrs;
+    /* one dtype for all operands: a copy is the bytes */
+    memmove(out[0].data, in[0].data, (size_t)t_numel(&in[0]) * gg_dtype_size(in[0].desc.dtype));
+}
+
+void gg_cpu_add(const gg_tensor *in, int nin, const gg_tensor *out, int nout,
+                const gg_op_attrs *attrs)
+{
+    (void)nin, (void)nout, (void)attrs;
+    binary(&in[0], &in[1], &out[0], B_ADD);
+}
+
+void gg_cpu_mul(const gg_tensor *in, int nin, const gg_tensor *out, int nout,
+                const gg_op_attrs *attrs)
+{
+    (void)nin, (void)nout, (void)attrs;
+    binary(&in[0], &in[1], &out[0], B_MUL);
+}
+
+void gg_cpu_silu_mul(const gg_tensor *in, int nin, const gg_tensor *out, int nout,
+                     const gg_op_attrs *attrs)
+{
+    (void)nin, (void)nout, (void)attrs;
+    binary(&in[0], &in[1], &out[0], B_SILU_MUL);
+}
+
+void gg_cpu_scale(const gg_tensor *in, int nin, const gg_tensor *out, int nout,
+                  const gg_op_attrs *attrs)
+{
+    (void)nin, (void)nout;
+    unary(&in[0], &out[0], U_SCALE, (float)attr_or(attrs, 0, 1.0));
+}
+
+void gg_cpu_gelu(const gg_tensor *in, int nin, const gg_tensor *out, int nout,
+                 const gg_op_attrs *attrs)
+{
+    (void)nin, (void)nout;
+    int tanh_form = attr_or(attrs, 0, 0.0) == 1.0;
+    unary(&in[0], &out[0], tanh_form ? U_GELU_TANH : U_GELU_ERF, 0.0f);
+}
+
+void gg_cpu_silu(const gg_tensor *in, int nin, const gg_tensor *out, int nout,
+                 const gg_op_attrs *attrs)
+{
+    (void)nin, (void)nout, (void)attrs;
+    unary(&in[0], &out[0], U_SILU, 0.0f);
+}
+
+/* ---- row-wise ----------------------------------------------------------- */
+
+void gg_cpu_layernorm(const gg_tensor *in, int nin, const gg_tensor *out, int nout,
+                      const gg_op_attrs *attrs)
+{
+    (void)nin, (void)nout;
+    const gg_tensor *y = &out[0];
+    gg_dtype dt = in[0].desc.dtype;
+    int64_t d = t_last(&in[0]), rows = t_numel(&in[0]) / d;
+    float eps = (float)attr_or(attrs, 0, 1e-5);
+    rowsrc xs, ws, bs;
+    float yb[CHUNK];
+    rs_init(&xs, &in[0], d);
+    rs_init(&ws, &in[1], d);
+    rs_init(&bs, &in[2], d);
+    for (int64_t r = 0; r < rows; r++) {
+        float sum = 0.0f;
+        for (int64_t c0 = 0; c0 < d; c0 += CHUNK) {
+            int64_t m = min64(CHUNK, d - c0);
+            sum += sum_f32(rs_get(&xs, r, c0, m), m);
+        }
+        float mean = sum / (float)d;
+        float sq = 0.0f;
+        for (int64_t c0 = 0; c0 < d; c0 += CHUNK) {
+            int64_t m = min64(CHUNK, d - c0);
+            sq += sumsq_dev_f32(rs_get(&xs, r, c0, m), m, mean);
+        }
+        float rstd = 1.0f / sqrtf(sq / (float)d + eps);
+        for (int64_t c0 = 0; c0 < d; c0 += CHUNK) {
+            int64_t m = min64(CHUNK, d - c0);
+            const float *xv = rs_get(&xs, r, c0, m);
+            const float *wv = rs_get(&ws, 0, c0, m);
+            const float *bv = rs_get(&bs, 0, c0, m);
+            float *yv = view_out(y->data, dt, r * d + c0, yb);
+            for (int64_t i = 0; i < m; i++)
+                yv[i] = (xv[i] - mean) * rstd * wv[i] + bv[i];
+            commit(y->data, dt, r * d + c0, m, yv);
+        }
+    }
+}
+
+void gg_cpu_rmsnorm(const gg_tensor *in, int nin, const gg_tensor *out, int nout,
+                    const gg_op_attrs *attrs)
+{
+    (void)nin, (void)nout;
+    const gg_tensor *y = &out[0];
+    gg_dtype dt = in[0].desc.dtype;
+    int64_t d = t_last(&in[0]), rows = t_numel(&in[0]) / d;
+    float eps = (float)attr_or(attrs, 0, 1e-6);
+    rowsrc xs, ws;
+    float yb[CHUNK];
+    rs_init(&xs, &in[0], d);
+    rs_init(&ws, &in[1], d);
+    for (int64_t r = 0; r < rows; r++) {
+        float sq = 0.0f;
+        for (int64_t c0 = 0; c0 < d; c0 += CHUNK) {
+            int64_t m = min64(CHUNK, d - c0);
+            sq += sumsq_dev_f32(rs_get(&xs, r, c0, m), m, 0.0f);
+        }
+        float rr = 1.0f / sqrtf(sq / (float)d + eps);
+        for (int64_t c0 = 0; c0 < d; c0 += CHUNK) {
+            int64_t m = min64(CHUNK, d - c0);
+            const float *xv = rs_get(&xs, r, c0, m);
+            const float *wv = rs_get(&ws, 0, c0, m);
+            float *yv = view_out(y->data, dt, r * d + c0, yb);
+            for (int64_t i = 0; i < m; i++)
+                yv[i] = xv[i] * rr * wv[i];
+            commit(y->data, dt, r * d + c0, m, yv);
+        }
+    }
+}
+
+void gg_cpu_softmax(const gg_tensor *in, int nin, const gg_tensor *out, int nout,
+                    const gg_op_attrs *attrs)
+{
+    (void)nin, (void)nout, (void)attrs;
+    const gg_tensor *y = &out[0];
+    gg_dtype dt = in[0].desc.dtype;
+    int64_t d = t_last(&in[0]), rows = t_numel(&in[0]) / d;
+    /* The exponentials survive to the last pass in y itself (f32) or in yb
+     * (a row that fits one chunk); otherwise they are recomputed. */
+    int keep = dt == GG_DT_F32 || d <= CHUNK;
+    rowsrc xs;
+    float yb[CHUNK];
+    rs_init(&xs, &in[0], d);
+    for (int64_t r = 0; r < rows; r++) {
+        float mx = -INFINITY;
+        for (int64_t c0 = 0; c0 < d; c0 += CHUNK) {
+            int64_t m = min64(CHUNK, d - c0);
+            float cm = max_f32(rs_get(&xs, r, c0, m), m);
+            mx = cm > mx ? cm : mx;
+        }
+        float sum = 0.0f;
+        for (int64_t c0 = 0; c0 < d; c0 += CHUNK) {
+            int64_t m = min64(CHUNK, d - c0);
+            const float *xv = rs_get(&xs, r, c0, m);
+            float *ev = view_out(y->data, dt, r * d + c0, yb);
+            for (int64_t i = 0; i < m; i++)
+                ev[i] = expf(xv[i] - mx);
+            sum += sum_f32(ev, m);
+        }
+        float inv = 1.0f / sum;
+        for (int64_t c0 = 0; c0 < d; c0 += CHUNK) {
+            int64_t m = min64(CHUNK, d - c0);
+            float *yv = view_out(y->data, dt, r * d + c0, yb);
+            if (!keep) {
+                const float *xv = rs_get(&xs, r, c0, m);
+                for (int64_t i = 0; i < m; i++)
+                    yv[i] = expf(xv[i] - mx);
+            }
+            for (int64_t i = 0; i < m; i++)
+                yv[i] *= inv;
+            commit(y->data, dt, r * d + c0, m, yv);
+        }
+    }
+}
+
+/* ---- linear ------------------------------------------------------------- */
+
+/* One kernel computes every dot product, 2 rows of x against 4 rows of w at a
+ * time; a lone last row is paired with itself and a short output block
+ * repeats its last w row, the extra results being dropped.  Each dot product
+ * sums four lanes over k < k4 (lane l takes k = l mod 4), reduces them as
+ * (l0 + l2) + (l1 + l3) and adds the k4..k-1 tail in order: the same code
+ * and order for every row whatever the batch size, so a row's result is
+ * bit-identical in any batch (even where the compiler contracts a*b+c into
+ * FMAs, as it treats the kernel's dot products alike). */
+
+#define RB 2 /* x rows per kernel call */
+#define OB 4 /* w rows (outputs) per kernel call */
+
+static inline float dot_finish(const float *acc, const float *x, const float *w, int64_t k4,
+                               int64_t k)
+{
+    float s = (acc[0] + acc[2]) + (acc[1] + acc[3]);
+    for (int64_t i = k4; i < k; i++)
+        s += x[i] * w[i];
+    return s;
+}
+
+static inline void kern_2x4(const float *x0, const float *x1, const float *const *w, int64_t k,
+                            float out[RB][OB])
+{
+    float a00[4] = {0}, a01[4] = {0}, a02[4] = {0}, a03[4] = {0};
+    float a10[4] = {0}, a11[4] = {0}, a12[4] = {0}, a13[4] = {0};
+    const float *w0 = w[0], *w1 = w[1], *w2 = w[2], *w3 = w[3];
+    int64_t k4 = k & ~(int64_t)3;
+    for (int64_t i = 0; i < k4; i += 4) {
+        for (int l = 0; l < 4; l++) {
+            a00[l] += x0[i + l] * w0[i + l];
+            a01[l] += x0[i + l] * w1[i + l];
+            a02[l] += x0[i + l] * w2[i + l];
+            a03[l] += x0[i + l] * w3[i + l];
+            a10[l] += x1[i + l] * w0[i + l];
+            a11[l] += x1[i + l] * w1[i + l];
+            a12[l] += x1[i + l] * w2[i + l];
+            a13[l] += x1[i + l] * w3[i + l];
+        }
+    }
+    out[0][0] = dot_finish(a00, x0, w0, k4, k);
+    out[0][1] = dot_finish(a01, x0, w1, k4, k);
+    out[0][2] = dot_finish(a02, x0, w2, k4, k);
+    out[0][3] = dot_finish(a03, x0, w3, k4, k);
+    out[1][0] = dot_finish(a10, x1, w0, k4, k);
+    out[1][1] = dot_finish(a11, x1, w1, k4, k);
+    out[1][2] = dot_finish(a12, x1, w2, k4, k);
+    out[1][3] = dot_finish(a13, x1, w3, k4, k);
+}
+
+static inline void put_y(void *y, gg_dtype dt, int64_t idx, float v)
+{
+    if (dt == GG_DT_F32)
+        ((float *)y)[idx] = v;
+    else if (dt == GG_DT_F16)
+        ((uint16_t *)y)[idx] = gg_f32_to_f16_inl(v);
+    else
+        ((uint16_t *)y)[idx] = gg_f32_to_bf16_inl(v);
+}
+
+/* Without scratch memory (malloc failed): one dot at a time, in the same
+ * order as the kernel. */
+static void linear_lowmem(const gg_tensor *x, const gg_tensor *w, const gg_tensor *b,
+                          const gg_tensor *y, int64_t rows, int64_t k, int64_t n)
+{
+    gg_dtype dt = x->desc.dtype;
+    int64_t k4 = k & ~(int64_t)3;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t o = 0; o < n; o++) {
+            float acc[4] = {0};
+            for (int64_t i = 0; i < k4; i++)
+                acc[i & 3] += gg_load(x->data, dt, r * k + i) * gg_load(w->data, dt, o * k + i);
+            float s = (acc[0] + acc[2]) + (acc[1] + acc[3]);
+            for (int64_t i = k4; i < k; i++)
+                s += gg_load(x->data, dt, r * k + i) * gg_load(w->data, dt, o * k + i);
+            if (b)
+                s += gg_load(b->data, dt, o);
+            put_y(y->data, dt, r * n + o, s);
+        }
+}
+
+void gg_cpu_linear(const gg_tensor *in, int nin, const gg_tensor *out, int nout,
+                   const gg_op_attrs *attrs)
+{
+    (void)nout, (void)attrs;
+    const gg_tensor *x = &in[0], *w = &in[1], *b = nin > 2 ? &in[2] : NULL;
+    const gg_tensor *y = &out[0];
+    gg_dtype dt = x->desc.dtype;
+    int64_t k = t_last(x), rows = t_numel(x) / k, n = w->desc.dims[0];
+
+    /* f32 operands in place; f16/bf16: x converted once, w OB rows at a time */
+    const float *xf = (const float *)x->data;
+    float *wblk = NULL, *scratch = NULL;
+    if (dt != GG_DT_F32) {
+        scratch = malloc((size_t)(rows + OB) * (size_t)k * sizeof(float));
+        if (!scratch) {
+            linear_lowmem(x, w, b, y, rows, k, n);
+            return;
+        }
+        load_f32(x->data, dt, 0, rows * k, scratch);
+        xf = scratch;
+        wblk = scratch + rows * k;
+    }
+
+    for (int64_t o0 = 0; o0 < n; o0 += OB) {
+        int64_t on = min64(OB, n - o0);
+        const float *wr[OB];
+        float bias[OB];
+        for (int j = 0; j < OB; j++) {
+            int64_t jj = j < on ? j : on - 1; /* short block: repeat the last row */
+            if (dt == GG_DT_F32) {
+                wr[j] = (const float *)w->data + (o0 + jj) * k;
+            } else {
+                if (j < on)
+                    load_f32(w->data, dt, (o0 + j) * k, k, wblk + j * k);
+                wr[j] = wblk + jj * k;
+            }
+            bias[j] = b ? gg_load(b->data, dt, o0 + jj) : 0.0f;
+        }
+        for (int64_t r = 0; r < rows; r += RB) {
+            int64_t rn = min64(RB, rows - r);
+            float acc[RB][OB];
+            kern_2x4(xf + r * k, xf + (r + rn - 1) * k, wr, k, acc);
+            for (int i = 0; i < rn; i++)
+                for (int j = 0; j < on; j++)
+                    put_y(y->data, dt, (r + i) * n + o0 + j, acc[i][j] + bias[j]);
+        }
+    }
+    free(scratch);
+}

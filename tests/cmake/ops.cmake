@@ -1,0 +1,7 @@
+# Op library: table, dtype conversions, check rules, CPU references.
+add_executable(test_ops
+  ${CMAKE_SOURCE_DIR}/tests/test_ops.c
+  ${CMAKE_SOURCE_DIR}/tests/refs_double.c)
+target_link_libraries(test_ops PRIVATE gg_ops m)
+add_test(NAME ops COMMAND test_ops)
+set_tests_properties(ops PROPERTIES LABELS "unit" TIMEOUT 600)
