@@ -424,7 +424,10 @@ __global__ void __launch_bounds__(256)
  *   block, R = 0: longer rows, streamed from memory on every pass.
  * With registers the row is read from memory once. */
 template <bool WARP> struct rowgeo {
-    static __device__ __forceinline__ int lane() { return WARP ? threadIdx.x % warpSize : threadIdx.x; }
+    static __device__ __forceinline__ int lane()
+    {
+        return WARP ? threadIdx.x % warpSize : threadIdx.x;
+    }
     static __device__ __forceinline__ int width() { return WARP ? warpSize : blockDim.x; }
     static __device__ __forceinline__ int64_t first()
     {
