@@ -209,6 +209,10 @@ int gg_config_set(gg_config *c, const char *key, const char *v, char *err, size_
     } else if (strcmp(key, "workers") == 0) {
         if ((rc = cfg_uint(key, v, 0, 256, &u, err, errlen)) < 0) return rc;
         c->workers = (unsigned)u;
+    } else if (strcmp(key, "completion") == 0) {
+        if (strcmp(v, "poll") == 0) c->completion_hostfn = false;
+        else if (strcmp(v, "hostfn") == 0) c->completion_hostfn = true;
+        else return cfg_bad(err, errlen, key, v, "poll or hostfn");
     } else if (strcmp(key, "device") == 0) {
         if ((rc = cfg_uint(key, v, 0, 255, &u, err, errlen)) < 0) return rc;
         c->device_index = (int)u;
@@ -286,6 +290,7 @@ static const struct {
     {"GFXGRAPH_MAX_MESSAGE", "max-message-size"},
     {"GFXGRAPH_CACHE_ENTRIES", "cache-entries"},
     {"GFXGRAPH_DEVICE", "device"},
+    {"GFXGRAPH_COMPLETION", "completion"},
 };
 
 static int cfg_load_env(gg_config *c, char *err, size_t errlen)

@@ -47,6 +47,7 @@ typedef struct {
     unsigned exec_update_limit;  /* re-instantiate after this many updates */
     unsigned workers;            /* executor threads; 0: automatic */
     int device_index;
+    bool completion_hostfn;      /* hip: host functions instead of event polling */
 } gg_config;
 
 void gg_config_defaults(gg_config *c);

@@ -415,12 +415,15 @@ __global__ void __launch_bounds__(256)
 
 /* ---- row kernels: layernorm, rmsnorm, softmax ---------------------------------- */
 
-/* Three geometries, picked by the launcher from the row length:
- *   WARP, R = 8:  one row per warp, each lane keeps up to 8 units (vectors or
- *                 scalars) in registers; reductions are shuffles only (no
- *                 shared memory, no __syncthreads): the decode case;
- *   block, R = 4: one row per block of up to 512 threads, up to 4 units per
- *                 thread in registers, reductions through shared memory;
+/* Three geometries, picked by the launcher from the row length in units (a
+ * unit is a 16-byte vector, or one element when unaligned):
+ *   WARP, R = 2:  rows of up to 2 units per lane: one row per warp, several
+ *                 rows per block, the units in registers, reductions by
+ *                 shuffles only (no shared memory, no __syncthreads);
+ *   block, R = 4: rows of up to 4 units per thread of a 512-thread block: one
+ *                 row per block, as many threads as units up to 512 (a short
+ *                 serial chain per thread is what keeps a decode-sized row
+ *                 fast), the units in registers;
  *   block, R = 0: longer rows, streamed from memory on every pass.
  * With registers the row is read from memory once. */
 template <bool WARP> struct rowgeo {
@@ -839,7 +842,7 @@ static void launch_ew(gg_gpu_ctx *c, const void *a, const void *b, void *y, int6
 
 /* Row-kernel geometry for a row of nu units (see k_norm). */
 enum { ROW_WARP, ROW_BLOCK_REG, ROW_STREAM };
-#define GG_ROW_WARP_R 8
+#define GG_ROW_WARP_R 2
 #define GG_ROW_WARP_THREADS 256
 #define GG_ROW_REG_R 4
 #define GG_ROW_REG_THREADS 512
@@ -866,7 +869,7 @@ static row_geometry row_geometry_for(const gg_gpu_ctx *c, int64_t rows, int nu)
     const int reg_cap = cap < GG_ROW_REG_THREADS ? cap : GG_ROW_REG_THREADS;
     if (nu <= (int64_t)GG_ROW_REG_R * reg_cap) {
         g.kind = ROW_BLOCK_REG;
-        g.threads = row_threads((nu + GG_ROW_REG_R - 1) / GG_ROW_REG_R, reg_cap);
+        g.threads = row_threads(nu, reg_cap);
     } else {
         g.kind = ROW_STREAM;
         g.threads = row_threads(nu, cap);

@@ -239,9 +239,12 @@ typedef struct {
 } shape2;
 
 /* odd and even, 1-D and 2-D, rows that span several blocks, rows longer than
- * one block can cover in a pass */
+ * one block can cover in a pass; between them every geometry of the row
+ * kernels (a row per warp, per block with registers, streamed) with one and
+ * several units per thread */
 static const shape2 row_shapes[] = {
-    {0, 1}, {0, 1000}, {1, 1024}, {3, 7}, {17, 33}, {5, 4099}, {64, 256}, {2, 20000},
+    {0, 1}, {0, 1000}, {1, 1024}, {3, 7}, {17, 33}, {5, 4099}, {64, 256}, {2, 20000}, {3, 12288},
+    {9, 40},
 };
 #define NSHAPES (sizeof row_shapes / sizeof row_shapes[0])
 
