@@ -166,6 +166,17 @@ void gg_cache_fail(gg_cache *c, gg_cache_entry *e, const char *reason)
     snprintf(e->reason, sizeof(e->reason), "%s", reason);
 }
 
+void gg_cache_unready(gg_cache *c, gg_cache_entry *e)
+{
+    if (e->state != GG_ENTRY_READY)
+        return;
+    c->ready--;
+    c->bytes -= e->footprint;
+    e->state = GG_ENTRY_EMPTY;
+    e->exec = NULL;
+    e->footprint = 0;
+}
+
 void gg_cache_retry(gg_cache *c, gg_cache_entry *e)
 {
     (void)c;

@@ -28,6 +28,7 @@ typedef struct gg_cache_entry {
     size_t footprint;
     int pins;
     unsigned updates;               /* exec updates since instantiate */
+    uint64_t gen;                   /* program binding generation captured */
     uint64_t last_used_ms;
     uint64_t captures, replays, fallbacks, validations;
     double replay_us_sum;
@@ -47,6 +48,8 @@ void gg_cache_unpin(gg_cache *c, gg_cache_entry *e);
 void gg_cache_ready(gg_cache *c, gg_cache_entry *e);
 /* The entry's graph failed: drop it, keep the scratch, run eager from now. */
 void gg_cache_fail(gg_cache *c, gg_cache_entry *e, const char *reason);
+/* A READY entry's graph is being replaced: take it out of the accounting. */
+void gg_cache_unready(gg_cache *c, gg_cache_entry *e);
 /* program.prepare: give a FAILED entry another capture. */
 void gg_cache_retry(gg_cache *c, gg_cache_entry *e);
 /* Release a graph and scratch on an executor thread (exec.c). */

@@ -15,6 +15,7 @@ static const gg_method dispatch_methods[] = {
     {"program.release", gg_method_program_release},
     {"program.list", gg_method_program_list},
     {"program.prepare", gg_method_program_prepare},
+    {"program.rebind", gg_method_program_rebind},
     {"replay", gg_method_replay},
 };
 

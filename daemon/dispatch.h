@@ -46,6 +46,7 @@ int gg_method_program_define(gg_call *c);    /* methods_program.c */
 int gg_method_program_release(gg_call *c);
 int gg_method_program_list(gg_call *c);
 int gg_method_program_prepare(gg_call *c);
+int gg_method_program_rebind(gg_call *c);
 int gg_method_replay(gg_call *c);
 
 #endif

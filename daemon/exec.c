@@ -124,17 +124,33 @@ static int exec_capture(gg_exec *x, gg_job *j, gg_cache_entry *e, gg_dev_stream 
                  rc < 0 ? why : dev->ops->last_error(dev));
         return rc < 0 ? rc : rc2;
     }
+    /* A rebound program: update the graph we have in place of building a
+     * new one, up to exec-update-limit times (ROCm leaks an argument slot
+     * per update, so the count is bounded and then we start afresh). */
+    if (e->state == GG_ENTRY_READY && e->exec &&
+        e->updates < x->srv->cfg.exec_update_limit &&
+        dev->ops->exec_update(dev, e->exec, g) == 0) {
+        dev->ops->graph_destroy(dev, g);
+        r->exec = e->exec;
+        r->updated = true;
+        r->captured = true;
+        r->footprint = e->footprint;
+        return 0;
+    }
     if ((rc = exec_fault(x, GG_FAULT_INSTANTIATE, r, "instantiate")) < 0) {
         dev->ops->graph_destroy(dev, g);
         return rc;
     }
-    rc = dev->ops->instantiate(dev, g, &r->exec);
+    gg_dev_exec *nx = NULL;
+    rc = dev->ops->instantiate(dev, g, &nx);
     dev->ops->graph_destroy(dev, g);
     if (rc < 0) {
         snprintf(r->reason, sizeof(r->reason), "instantiate failed: %s", dev->ops->last_error(dev));
-        r->exec = NULL;
         return rc;
     }
+    if (e->state == GG_ENTRY_READY && e->exec)
+        r->replaced = e->exec;
+    r->exec = nx;
     r->captured = true;
     r->footprint = gg_program_scratch_bytes(p, e->bucket) + dev->ops->exec_footprint(dev, r->exec);
     return 0;
@@ -291,12 +307,17 @@ static void exec_run(gg_exec *x, gg_job *j)
     int rc = 0;
     j->t_start_us = gg_now_us();
 
+    if (j->kind == GG_JOB_SMOKE) {
+        res[0].rc = gg_device_smoke_test(dev, res[0].reason, sizeof(res[0].reason));
+        exec_on_device_done(j, 0);
+        return;
+    }
     if (j->kind == GG_JOB_PREPARE) {
         for (int i = 0; i < j->nentries; i++) {
             gg_cache_entry *e = j->entries[i];
             gg_job_result *r = &res[i];
             r->scratch = e->scratch;
-            if (e->state == GG_ENTRY_READY)
+            if (e->state == GG_ENTRY_READY && e->gen == j->gen)
                 continue;
             if ((r->rc = exec_capture(x, j, e, s, r)) < 0)
                 r->failed = true;
@@ -314,7 +335,8 @@ static void exec_run(gg_exec *x, gg_job *j)
         r->scratch = e->scratch;
         r->exec = e->exec;
     }
-    if (try_graph && e->state == GG_ENTRY_EMPTY && exec_capture(x, j, e, s, r) < 0)
+    bool stale = e && e->state == GG_ENTRY_READY && e->gen != j->gen;
+    if (try_graph && (e->state == GG_ENTRY_EMPTY || stale) && exec_capture(x, j, e, s, r) < 0)
         r->failed = true;
     if (try_graph && !r->failed) {
         if (exec_should_validate(x, e)) {
@@ -554,7 +576,8 @@ static void exec_job_end(gg_exec *x, gg_job *j)
 {
     for (int i = 0; i < j->nentries; i++)
         gg_cache_unpin(x->srv->cache, j->entries[i]);
-    gg_program_unpin(j->prog);
+    if (j->prog)
+        gg_program_unpin(j->prog);
     if (j->tmp_scratch)
         gg_exec_release_graph(x, NULL, j->tmp_scratch);
     gg_session *s = j->sess;
@@ -577,11 +600,23 @@ static void exec_apply(gg_exec *x, gg_job *j, gg_cache_entry *e, gg_job_result *
 {
     gg_server *srv = x->srv;
     e->scratch = r->scratch;
-    if (r->captured) {
+    if (r->captured && r->updated) {
         e->captures++;
+        e->updates++;
+        e->gen = j->gen;
         srv->stats.capture_count++;
+        srv->stats.exec_updates++;
+    } else if (r->captured) {
+        e->captures++;
+        e->gen = j->gen;
+        srv->stats.capture_count++;
+        if (r->replaced) {
+            gg_cache_unready(srv->cache, e);
+            gg_exec_release_graph(x, r->replaced, NULL);
+        }
         e->exec = r->exec;
         e->footprint = r->footprint;
+        e->updates = 0;
         if (!gg_cache_reserve(srv->cache, e, e->footprint)) {
             r->failed = true;
             snprintf(r->reason, sizeof(r->reason),
@@ -619,7 +654,9 @@ static void exec_finish(gg_exec *x, gg_job *j)
 
     msgpack_sbuffer sb;
     msgpack_packer pk;
-    if (j->rc < 0) {
+    if (j->reply) {
+        j->reply(j);
+    } else if (j->rc < 0) {
         gg_reply_error(s, j->msgid, j->rc, j->reason);
     } else if (j->kind == GG_JOB_PREPARE) {
         gg_reply_begin(&sb, &pk, j->msgid);

@@ -14,12 +14,14 @@
 
 struct gg_server;
 
-typedef enum { GG_JOB_REPLAY = 0, GG_JOB_PREPARE } gg_job_kind;
+typedef enum { GG_JOB_REPLAY = 0, GG_JOB_PREPARE, GG_JOB_SMOKE } gg_job_kind;
 
 /* What a worker found out about one cache entry. */
 typedef struct gg_job_result {
     int rc;
     bool captured;
+    bool updated;                   /* rebound by exec update, not re-instantiated */
+    gg_dev_exec *replaced;          /* the stale graph a new one replaces */
     bool failed;
     bool validated;
     bool validation_failed;
@@ -38,6 +40,7 @@ typedef struct gg_job {
     int branch;
     int batch;
     int rows;                       /* rows run: the bucket, or batch when oversize */
+    uint64_t gen;                   /* the program's binding generation at submit */
     gg_cache_entry **entries;       /* replay: 1 (or 0 when oversize); prepare: many */
     int nentries;
     gg_cache_entry *one;            /* storage for the single replay entry */
@@ -52,6 +55,8 @@ typedef struct gg_job {
     uint64_t t_start_us, t_done_us;
     uint8_t *tmp_scratch;           /* eager runs beyond the buckets */
     struct gg_job *done_next;
+    /* GG_JOB_SMOKE: answers the request once the smoke test has run */
+    void (*reply)(struct gg_job *j);
 } gg_job;
 
 typedef struct gg_exec gg_exec;

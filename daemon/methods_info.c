@@ -1,9 +1,11 @@
 /* hello, stats, health. */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cache.h"
 #include "dispatch.h"
+#include "exec.h"
 #include "program.h"
 #include "server.h"
 #include "session.h"
@@ -104,7 +106,7 @@ int gg_method_stats(gg_call *c)
     gg_server *srv = c->srv;
     const gg_stats *st = &srv->stats;
     msgpack_packer *pk = c->pk;
-    msgpack_pack_map(pk, 21);
+    msgpack_pack_map(pk, 22);
     proto_pack_kv_u64(pk, "capture_count", st->capture_count);
     proto_pack_kv_u64(pk, "replay_count", st->replay_count);
     proto_pack_kv_u64(pk, "eager_count", st->eager_count);
@@ -117,6 +119,7 @@ int gg_method_stats(gg_call *c)
     proto_pack_kv_u64(pk, "requests", st->requests);
     proto_pack_kv_u64(pk, "errors", st->errors);
     proto_pack_kv_u64(pk, "evictions", st->evictions);
+    proto_pack_kv_u64(pk, "exec_updates", st->exec_updates);
     proto_pack_kv_u64(pk, "uptime_s", (gg_now_ms() - srv->started_ms) / 1000);
     proto_pack_kv_str(pk, "backend", srv->backend);
     proto_pack_kv_u64(pk, "sessions_active", srv->nconns);
@@ -137,40 +140,70 @@ int gg_method_stats(gg_call *c)
     return 0;
 }
 
-int gg_method_health(gg_call *c)
+static void health_reply(gg_job *j)
 {
-    gg_server *srv = c->srv;
+    gg_server *srv = j->sess->srv;
+    const gg_job_result *r = &j->results[0];
     char smoke[200] = "passed";
-    char err[160] = "";
-    bool ok = !srv->device_lost;
-    if (ok && gg_device_smoke_test(srv->dev, err, sizeof(err)) < 0) {
-        ok = false;
-        snprintf(smoke, sizeof(smoke), "failed: %s", err);
-        snprintf(srv->unhealthy_reason, sizeof(srv->unhealthy_reason), "smoke test %s", smoke);
-    } else if (!ok) {
+    bool ok = !srv->device_lost && j->rc == 0 && r->rc == 0;
+    if (srv->device_lost)
         snprintf(smoke, sizeof(smoke), "not run: the device is lost");
-    }
+    else if (j->rc < 0 || r->rc < 0)
+        snprintf(smoke, sizeof(smoke), "failed: %s", r->rc < 0 ? r->reason : j->reason);
+    if (!ok && !srv->device_lost)
+        snprintf(srv->unhealthy_reason, sizeof(srv->unhealthy_reason), "smoke test %s", smoke);
     srv->dev->ops->info(srv->dev, &srv->devinfo);
     const gg_device_info *d = &srv->devinfo;
-    msgpack_packer *pk = c->pk;
-    msgpack_pack_map(pk, 6);
-    proto_pack_kv_bool(pk, "ok", ok);
-    proto_pack_kv_str(pk, "gpu", d->name);
-    proto_pack_kv_str(pk, "arch", d->arch);
-    proto_pack_kv_u64(pk, "vram_total_mb", d->mem_total >> 20);
-    proto_pack_kv_u64(pk, "vram_free_mb", d->mem_free >> 20);
-    proto_pack_key(pk, "details");
-    msgpack_pack_map(pk, ok ? 9 : 10);
-    proto_pack_kv_str(pk, "backend", srv->backend);
-    proto_pack_kv_str(pk, "runtime", d->runtime);
-    proto_pack_kv_str(pk, "driver", d->driver);
-    proto_pack_kv_str(pk, "smoke_test", smoke);
-    proto_pack_kv_u64(pk, "uptime_s", (gg_now_ms() - srv->started_ms) / 1000);
-    proto_pack_kv_u64(pk, "sessions", srv->nconns);
-    proto_pack_kv_u64(pk, "graphs_cached", gg_cache_count(srv->cache));
-    proto_pack_kv_str(pk, "socket", srv->cfg.socket_path);
-    proto_pack_kv_str(pk, "version", GG_VERSION);
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    gg_reply_begin(&sb, &pk, j->msgid);
+    msgpack_pack_map(&pk, 6);
+    proto_pack_kv_bool(&pk, "ok", ok);
+    proto_pack_kv_str(&pk, "gpu", d->name);
+    proto_pack_kv_str(&pk, "arch", d->arch);
+    proto_pack_kv_u64(&pk, "vram_total_mb", d->mem_total >> 20);
+    proto_pack_kv_u64(&pk, "vram_free_mb", d->mem_free >> 20);
+    proto_pack_key(&pk, "details");
+    msgpack_pack_map(&pk, ok ? 10 : 11);
+    proto_pack_kv_str(&pk, "backend", srv->backend);
+    proto_pack_kv_str(&pk, "runtime", d->runtime);
+    proto_pack_kv_str(&pk, "driver", d->driver);
+    proto_pack_kv_str(&pk, "smoke_test", smoke);
+    proto_pack_kv_f64(&pk, "smoke_test_us", (double)(j->t_done_us - j->t_start_us));
+    proto_pack_kv_u64(&pk, "uptime_s", (gg_now_ms() - srv->started_ms) / 1000);
+    proto_pack_kv_u64(&pk, "sessions", srv->nconns);
+    proto_pack_kv_u64(&pk, "graphs_cached", gg_cache_count(srv->cache));
+    proto_pack_kv_str(&pk, "socket", srv->cfg.socket_path);
+    proto_pack_kv_str(&pk, "version", GG_VERSION);
     if (!ok)
-        proto_pack_kv_str(pk, "reason", srv->unhealthy_reason);
-    return 0;
+        proto_pack_kv_str(&pk, "reason", srv->unhealthy_reason);
+    gg_reply_end(j->sess, &sb);
+}
+
+/* The smoke test captures and replays a graph: it runs on an executor
+ * thread like any other device work, never on the loop. */
+int gg_method_health(gg_call *c)
+{
+    gg_job *j = calloc(1, sizeof(*j));
+    if (j)
+        j->results = calloc(1, sizeof(*j->results));
+    if (!j || !j->results) {
+        gg_job_free(j);
+        return proto_fail(&c->err, -ENOMEM, "out of memory");
+    }
+    gg_list_init(&j->link);
+    j->kind = GG_JOB_SMOKE;
+    j->sess = c->sess;
+    j->msgid = c->msgid;
+    j->entries = &j->one;
+    j->reply = health_reply;
+    gg_dev_stream *s;
+    int rc = gg_session_stream(c->sess, &s);
+    if (rc < 0) {
+        gg_job_free(j);
+        return proto_fail(&c->err, rc, "cannot create a device stream: %s",
+                          c->srv->dev->ops->last_error(c->srv->dev));
+    }
+    gg_exec_submit(c->srv->exec, j);
+    return GG_CALL_ASYNC;
 }

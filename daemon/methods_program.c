@@ -87,6 +87,22 @@ int gg_method_program_list(gg_call *c)
     return 0;
 }
 
+int gg_method_program_rebind(gg_call *c)
+{
+    gg_program *p;
+    int rc = prog_arg(c, "id", &p);
+    if (rc < 0)
+        return rc;
+    int n = 0;
+    if ((rc = gg_program_rebind(c->srv, p, proto_map_get(c->params, "tensors"), &n, &c->err)) < 0)
+        return rc;
+    msgpack_pack_map(c->pk, 3);
+    proto_pack_kv_u64(c->pk, "id", p->id);
+    proto_pack_kv_i64(c->pk, "rebound", n);
+    proto_pack_kv_i64(c->pk, "max_batch", p->max_batch);
+    return 0;
+}
+
 static gg_job *job_new(gg_job_kind kind, gg_call *c, gg_program *p, int nentries)
 {
     gg_job *j = calloc(1, sizeof(*j));
@@ -97,6 +113,7 @@ static gg_job *job_new(gg_job_kind kind, gg_call *c, gg_program *p, int nentries
     j->sess = c->sess;
     j->msgid = c->msgid;
     j->prog = p;
+    j->gen = p->gen;
     j->entries = nentries > 1 ? calloc((size_t)nentries, sizeof(*j->entries)) : &j->one;
     j->results = calloc((size_t)(nentries ? nentries : 1), sizeof(*j->results));
     if (!j->entries || !j->results) {

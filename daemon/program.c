@@ -325,6 +325,24 @@ static int prog_overlap(const gg_program *p, int a, int b, int rows)
     return (a0 == b0 && a1 == b1) ? 2 : 1;
 }
 
+/* No output of a node may overlap one of its inputs, except an exact alias
+ * in an elementwise op. */
+static int prog_node_overlaps(const gg_program *p, const gg_pnode *n, int ni, proto_errbuf *e)
+{
+    int top = p->buckets[p->nbuckets - 1];
+    for (int o = 0; o < n->nout; o++)
+        for (int i = 0; i < n->nin; i++) {
+            int ov = prog_overlap(p, n->out[o], n->in[i], top);
+            if (ov == 1 || (ov == 2 && !prog_elementwise(n->op)))
+                return proto_fail(e, -EINVAL, "node %d (%s): output '%s' overlaps input '%s'; %s",
+                                  ni, n->op->name, p->tensors[n->out[o]].name,
+                                  p->tensors[n->in[i]].name,
+                                  ov == 1 ? "partial overlap is never allowed"
+                                          : "only elementwise ops may write in place");
+        }
+    return 0;
+}
+
 static int prog_nodes(gg_program *p, const msgpack_object *arr, gg_branch *br, int bi,
                       proto_errbuf *e)
 {
@@ -373,18 +391,7 @@ static int prog_nodes(gg_program *p, const msgpack_object *arr, gg_branch *br, i
             if (!p->tensors[n->in[i]].buf && !written[n->in[i]])
                 rc = proto_fail(e, -EINVAL, "node %d (%s): scratch tensor '%s' is read before "
                                 "any node writes it", ni, opname, p->tensors[n->in[i]].name);
-        int top = p->buckets[p->nbuckets - 1];
-        for (int o = 0; o < n->nout && rc == 0; o++)
-            for (int i = 0; i < n->nin && rc == 0; i++) {
-                int ov = prog_overlap(p, n->out[o], n->in[i], top);
-                if (ov == 1 || (ov == 2 && !prog_elementwise(n->op)))
-                    rc = proto_fail(e, -EINVAL, "node %d (%s): output '%s' overlaps input '%s'; "
-                                    "%s", ni, opname, p->tensors[n->out[o]].name,
-                                    p->tensors[n->in[i]].name,
-                                    ov == 1 ? "partial overlap is never allowed"
-                                            : "only elementwise ops may write in place");
-            }
-        if (rc)
+        if ((rc = prog_node_overlaps(p, n, ni, e)) < 0)
             break;
         /* The shape rule at every bucket: a batch dim can meet a fixed one. */
         for (int b = 0; b < p->nbuckets && rc == 0; b++) {
@@ -539,4 +546,82 @@ int gg_program_define(gg_server *srv, gg_session *s, const msgpack_object *param
 fail:
     program_free(p);
     return rc;
+}
+
+int gg_program_rebind(gg_server *srv, gg_program *p, const msgpack_object *tensors, int *count,
+                      proto_errbuf *e)
+{
+    if (p->pins)
+        return proto_fail(e, -EBUSY, "program %llu has replays in flight; rebind once they are "
+                          "answered", (unsigned long long)p->id);
+    if (!tensors || tensors->type != MSGPACK_OBJECT_MAP || tensors->via.map.size == 0)
+        return proto_fail(e, -EINVAL, "argument 'tensors' must be a non-empty map of "
+                          "name: {buffer, offset}");
+    gg_ptensor *nt = malloc(sizeof(*nt) * (size_t)p->ntensors);
+    if (!nt)
+        return proto_fail(e, -ENOMEM, "out of memory");
+    memcpy(nt, p->tensors, sizeof(*nt) * (size_t)p->ntensors);
+    int top = p->buckets[p->nbuckets - 1], rc = 0;
+    for (uint32_t i = 0; i < tensors->via.map.size && rc == 0; i++) {
+        const msgpack_object_kv *kv = &tensors->via.map.ptr[i];
+        int t = prog_find_tensor(p, &kv->key);
+        if (t < 0) {
+            rc = proto_fail(e, -EINVAL, "tensors: no tensor of that name in program %llu",
+                            (unsigned long long)p->id);
+            break;
+        }
+        if (!nt[t].buf) {
+            rc = proto_fail(e, -EINVAL, "tensor '%s' is scratch: only buffer tensors can be "
+                            "rebound", nt[t].name);
+            break;
+        }
+        char sub[160] = "";
+        proto_errbuf se = {sub, sizeof(sub)};
+        uint64_t bid, off = 0;
+        if (kv->val.type != MSGPACK_OBJECT_MAP ||
+            (rc = proto_get_u64(&kv->val, "buffer", true, UINT64_MAX, &bid, &se)) < 0 ||
+            ((rc = proto_get_u64(&kv->val, "offset", false, UINT64_MAX, &off, &se)) < 0 &&
+             rc != -ENOENT) ||
+            (rc = gg_buffer_lookup(srv, p->sess, bid, &nt[t].buf, &se)) < 0) {
+            rc = proto_fail(e, rc < 0 ? rc : -EINVAL, "tensor '%s': %s", nt[t].name,
+                            sub[0] ? sub : "give {buffer, offset}");
+            break;
+        }
+        rc = 0;
+        nt[t].offset = off;
+        int64_t rows = off % gg_dtype_size(nt[t].desc.dtype) ? -1 : prog_tensor_rows(&nt[t]);
+        if (rows < top)
+            rc = proto_fail(e, -ERANGE, "tensor '%s' does not fit in buffer %llu at offset %llu "
+                            "for batch %d (or the offset is not element-aligned)", nt[t].name,
+                            (unsigned long long)bid, (unsigned long long)off, top);
+    }
+    gg_ptensor *old = p->tensors;
+    p->tensors = nt;
+    for (int b = 0; b < p->nbranches && rc == 0; b++)
+        for (int ni = 0; ni < p->branches[b].nnodes && rc == 0; ni++)
+            rc = prog_node_overlaps(p, &p->branches[b].nodes[ni], ni, e);
+    if (rc < 0) {
+        p->tensors = old;
+        free(nt);
+        return rc;
+    }
+    int changed = 0, max_batch = GG_MAX_BATCH;
+    for (int t = 0; t < p->ntensors; t++) {
+        if (!nt[t].buf)
+            continue;
+        if (nt[t].buf != old[t].buf || nt[t].offset != old[t].offset) {
+            changed++;
+            old[t].buf->users--;
+            nt[t].buf->users++;
+        }
+        int64_t rows = prog_tensor_rows(&nt[t]);
+        if (rows < max_batch)
+            max_batch = (int)rows;
+    }
+    free(old);
+    p->max_batch = max_batch;
+    if (changed)
+        p->gen++;
+    *count = changed;
+    return 0;
 }

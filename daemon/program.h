@@ -53,6 +53,7 @@ typedef struct gg_program {
     int max_batch;                      /* largest batch the buffers hold */
     struct gg_cache_entry **entries;    /* [branch * nbuckets + bucket index] */
     int pins;                           /* jobs in flight */
+    uint64_t gen;                       /* bumped by program.rebind */
     bool released;
 } gg_program;
 
@@ -65,6 +66,10 @@ int gg_program_define(struct gg_server *srv, gg_session *s, const msgpack_object
 void gg_program_release(gg_program *p);
 void gg_program_unpin(gg_program *p);
 void gg_program_release_all(gg_session *s);
+/* program.rebind: point buffer tensors elsewhere; cached graphs are updated
+ * on their next use. */
+int gg_program_rebind(struct gg_server *srv, gg_program *p, const msgpack_object *tensors,
+                      int *count, proto_errbuf *e);
 /* Index of the smallest bucket >= batch, or -1 when batch is above them all. */
 int gg_program_bucket_index(const gg_program *p, int batch);
 /* Bytes of scratch a run at `rows` needs, and the tensors bound for it:
