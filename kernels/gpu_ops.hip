@@ -415,17 +415,20 @@ __global__ void __launch_bounds__(256)
 
 /* ---- row kernels: layernorm, rmsnorm, softmax ---------------------------------- */
 
-/* Three geometries, picked by the launcher from the row length in units (a
+/* Two geometries, picked by the launcher from the row length in units (a
  * unit is a 16-byte vector, or one element when unaligned):
  *   WARP, R = 2:  rows of up to 2 units per lane: one row per warp, several
- *                 rows per block, the units in registers, reductions by
- *                 shuffles only (no shared memory, no __syncthreads);
- *   block, R = 4: rows of up to 4 units per thread of a 512-thread block: one
- *                 row per block, as many threads as units up to 512 (a short
- *                 serial chain per thread is what keeps a decode-sized row
- *                 fast), the units in registers;
- *   block, R = 0: longer rows, streamed from memory on every pass.
- * With registers the row is read from memory once. */
+ *                 rows per block, the units (and w, b) in registers,
+ *                 reductions by shuffles only (no shared memory, no
+ *                 __syncthreads);
+ *   block, R = 0: longer rows: one row per block, one unit per thread where
+ *                 the row allows (up to 1024 threads), every pass re-reads
+ *                 the row (from L1).
+ * Measured on an H100 (bench_chain_inproc, layernorm -> gelu chain, graph):
+ * the warp geometry is ~6% faster at d = 256 f16; for d >= 1024, keeping the
+ * row in registers with up to 4 units a thread (or a warp a row) was 4-8%
+ * slower than re-reading it, so longer rows are streamed.  A short serial
+ * chain per thread is what keeps a decode-sized row fast. */
 template <bool WARP> struct rowgeo {
     static __device__ __forceinline__ int lane()
     {
@@ -458,11 +461,30 @@ template <bool WARP> struct rowgeo {
 };
 
 /* Unit i of a row (a 16-byte vector when VEC, else one element) as floats. */
+template <bool C, typename A, typename B> struct pick {
+    typedef A type;
+};
+template <typename A, typename B> struct pick<false, A, B> {
+    typedef B type;
+};
+
 template <int DT, bool VEC> struct unit {
     typedef dt<DT> D;
     typedef typename D::T T;
     enum { N = VEC ? (int)D::VEC : 1 };
     typedef vec_t<T, D::VEC> VT;
+    typedef typename pick<VEC, VT, T>::type raw; /* a unit as stored */
+    static __device__ __forceinline__ raw load_raw(const T *p, int i) { return ((const raw *)p)[i]; }
+    static __device__ __forceinline__ void cvt(const raw &r, float *out)
+    {
+        if constexpr (VEC) {
+#pragma unroll
+            for (int k = 0; k < N; k++)
+                out[k] = D::ld(r.v[k]);
+        } else {
+            out[0] = D::ld(r);
+        }
+    }
     static __device__ __forceinline__ void load(const T *p, int i, float *out)
     {
         if constexpr (VEC) {
@@ -492,16 +514,16 @@ template <int DT, bool VEC> struct unit {
  * (two passes over the values, no E[x^2] - mean^2 cancellation).
  * rmsnorm:   y = x / sqrt(mean(x^2) + eps) * w. */
 template <int DT, bool RMS, bool VEC>
-static __device__ __forceinline__ void norm_emit(const typename dt<DT>::T *w,
-                                                 const typename dt<DT>::T *bias,
-                                                 typename dt<DT>::T *yr, int i, const float *xs,
+static __device__ __forceinline__ void norm_emit(typename dt<DT>::T *yr, int i, const float *xs,
+                                                 const typename unit<DT, VEC>::raw &wr,
+                                                 const typename unit<DT, VEC>::raw &br,
                                                  float mean, float rstd)
 {
     typedef unit<DT, VEC> U;
     float wv[U::N], bv[U::N], o[U::N];
-    U::load(w, i, wv);
+    U::cvt(wr, wv);
     if (!RMS)
-        U::load(bias, i, bv);
+        U::cvt(br, bv);
 #pragma unroll
     for (int k = 0; k < U::N; k++) {
         o[k] = (xs[k] - mean) * rstd * wv[k];
@@ -523,6 +545,17 @@ __global__ void __launch_bounds__(LB)
     __shared__ float sh[32];
     const int nu = cols / U::N, lane = G::lane(), width = G::width();
     float xv[R > 0 ? R : 1][U::N];
+    /* with registers a thread keeps the same columns for every row: w and b
+     * are loaded once, ahead of the first row's reductions */
+    typename U::raw wr[R > 0 ? R : 1], br[R > 0 ? R : 1];
+    if constexpr (R > 0) {
+#pragma unroll
+        for (int j = 0; j < R; j++)
+            if (lane + j * width < nu) {
+                wr[j] = U::load_raw(w, lane + j * width);
+                br[j] = RMS ? wr[j] : U::load_raw(bias, lane + j * width);
+            }
+    }
     for (int64_t r = G::first(); r < rows; r += G::step()) {
         const T *xr = x + r * cols;
         T *yr = y + r * cols;
@@ -577,11 +610,13 @@ __global__ void __launch_bounds__(LB)
 #pragma unroll
             for (int j = 0; j < R; j++)
                 if (lane + j * width < nu)
-                    norm_emit<DT, RMS, VEC>(w, bias, yr, lane + j * width, xv[j], mean, rstd);
+                    norm_emit<DT, RMS, VEC>(yr, lane + j * width, xv[j], wr[j], br[j], mean, rstd);
         } else {
             for (int i = lane; i < nu; i += width) {
                 U::load(xr, i, xv[0]);
-                norm_emit<DT, RMS, VEC>(w, bias, yr, i, xv[0], mean, rstd);
+                wr[0] = U::load_raw(w, i);
+                br[0] = RMS ? wr[0] : U::load_raw(bias, i);
+                norm_emit<DT, RMS, VEC>(yr, i, xv[0], wr[0], br[0], mean, rstd);
             }
         }
     }
@@ -841,11 +876,9 @@ static void launch_ew(gg_gpu_ctx *c, const void *a, const void *b, void *y, int6
 }
 
 /* Row-kernel geometry for a row of nu units (see k_norm). */
-enum { ROW_WARP, ROW_BLOCK_REG, ROW_STREAM };
+enum { ROW_WARP, ROW_STREAM };
 #define GG_ROW_WARP_R 2
 #define GG_ROW_WARP_THREADS 256
-#define GG_ROW_REG_R 4
-#define GG_ROW_REG_THREADS 512
 
 typedef struct {
     int kind;
@@ -866,14 +899,8 @@ static row_geometry row_geometry_for(const gg_gpu_ctx *c, int64_t rows, int nu)
         g.grid = (unsigned)(blocks < gcap ? blocks : gcap);
         return g;
     }
-    const int reg_cap = cap < GG_ROW_REG_THREADS ? cap : GG_ROW_REG_THREADS;
-    if (nu <= (int64_t)GG_ROW_REG_R * reg_cap) {
-        g.kind = ROW_BLOCK_REG;
-        g.threads = row_threads(nu, reg_cap);
-    } else {
-        g.kind = ROW_STREAM;
-        g.threads = row_threads(nu, cap);
-    }
+    g.kind = ROW_STREAM;
+    g.threads = row_threads(nu, cap);
     g.grid = (unsigned)(rows < gcap ? rows : gcap);
     return g;
 }
@@ -888,9 +915,6 @@ static void launch_norm_v(gg_gpu_ctx *c, const void *x, const void *w, const voi
     const row_geometry g = row_geometry_for(c, rows, cols / unit<DT, VEC>::N);
     if (g.kind == ROW_WARP)
         k_norm<DT, RMS, VEC, true, GG_ROW_WARP_R, GG_ROW_WARP_THREADS>
-            <<<g.grid, g.threads, 0, c->stream>>>(xp, wp, bp, yp, rows, cols, eps);
-    else if (g.kind == ROW_BLOCK_REG)
-        k_norm<DT, RMS, VEC, false, GG_ROW_REG_R, GG_ROW_REG_THREADS>
             <<<g.grid, g.threads, 0, c->stream>>>(xp, wp, bp, yp, rows, cols, eps);
     else
         k_norm<DT, RMS, VEC, false, 0, 1024>
@@ -918,9 +942,6 @@ static void launch_softmax_v(gg_gpu_ctx *c, const void *x, void *y, int64_t rows
     const row_geometry g = row_geometry_for(c, rows, cols / unit<DT, VEC>::N);
     if (g.kind == ROW_WARP)
         k_softmax<DT, VEC, true, GG_ROW_WARP_R, GG_ROW_WARP_THREADS>
-            <<<g.grid, g.threads, 0, c->stream>>>(xp, yp, rows, cols);
-    else if (g.kind == ROW_BLOCK_REG)
-        k_softmax<DT, VEC, false, GG_ROW_REG_R, GG_ROW_REG_THREADS>
             <<<g.grid, g.threads, 0, c->stream>>>(xp, yp, rows, cols);
     else
         k_softmax<DT, VEC, false, 0, 1024><<<g.grid, g.threads, 0, c->stream>>>(xp, yp, rows, cols);

@@ -119,6 +119,13 @@ GG_CLIENT_API int gg_client_buffer_register_shm(gg_client *c, const char *shm_na
  * hipIpcMemHandle_t of the allocation); offset and size select the part. */
 GG_CLIENT_API int gg_client_buffer_register(gg_client *c, const void *handle, size_t handle_len,
                                             uint64_t offset, uint64_t size, uint64_t *id);
+/* hip backend: register device memory by pointer.  The library finds the
+ * allocation holding device_ptr (hipMemGetAddressRange), takes its IPC handle
+ * (hipIpcGetMemHandle) and sends the pointer's offset into it, so any pointer
+ * into a hipMalloc allocation works.  -ENOTSUP in a build without GPU
+ * support. */
+GG_CLIENT_API int gg_client_buffer_register_device(gg_client *c, const void *device_ptr,
+                                                   uint64_t size, uint64_t *id);
 GG_CLIENT_API int gg_client_buffer_release(gg_client *c, uint64_t id);
 
 /* Shared memory for the cpu backend: create the POSIX shm object name ("/x",
