@@ -11,6 +11,8 @@ static const gg_method dispatch_methods[] = {
     {"buffer.register", gg_method_buffer_register},
     {"buffer.release", gg_method_buffer_release},
     {"buffer.list", gg_method_buffer_list},
+    {"event.register", gg_method_event_register},
+    {"event.release", gg_method_event_release},
     {"program.define", gg_method_program_define},
     {"program.release", gg_method_program_release},
     {"program.list", gg_method_program_list},

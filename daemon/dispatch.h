@@ -42,6 +42,8 @@ int gg_method_health(gg_call *c);
 int gg_method_buffer_register(gg_call *c);   /* methods_buffer.c */
 int gg_method_buffer_release(gg_call *c);
 int gg_method_buffer_list(gg_call *c);
+int gg_method_event_register(gg_call *c);    /* methods_event.c */
+int gg_method_event_release(gg_call *c);
 int gg_method_program_define(gg_call *c);    /* methods_program.c */
 int gg_method_program_release(gg_call *c);
 int gg_method_program_list(gg_call *c);

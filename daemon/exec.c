@@ -43,6 +43,7 @@ struct gg_exec {
     pthread_cond_t cond;
     gg_list queue;               /* jobs for the workers */
     gg_list releases;            /* graphs and scratch to free */
+    gg_job *enqueued;            /* work on the stream, for the loop */
     gg_job *done;                /* finished, for the loop */
     pthread_t *threads;
     int nthreads;
@@ -297,6 +298,7 @@ static bool exec_should_validate(const gg_exec *x, const gg_cache_entry *e)
 }
 
 static void exec_on_device_done(void *arg, int status);
+static void exec_on_enqueued(gg_job *j);
 
 static void exec_run(gg_exec *x, gg_job *j)
 {
@@ -330,6 +332,15 @@ static void exec_run(gg_exec *x, gg_job *j)
     gg_cache_entry *e = j->nentries ? j->entries[0] : NULL;
     gg_job_result *r = &res[0];
     uint8_t *scratch = NULL;
+    /* The client's event orders its writes of the inputs before our reads,
+     * on the device, with no host round trip. */
+    if (j->wait_ev && (rc = dev->ops->stream_wait_event(dev, s, j->wait_ev->dev)) < 0) {
+        j->rc = rc;
+        snprintf(j->reason, sizeof(j->reason), "cannot wait for event %llu: %s",
+                 (unsigned long long)j->wait_ev->id, dev->ops->last_error(dev));
+        exec_on_device_done(j, rc);
+        return;
+    }
     bool try_graph = e && x->srv->cfg.graphs_enabled && e->state != GG_ENTRY_FAILED;
     if (e) {
         r->scratch = e->scratch;
@@ -389,6 +400,14 @@ static void exec_run(gg_exec *x, gg_job *j)
         }
     }
 submitted:
+    if (j->signal_ev && (rc = dev->ops->event_record(dev, j->signal_ev->dev, s)) < 0) {
+        j->rc = rc;
+        snprintf(j->reason, sizeof(j->reason), "cannot record event %llu: %s",
+                 (unsigned long long)j->signal_ev->id, dev->ops->last_error(dev));
+        exec_on_device_done(j, rc);
+        return;
+    }
+    exec_on_enqueued(j);
     rc = dev->ops->notify(dev, s, exec_on_device_done, j);
     if (rc < 0) {
         j->rc = rc;
@@ -396,6 +415,18 @@ submitted:
                  dev->ops->last_error(dev));
         exec_on_device_done(j, rc);
     }
+}
+
+/* Worker: j's work is on the stream.  Pushed before notify() is called, so
+ * the loop always sees a job's enqueued news before its completion. */
+static void exec_on_enqueued(gg_job *j)
+{
+    gg_exec *x = j->sess->srv->exec;
+    pthread_mutex_lock(&x->lock);
+    j->enq_next = x->enqueued;
+    x->enqueued = j;
+    pthread_mutex_unlock(&x->lock);
+    uv_async_send(&x->async);
 }
 
 /* Any thread: the device finished j (or it failed to start). */
@@ -578,6 +609,10 @@ static void exec_job_end(gg_exec *x, gg_job *j)
         gg_cache_unpin(x->srv->cache, j->entries[i]);
     if (j->prog)
         gg_program_unpin(j->prog);
+    if (j->wait_ev)
+        j->wait_ev->users--;
+    if (j->signal_ev)
+        j->signal_ev->users--;
     if (j->tmp_scratch)
         gg_exec_release_graph(x, NULL, j->tmp_scratch);
     gg_session *s = j->sess;
@@ -640,42 +675,98 @@ static void exec_apply(gg_exec *x, gg_job *j, gg_cache_entry *e, gg_job_result *
     }
 }
 
+static void exec_reply_replay(gg_exec *x, gg_job *j, double us)
+{
+    gg_server *srv = x->srv;
+    gg_cache_entry *e = j->nentries ? j->entries[0] : NULL;
+    const char *reason = NULL;
+    if (!j->graph)
+        reason = !e ? "batch is above the largest bucket"
+                 : !srv->cfg.graphs_enabled ? "graphs are disabled (GFXGRAPH=0)"
+                 : e->reason;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    gg_reply_begin(&sb, &pk, j->msgid);
+    msgpack_pack_map(&pk, (reason ? 9 : 8));
+    proto_pack_kv_str(&pk, "path", j->graph ? "graph" : "eager");
+    proto_pack_kv_i64(&pk, "bucket", e ? e->bucket : 0);
+    proto_pack_kv_i64(&pk, "batch", j->batch);
+    proto_pack_kv_i64(&pk, "branch", j->branch);
+    proto_pack_kv_bool(&pk, "fallback", j->fallback);
+    proto_pack_kv_bool(&pk, "captured", j->nentries && j->results[0].captured);
+    proto_pack_kv_bool(&pk, "async", j->async);
+    proto_pack_kv_f64(&pk, "device_us", us);
+    if (reason)
+        proto_pack_kv_str(&pk, "reason", reason);
+    gg_reply_end(j->sess, &sb);
+    j->replied = true;
+}
+
+static void exec_reply_prepare(gg_job *j)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    gg_reply_begin(&sb, &pk, j->msgid);
+    msgpack_pack_map(&pk, 2);
+    proto_pack_kv_u64(&pk, "id", j->prog->id);
+    proto_pack_key(&pk, "prepared");
+    msgpack_pack_array(&pk, j->nentries);
+    for (int i = 0; i < j->nentries; i++) {
+        gg_cache_entry *e = j->entries[i];
+        bool failed = e->state == GG_ENTRY_FAILED;
+        msgpack_pack_map(&pk, failed ? 4 : 3);
+        proto_pack_kv_i64(&pk, "branch", e->branch);
+        proto_pack_kv_i64(&pk, "bucket", e->bucket);
+        proto_pack_kv_str(&pk, "state", failed ? "failed" : e->state == GG_ENTRY_READY ? "ready" : "empty");
+        if (failed)
+            proto_pack_kv_str(&pk, "reason", e->reason);
+    }
+    gg_reply_end(j->sess, &sb);
+    j->replied = true;
+}
+
+/* The session's next job may go as soon as this one's work is on the
+ * stream: stream order keeps them in sequence on the device. */
+static void exec_start_next(gg_exec *x, gg_job *j)
+{
+    gg_session *s = j->sess;
+    if (s->running != j)
+        return;
+    s->running = NULL;
+    if (!gg_list_empty(&s->jobs)) {
+        gg_job *next = gg_container_of(s->jobs.next, gg_job, link);
+        gg_list_del(&next->link);
+        exec_start(x, next);
+    }
+}
+
+/* Loop: the work is enqueued.  Results go into the cache now, so the next
+ * job already sees the graph this one captured. */
+static void exec_enqueued(gg_exec *x, gg_job *j)
+{
+    for (int i = 0; i < j->nentries; i++)
+        exec_apply(x, j, j->entries[i], &j->results[i]);
+    j->applied = true;
+    if (j->async && j->rc == 0)
+        exec_reply_replay(x, j, 0.0);
+    exec_start_next(x, j);
+}
+
+/* Loop: the device is done with j (or it never started). */
 static void exec_finish(gg_exec *x, gg_job *j)
 {
     gg_server *srv = x->srv;
     gg_session *s = j->sess;
-    gg_job_result *res = j->results;
     double us = (double)(j->t_done_us - j->t_start_us);
 
     if (j->rc == -ENODEV)
         gg_server_device_lost(srv, j->reason);
-    for (int i = 0; i < j->nentries; i++)
-        exec_apply(x, j, j->entries[i], &res[i]);
-
-    msgpack_sbuffer sb;
-    msgpack_packer pk;
-    if (j->reply) {
-        j->reply(j);
-    } else if (j->rc < 0) {
-        gg_reply_error(s, j->msgid, j->rc, j->reason);
-    } else if (j->kind == GG_JOB_PREPARE) {
-        gg_reply_begin(&sb, &pk, j->msgid);
-        msgpack_pack_map(&pk, 2);
-        proto_pack_kv_u64(&pk, "id", j->prog->id);
-        proto_pack_key(&pk, "prepared");
-        msgpack_pack_array(&pk, j->nentries);
-        for (int i = 0; i < j->nentries; i++) {
-            gg_cache_entry *e = j->entries[i];
-            bool failed = e->state == GG_ENTRY_FAILED;
-            msgpack_pack_map(&pk, failed ? 4 : 3);
-            proto_pack_kv_i64(&pk, "branch", e->branch);
-            proto_pack_kv_i64(&pk, "bucket", e->bucket);
-            proto_pack_kv_str(&pk, "state", failed ? "failed" : e->state == GG_ENTRY_READY ? "ready" : "empty");
-            if (failed)
-                proto_pack_kv_str(&pk, "reason", e->reason);
-        }
-        gg_reply_end(s, &sb);
-    } else {
+    if (!j->applied) {
+        for (int i = 0; i < j->nentries; i++)
+            exec_apply(x, j, j->entries[i], &j->results[i]);
+        j->applied = true;
+    }
+    if (j->kind == GG_JOB_REPLAY && j->rc == 0) {
         gg_cache_entry *e = j->nentries ? j->entries[0] : NULL;
         s->replays++;
         s->replay_us_sum += us;
@@ -696,53 +787,51 @@ static void exec_finish(gg_exec *x, gg_job *j)
             if (!e)
                 srv->stats.oversize_count++;
         }
-        const char *reason = NULL;
-        if (!j->graph)
-            reason = !e ? "batch is above the largest bucket"
-                     : !srv->cfg.graphs_enabled ? "graphs are disabled (GFXGRAPH=0)"
-                     : e->reason;
-        gg_reply_begin(&sb, &pk, j->msgid);
-        msgpack_pack_map(&pk, reason ? 8 : 7);
-        proto_pack_kv_str(&pk, "path", j->graph ? "graph" : "eager");
-        proto_pack_kv_i64(&pk, "bucket", e ? e->bucket : 0);
-        proto_pack_kv_i64(&pk, "batch", j->batch);
-        proto_pack_kv_i64(&pk, "branch", j->branch);
-        proto_pack_kv_bool(&pk, "fallback", j->fallback);
-        proto_pack_kv_bool(&pk, "captured", res[0].captured && j->nentries);
-        proto_pack_kv_f64(&pk, "device_us", us);
-        if (reason)
-            proto_pack_kv_str(&pk, "reason", reason);
-        gg_reply_end(s, &sb);
     }
-
-    s->running = NULL;
-    if (!gg_list_empty(&s->jobs)) {
-        gg_job *next = gg_container_of(s->jobs.next, gg_job, link);
-        gg_list_del(&next->link);
-        exec_start(x, next);
+    if (!j->replied) {
+        if (j->reply)
+            j->reply(j);
+        else if (j->rc < 0)
+            gg_reply_error(s, j->msgid, j->rc, j->reason);
+        else if (j->kind == GG_JOB_PREPARE)
+            exec_reply_prepare(j);
+        else
+            exec_reply_replay(x, j, us);
     }
+    exec_start_next(x, j);
     exec_job_end(x, j);
+}
+
+static gg_job *exec_reverse(gg_job *list, bool enq)
+{
+    gg_job *rev = NULL;
+    while (list) {
+        gg_job **next = enq ? &list->enq_next : &list->done_next;
+        gg_job *n = *next;
+        *next = rev;
+        rev = list;
+        list = n;
+    }
+    return rev;
 }
 
 static void exec_on_async(uv_async_t *h)
 {
     gg_exec *x = h->data;
+    /* Both lists in one snapshot: a job's enqueued news is handled before
+     * its completion.  They are newest first: reverse to keep order. */
     pthread_mutex_lock(&x->lock);
-    gg_job *list = x->done;
-    x->done = NULL;
+    gg_job *enq = exec_reverse(x->enqueued, true);
+    gg_job *done = exec_reverse(x->done, false);
+    x->enqueued = x->done = NULL;
     pthread_mutex_unlock(&x->lock);
-    /* the list is newest first: reverse so replies keep completion order */
-    gg_job *rev = NULL;
-    while (list) {
-        gg_job *n = list->done_next;
-        list->done_next = rev;
-        rev = list;
-        list = n;
+    for (gg_job *n; enq; enq = n) {
+        n = enq->enq_next;
+        exec_enqueued(x, enq);
     }
-    while (rev) {
-        gg_job *n = rev->done_next;
-        exec_finish(x, rev);
-        rev = n;
+    for (gg_job *n; done; done = n) {
+        n = done->done_next;
+        exec_finish(x, done);
     }
     if (x->srv->stopping)
         gg_server_stop(x->srv, x->srv->exit_code);

@@ -10,6 +10,7 @@
 
 #include "cache.h"
 #include "program.h"
+#include "event.h"
 #include "session.h"
 
 struct gg_server;
@@ -55,6 +56,12 @@ typedef struct gg_job {
     uint64_t t_start_us, t_done_us;
     uint8_t *tmp_scratch;           /* eager runs beyond the buckets */
     struct gg_job *done_next;
+    struct gg_job *enq_next;
+    bool applied;                   /* results are in the cache */
+    bool replied;
+    bool async;                     /* answer once enqueued, not once done */
+    struct gg_event *wait_ev;       /* the stream waits for it before the work */
+    struct gg_event *signal_ev;     /* recorded after the work */
     /* GG_JOB_SMOKE: answers the request once the smoke test has run */
     void (*reply)(struct gg_job *j);
 } gg_job;

@@ -161,9 +161,34 @@ int gg_method_replay(gg_call *c)
     if (bi < 0 && (int64_t)batch > p->max_batch)
         return proto_fail(&c->err, -ERANGE, "batch %llu is past what the program's buffers hold "
                           "(%d rows)", (unsigned long long)batch, p->max_batch);
+    gg_event *wait_ev = NULL, *signal_ev = NULL;
+    uint64_t evid;
+    bool async = false;
+    if ((rc = proto_get_u64(c->params, "wait_event", false, UINT64_MAX, &evid, &c->err)) == 0)
+        rc = gg_event_lookup(c->srv, c->sess, evid, &wait_ev, &c->err);
+    if (rc < 0 && rc != -ENOENT)
+        return rc;
+    if (rc == -ENOENT && proto_map_get(c->params, "wait_event"))
+        return rc;
+    if ((rc = proto_get_u64(c->params, "signal_event", false, UINT64_MAX, &evid, &c->err)) == 0)
+        rc = gg_event_lookup(c->srv, c->sess, evid, &signal_ev, &c->err);
+    if (rc < 0 && rc != -ENOENT)
+        return rc;
+    if (rc == -ENOENT && proto_map_get(c->params, "signal_event"))
+        return rc;
+    rc = proto_get_bool(c->params, "async", false, &async, &c->err);
+    if (rc < 0 && rc != -ENOENT)
+        return rc;
     gg_job *j = job_new(GG_JOB_REPLAY, c, p, bi < 0 ? 0 : 1);
     if (!j)
         return proto_fail(&c->err, -ENOMEM, "out of memory");
+    j->async = async;
+    j->wait_ev = wait_ev;
+    j->signal_ev = signal_ev;
+    if (wait_ev)
+        wait_ev->users++;
+    if (signal_ev)
+        signal_ev->users++;
     j->batch = (int)batch;
     j->branch = (int)branch;
     j->rows = bi < 0 ? (int)batch : p->buckets[bi];

@@ -175,6 +175,7 @@ int gg_server_init(gg_server *srv, const gg_config *cfg, char *err, size_t errle
     srv->next_id = 1;
     gg_idmap_init(&srv->buffers);
     gg_idmap_init(&srv->programs);
+    gg_idmap_init(&srv->events);
 
     int rc = gg_device_open(&srv->cfg, &srv->dev, err, errlen);
     if (rc < 0)
@@ -290,5 +291,6 @@ void gg_server_fini(gg_server *srv)
         gg_device_close(srv->dev);
     gg_idmap_fini(&srv->buffers);
     gg_idmap_fini(&srv->programs);
+    gg_idmap_fini(&srv->events);
     uv_loop_close(srv->loop);
 }

@@ -47,6 +47,7 @@ typedef struct gg_server {
     uint64_t next_id;               /* buffer / program ids, unique daemon-wide */
     gg_idmap buffers;               /* id -> gg_buffer */
     gg_idmap programs;              /* id -> gg_program */
+    gg_idmap events;                /* id -> gg_event */
 
     struct gg_exec *exec;
     struct gg_cache *cache;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "buffer.h"
+#include "event.h"
 #include "exec.h"
 #include "log.h"
 #include "program.h"
@@ -25,6 +26,7 @@ gg_session *gg_session_new(gg_server *srv, struct gg_conn *conn, pid_t pid, uid_
     s->connected_ms = gg_now_ms();
     gg_list_init(&s->buffers);
     gg_list_init(&s->programs);
+    gg_list_init(&s->events);
     gg_list_init(&s->jobs);
     return s;
 }
@@ -38,6 +40,7 @@ static void session_destroy(gg_session *s)
 {
     gg_server *srv = s->srv;
     gg_program_release_all(s);
+    gg_event_release_all(s);
     gg_buffer_release_all(s);
     if (s->stream)
         srv->dev->ops->stream_destroy(srv->dev, s->stream);

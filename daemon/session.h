@@ -52,6 +52,7 @@ typedef struct gg_session {
 
     gg_list buffers;                /* gg_buffer.sess_link */
     gg_list programs;               /* gg_program.sess_link */
+    gg_list events;                 /* gg_event.sess_link */
     gg_dev_stream *stream;          /* created on first use */
     gg_list jobs;                   /* queued, not yet running (gg_job.link) */
     struct gg_job *running;
