@@ -37,7 +37,26 @@ int gg_client_buffer_register_device(gg_client *c, const void *device_ptr, uint6
     return gg_client_buffer_register(c, &h, sizeof(h), offset, size, id);
 }
 
+int gg_client_event_register_device(gg_client *c, void *hip_event, uint64_t *id)
+{
+    if (!hip_event)
+        return client_fail(c, -EINVAL, "no event given");
+    hipIpcEventHandle_t h;
+    hipError_t e = hipIpcGetEventHandle(&h, (hipEvent_t)hip_event);
+    if (e != hipSuccess)
+        return client_fail(c, -EINVAL, "cannot share the event: %s (create it with "
+                           "hipEventInterprocess | hipEventDisableTiming)", hipGetErrorString(e));
+    return gg_client_event_register(c, &h, sizeof(h), id);
+}
+
 #else
+
+int gg_client_event_register_device(gg_client *c, void *hip_event, uint64_t *id)
+{
+    (void)hip_event;
+    (void)id;
+    return client_fail(c, -ENOTSUP, "this libgfxgraph-client was built without GPU support");
+}
 
 int gg_client_buffer_register_device(gg_client *c, const void *device_ptr, uint64_t size,
                                      uint64_t *id)

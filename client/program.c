@@ -93,6 +93,50 @@ int gg_client_buffer_release(gg_client *c, uint64_t id)
     return release_by_id(c, "buffer.release", id);
 }
 
+int gg_client_event_register(gg_client *c, const void *handle, size_t handle_len, uint64_t *id)
+{
+    if (!c)
+        return -EINVAL;
+    if (!handle || !handle_len)
+        return client_fail_locked(c, -EINVAL, "event.register: the handle is empty");
+    client_params p;
+    client_params_init(&p);
+    msgpack_pack_map(&p.pk, 1);
+    proto_pack_key(&p.pk, "handle");
+    msgpack_pack_bin(&p.pk, handle_len);
+    msgpack_pack_bin_body(&p.pk, handle, handle_len);
+    int rc = call_get_id(c, "event.register", &p, id);
+    client_params_free(&p);
+    return rc;
+}
+
+int gg_client_event_release(gg_client *c, uint64_t id)
+{
+    return release_by_id(c, "event.release", id);
+}
+
+int gg_client_program_rebind(gg_client *c, uint64_t program, const char *tensor, uint64_t buffer,
+                             uint64_t offset)
+{
+    if (!c)
+        return -EINVAL;
+    if (!tensor || !*tensor)
+        return client_fail_locked(c, -EINVAL, "program.rebind: the tensor name is empty");
+    client_params p;
+    client_params_init(&p);
+    msgpack_pack_map(&p.pk, 2);
+    proto_pack_kv_u64(&p.pk, "id", program);
+    proto_pack_key(&p.pk, "tensors");
+    msgpack_pack_map(&p.pk, 1);
+    proto_pack_key(&p.pk, tensor);
+    msgpack_pack_map(&p.pk, 2);
+    proto_pack_kv_u64(&p.pk, "buffer", buffer);
+    proto_pack_kv_u64(&p.pk, "offset", offset);
+    int rc = client_call_params(c, "program.rebind", &p, NULL, NULL);
+    client_params_free(&p);
+    return rc;
+}
+
 int gg_client_program_release(gg_client *c, uint64_t id)
 {
     return release_by_id(c, "program.release", id);
@@ -632,21 +676,37 @@ static int read_replay(gg_client *c, const msgpack_object *r, void *arg)
     return 0;
 }
 
-int gg_client_replay(gg_client *c, uint64_t program, int batch, int branch,
-                     gg_replay_result *res)
+int gg_client_replay_ex(gg_client *c, uint64_t program, int batch, int branch,
+                        const gg_replay_opts *opts, gg_replay_result *res)
 {
     if (!c)
         return -EINVAL;
     if (batch < 1)
         return client_fail_locked(c, -EINVAL, "replay: batch is %d; it must be >= 1", batch);
+    gg_replay_opts none = {0};
+    if (!opts)
+        opts = &none;
     client_params p;
     client_params_init(&p);
-    msgpack_pack_map(&p.pk, branch >= 0 ? 3 : 2);
+    msgpack_pack_map(&p.pk, 2 + (branch >= 0) + !!opts->wait_event + !!opts->signal_event +
+                                !!opts->async);
     proto_pack_kv_u64(&p.pk, "program", program);
     proto_pack_kv_i64(&p.pk, "batch", batch);
     if (branch >= 0)
         proto_pack_kv_i64(&p.pk, "branch", branch);
+    if (opts->wait_event)
+        proto_pack_kv_u64(&p.pk, "wait_event", opts->wait_event);
+    if (opts->signal_event)
+        proto_pack_kv_u64(&p.pk, "signal_event", opts->signal_event);
+    if (opts->async)
+        proto_pack_kv_bool(&p.pk, "async", true);
     int rc = client_call_params(c, "replay", &p, read_replay, res);
     client_params_free(&p);
     return rc;
+}
+
+int gg_client_replay(gg_client *c, uint64_t program, int batch, int branch,
+                     gg_replay_result *res)
+{
+    return gg_client_replay_ex(c, program, batch, branch, NULL, res);
 }

@@ -207,6 +207,33 @@ typedef struct gg_replay_result {
 GG_CLIENT_API int gg_client_replay(gg_client *c, uint64_t program, int batch, int branch,
                                    gg_replay_result *res);
 
+/* Ordering with the client's own GPU work.  wait_event: the daemon's stream
+ * waits (on the device) for this registered event before the replay's work;
+ * signal_event: recorded on the daemon's stream after it.  async: the answer
+ * comes as soon as the work is enqueued (device_us is then 0); wait on the
+ * signal event before reading the outputs. */
+typedef struct gg_replay_opts {
+    uint64_t wait_event;    /* 0: none */
+    uint64_t signal_event;  /* 0: none */
+    bool async;
+} gg_replay_opts;
+GG_CLIENT_API int gg_client_replay_ex(gg_client *c, uint64_t program, int batch, int branch,
+                                      const gg_replay_opts *opts, gg_replay_result *res);
+
+/* Events shared by IPC handle (hip backend: the 64-byte hipIpcEventHandle_t
+ * of an event created with hipEventInterprocess | hipEventDisableTiming). */
+GG_CLIENT_API int gg_client_event_register(gg_client *c, const void *handle, size_t handle_len,
+                                           uint64_t *id);
+/* GPU builds: register a hipEvent_t (passed as void *) of this process. */
+GG_CLIENT_API int gg_client_event_register_device(gg_client *c, void *hip_event, uint64_t *id);
+GG_CLIENT_API int gg_client_event_release(gg_client *c, uint64_t id);
+
+/* Point one buffer tensor of a program at another buffer/offset (same dtype
+ * and shape).  Cached graphs are updated in place on their next use instead
+ * of being captured and instantiated again. */
+GG_CLIENT_API int gg_client_program_rebind(gg_client *c, uint64_t program, const char *tensor,
+                                           uint64_t buffer, uint64_t offset);
+
 #ifdef __cplusplus
 }
 #endif
