@@ -40,7 +40,7 @@ void gg_config_defaults(gg_config *c)
     memcpy(c->buckets, default_buckets, sizeof(default_buckets));
     c->nbuckets = (int)(sizeof(default_buckets) / sizeof(default_buckets[0]));
     c->cache_entries = 1024;
-    c->cache_idle_s = 0;
+    c->cache_idle_s = 3600;
     c->vram_cap = 0.80;
     c->graphs_enabled = true;
     c->replay_mode = GG_REPLAY_STANDARD;

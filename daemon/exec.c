@@ -362,17 +362,21 @@ static void exec_run(gg_exec *x, gg_job *j)
                      dev->ops->last_error(dev));
         } else if (exec_fault(x, GG_FAULT_LAUNCH, r, "launch") < 0) {
             r->failed = true;
-        } else if ((rc = dev->ops->graph_launch(dev, r->exec, s)) < 0) {
+        } else {
+            j->t_start_us = gg_now_us();   /* device time excludes the capture */
+            rc = dev->ops->graph_launch(dev, r->exec, s);
             if (rc == -ENODEV) {
                 j->rc = rc;
                 snprintf(j->reason, sizeof(j->reason), "%s", dev->ops->last_error(dev));
                 exec_on_device_done(j, rc);
                 return;
             }
-            r->failed = true;
-            snprintf(r->reason, sizeof(r->reason), "launch failed: %s", dev->ops->last_error(dev));
-        } else {
-            j->graph = true;
+            if (rc < 0) {
+                r->failed = true;
+                snprintf(r->reason, sizeof(r->reason), "launch failed: %s",
+                         dev->ops->last_error(dev));
+            }
+            j->graph = rc == 0;
         }
     }
     if (!j->graph) {
@@ -390,6 +394,7 @@ static void exec_run(gg_exec *x, gg_job *j)
                                          (void **)&j->tmp_scratch);
             scratch = j->tmp_scratch;
         }
+        j->t_start_us = gg_now_us();   /* device time excludes capture and allocation */
         if (rc == 0)
             rc = exec_launch_nodes(x, s, j->prog, br, j->rows, scratch, why, sizeof(why));
         if (rc < 0) {
