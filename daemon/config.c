@@ -321,7 +321,7 @@ static void cfg_usage(FILE *out)
             "\n"
             "Serves capture-and-replay of GPU graphs over a Unix socket.\n"
             "Settings: flags over environment over config file (default %s) over defaults.\n"
-            "See gfxgraphd.conf(5) in the README for every KEY.\n",
+            "docs/configuration.md lists every KEY.\n",
             GG_DEFAULT_CONFIG);
 }
 

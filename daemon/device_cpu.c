@@ -9,9 +9,15 @@
  *
  * Failure modes: a name that is not a single-component shm name, an object
  * owned by another uid than the connecting peer's, or an offset/size past
- * the object's real size is refused with a message and nothing mapped. */
+ * the object's real size is refused with a message and nothing mapped.  A
+ * client that shrinks its object after registering it would make the
+ * daemon's next access fault with SIGBUS: kernels run under a per-thread
+ * guard that turns that fault into -EFAULT for the one request. */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +29,7 @@
 
 #include "device.h"
 
-typedef struct {
+typedef struct cpu_launch_s {
     const gg_op_def *op;
     int nin, nout;
     gg_tensor in[GG_MAX_OPERANDS], out[GG_MAX_OPERANDS];
@@ -56,10 +62,85 @@ struct gg_dev_buffer {
 
 static __thread char cpu_err[256];
 
+/* ---- SIGBUS guard --------------------------------------------------------- */
+static __thread sigjmp_buf *cpu_guard;
+static pthread_once_t cpu_guard_once = PTHREAD_ONCE_INIT;
+
+static void cpu_on_sigbus(int sig, siginfo_t *si, void *uc)
+{
+    (void)si;
+    (void)uc;
+    if (cpu_guard)
+        siglongjmp(*cpu_guard, 1);
+    /* not ours: die as the default action would */
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void cpu_guard_install(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_sigaction = cpu_on_sigbus;
+    sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGBUS, &sa, NULL);
+}
+
+/* Run fn(arg) touching shared memory that may have shrunk under us. */
+static int cpu_guarded(void (*fn)(void *), void *arg);
+
 static int cpu_fail(int rc, const char *fmt, const char *arg)
 {
     snprintf(cpu_err, sizeof(cpu_err), fmt, arg);
     return rc;
+}
+
+static int cpu_guarded(void (*fn)(void *), void *arg)
+{
+    sigjmp_buf env;
+    pthread_once(&cpu_guard_once, cpu_guard_install);
+    if (sigsetjmp(env, 1)) {
+        cpu_guard = NULL;
+        snprintf(cpu_err, sizeof(cpu_err), "a client buffer faulted (SIGBUS): its shared memory "
+                 "object shrank after it was registered");
+        return -EFAULT;
+    }
+    cpu_guard = &env;
+    fn(arg);
+    cpu_guard = NULL;
+    return 0;
+}
+
+typedef struct {
+    const cpu_launch *l;
+    int n;
+} cpu_run_args;
+
+static void cpu_run(void *arg)
+{
+    const cpu_run_args *a = arg;
+    for (int i = 0; i < a->n; i++)
+        gg_ops_run_cpu(a->l[i].op, a->l[i].in, a->l[i].nin, a->l[i].out, a->l[i].nout,
+                       &a->l[i].attrs);
+}
+
+static int cpu_run_guarded(const cpu_launch *l, int n)
+{
+    cpu_run_args a = {l, n};
+    return cpu_guarded(cpu_run, &a);
+}
+
+typedef struct {
+    void *dst;
+    const void *src;
+    size_t n;
+} cpu_copy_args;
+
+static void cpu_copy(void *arg)
+{
+    const cpu_copy_args *a = arg;
+    memmove(a->dst, a->src, a->n);
 }
 
 static const char *cpu_last_error(gg_device *dev)
@@ -195,8 +276,8 @@ static int cpu_memset(gg_device *dev, gg_dev_stream *s, void *ptr, int byte, siz
 static int cpu_memcpy(gg_device *dev, void *dst, const void *src, size_t bytes)
 {
     (void)dev;
-    memmove(dst, src, bytes);
-    return 0;
+    cpu_copy_args a = {dst, src, bytes};
+    return cpu_guarded(cpu_copy, &a);   /* one side may be a client's shared memory */
 }
 
 static int cpu_stream_create(gg_device *dev, gg_dev_stream **out)
@@ -331,11 +412,7 @@ static int cpu_graph_launch(gg_device *dev, gg_dev_exec *x, gg_dev_stream *s)
     (void)dev;
     if (s->capturing)
         return cpu_fail(-EINVAL, "cannot launch a graph into a capture%s", "");
-    for (int i = 0; i < x->n; i++) {
-        const cpu_launch *l = &x->l[i];
-        gg_ops_run_cpu(l->op, l->in, l->nin, l->out, l->nout, &l->attrs);
-    }
-    return 0;
+    return cpu_run_guarded(x->l, x->n);
 }
 
 static void cpu_exec_destroy(gg_device *dev, gg_dev_exec *x)
@@ -360,8 +437,10 @@ static int cpu_op_launch(gg_device *dev, gg_dev_stream *s, const gg_op_def *op, 
     if (nin > GG_MAX_OPERANDS || nout > GG_MAX_OPERANDS)
         return cpu_fail(-EINVAL, "too many operands%s", "");
     if (!s->capturing) {
-        gg_ops_run_cpu(op, in, nin, out, nout, attrs);
-        return 0;
+        cpu_launch l = {.op = op, .nin = nin, .nout = nout, .attrs = *attrs};
+        memcpy(l.in, in, sizeof(*in) * (size_t)nin);
+        memcpy(l.out, out, sizeof(*out) * (size_t)nout);
+        return cpu_run_guarded(&l, 1);
     }
     gg_dev_graph *g = s->capturing;
     if (g->n == g->cap) {

@@ -352,8 +352,10 @@ static void exec_run(gg_exec *x, gg_job *j)
     if (try_graph && !r->failed) {
         if (exec_should_validate(x, e)) {
             rc = exec_validate(x, j, e, s, r);
-            if (rc == 0 && r->validation_failed)
+            if (rc == 0 && r->validation_failed) {
                 r->failed = true;
+                j->fallback = true;   /* the eager result is the one kept */
+            }
             j->graph = rc == 0 && !r->validation_failed;
             if (rc == 0)
                 goto submitted;
@@ -381,6 +383,7 @@ static void exec_run(gg_exec *x, gg_job *j)
     }
     if (!j->graph) {
         /* eager: the same nodes, one launch each */
+        rc = 0;
         j->fallback = e && (r->failed || e->state == GG_ENTRY_FAILED) && x->srv->cfg.graphs_enabled;
         if (e) {
             scratch = r->scratch;

@@ -114,7 +114,8 @@ int gg_method_buffer_release(gg_call *c)
         return rc;
     if (b->users)
         return proto_fail(&c->err, -EBUSY,
-                          "buffer %llu is used by %d program(s); release them first",
+                          "buffer %llu is used by %d tensor(s) of live programs; release the "
+                          "programs first",
                           (unsigned long long)id, b->users);
     buffer_free(c->srv, b);
     msgpack_pack_map(c->pk, 1);

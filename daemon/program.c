@@ -170,8 +170,11 @@ static int prog_tensor(gg_server *srv, gg_session *s, const char *name,
         const msgpack_object *d = &shape->via.array.ptr[i];
         uint64_t v;
         if (proto_str_eq(d, "batch")) {
-            if (t->batch_dim >= 0)
-                return proto_fail(e, -EINVAL, "tensor '%s': at most one dim may be \"batch\"", name);
+            /* Only a leading batch dim keeps the layout of the real rows the
+             * same at every bucket, and keeps padding out of every reduction. */
+            if (i != 0)
+                return proto_fail(e, -EINVAL, "tensor '%s': \"batch\" may only be the first dim",
+                                  name);
             t->batch_dim = (int)i;
             t->desc.dims[i] = 1;
         } else if (proto_obj_u64(d, &v) && v >= 1 && v <= (1u << 30)) {
@@ -180,6 +183,14 @@ static int prog_tensor(gg_server *srv, gg_session *s, const char *name,
             return proto_fail(e, -EINVAL, "tensor '%s': dim %u must be an integer from 1 to 2^30 "
                               "or \"batch\"", name, i);
         }
+    }
+    /* Bound the size at the largest batch so no size computation can wrap. */
+    uint64_t bytes = gg_dtype_size(t->desc.dtype);
+    for (int i = 0; i < t->desc.ndim; i++) {
+        uint64_t d = i == t->batch_dim ? GG_MAX_BATCH : (uint64_t)t->desc.dims[i];
+        if (__builtin_mul_overflow(bytes, d, &bytes) || bytes > GG_MAX_TENSOR_BYTES)
+            return proto_fail(e, -EINVAL, "tensor '%s' is too large: at most %llu bytes at batch %d",
+                              name, (unsigned long long)GG_MAX_TENSOR_BYTES, GG_MAX_BATCH);
     }
     bool scratch = false;
     rc = proto_get_bool(spec, "scratch", false, &scratch, &se);
@@ -217,6 +228,30 @@ static int64_t prog_tensor_rows(const gg_ptensor *t)
     if (t->batch_dim < 0)
         return INT32_MAX;
     return (int64_t)((t->buf->size - t->offset) / unit);
+}
+
+/* Above the largest bucket a batch runs eager with the buffers laid out as
+ * the client placed them: the rows it may use stop where two buffer tensors
+ * that are apart at the largest bucket would start to overlap. */
+static int prog_layout_rows(const gg_program *p, int rows)
+{
+    int top = p->buckets[p->nbuckets - 1];
+    for (int a = 0; a < p->ntensors; a++) {
+        const gg_ptensor *ta = &p->tensors[a];
+        if (!ta->buf || ta->batch_dim < 0)
+            continue;
+        gg_tensor_desc d1 = prog_desc_at(ta, 1), dt = prog_desc_at(ta, top);
+        uint64_t unit = gg_desc_bytes(&d1), a1 = ta->offset + gg_desc_bytes(&dt);
+        for (int b = 0; b < p->ntensors; b++) {
+            const gg_ptensor *tb = &p->tensors[b];
+            if (b == a || tb->buf != ta->buf || tb->offset < a1)
+                continue;   /* other buffer, or already overlapping by design */
+            uint64_t room = (tb->offset - ta->offset) / unit;
+            if (room < (uint64_t)rows)
+                rows = (int)room;
+        }
+    }
+    return rows;
 }
 
 static int prog_find_tensor(const gg_program *p, const msgpack_object *o)
@@ -502,6 +537,8 @@ int gg_program_define(gg_server *srv, gg_session *s, const msgpack_object *param
         }
     }
 
+    p->max_batch = prog_layout_rows(p, p->max_batch);
+
     const msgpack_object *nodes = proto_map_get(params, "nodes");
     const msgpack_object *branches = proto_map_get(params, "branches");
     if ((nodes != NULL) == (branches != NULL)) {
@@ -619,7 +656,7 @@ int gg_program_rebind(gg_server *srv, gg_program *p, const msgpack_object *tenso
             max_batch = (int)rows;
     }
     free(old);
-    p->max_batch = max_batch;
+    p->max_batch = prog_layout_rows(p, max_batch);
     if (changed)
         p->gen++;
     *count = changed;

@@ -15,6 +15,7 @@
 #define GG_MAX_NODES 4096
 #define GG_MAX_BRANCHES 64
 #define GG_MAX_BATCH 65536
+#define GG_MAX_TENSOR_BYTES (1ULL << 40)
 
 typedef struct {
     char name[64];

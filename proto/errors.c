@@ -14,7 +14,7 @@ static const struct {
     {ENOSYS, "ENOSYS"},   {ERANGE, "ERANGE"},   {EAGAIN, "EAGAIN"},
     {EEXIST, "EEXIST"},   {ENODEV, "ENODEV"},   {ESHUTDOWN, "ESHUTDOWN"},
     {ECONNREFUSED, "ECONNREFUSED"}, {ENOTCONN, "ENOTCONN"}, {ETIMEDOUT, "ETIMEDOUT"},
-    {ECANCELED, "ECANCELED"}, {E2BIG, "E2BIG"}, {ENOSPC, "ENOSPC"},
+    {ECANCELED, "ECANCELED"}, {E2BIG, "E2BIG"}, {ENOSPC, "ENOSPC"}, {EFAULT, "EFAULT"}, {ENOTSUP, "ENOTSUP"},
 };
 
 const char *proto_errno_code(int neg_errno)
