@@ -59,14 +59,53 @@ static double now_us(void)
     return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
-/* A shared-memory buffer carved into tensors by a bump allocator. */
+/* A buffer carved into tensors by a bump allocator: POSIX shared memory for
+ * the cpu backend; for the hip backend a host copy plus device memory that
+ * is registered by pointer and kept in step with it. */
 typedef struct {
     char name[64];
-    void *base;
+    void *base;             /* host view */
+    void *dev;              /* hip backend: the device allocation */
     size_t size, used;
     uint64_t id;
     bool registered;
 } shmbuf;
+
+static bool on_gpu;         /* the daemon runs the hip backend */
+
+#ifdef GFXGRAPH_HAVE_GPU
+#include "gg_hip.h"
+static int dev_copy(void *dst, const void *src, size_t n, hipMemcpyKind k)
+{
+    hipError_t e = hipMemcpy(dst, src, n, k);
+    if (e != hipSuccess) {
+        fprintf(stderr, "demo: hipMemcpy: %s\n", hipGetErrorString(e));
+        return -EIO;
+    }
+    return 0;
+}
+#endif
+
+/* Host -> device for [off, off+n) of b (no-op on the cpu backend). */
+static int buf_upload(shmbuf *b, size_t off, size_t n)
+{
+#ifdef GFXGRAPH_HAVE_GPU
+    if (on_gpu)
+        return dev_copy((char *)b->dev + off, (char *)b->base + off, n, hipMemcpyHostToDevice);
+#endif
+    (void)b, (void)off, (void)n;
+    return 0;
+}
+
+static int buf_download(shmbuf *b, size_t off, size_t n)
+{
+#ifdef GFXGRAPH_HAVE_GPU
+    if (on_gpu)
+        return dev_copy((char *)b->base + off, (char *)b->dev + off, n, hipMemcpyDeviceToHost);
+#endif
+    (void)b, (void)off, (void)n;
+    return 0;
+}
 
 static size_t carve(shmbuf *b, size_t bytes)
 {
@@ -84,7 +123,28 @@ static int shm_open_buf(gg_client *c, shmbuf *b, const char *tag, size_t size)
 {
     snprintf(b->name, sizeof b->name, "/gg-demo-%ld-%s", (long)getpid(), tag);
     b->size = size;
-    int rc = gg_client_shm_create(b->name, size, &b->base);
+    int rc;
+#ifdef GFXGRAPH_HAVE_GPU
+    if (on_gpu) {
+        b->base = calloc(1, size);
+        hipError_t e = hipMalloc(&b->dev, size);
+        if (!b->base || e != hipSuccess) {
+            fprintf(stderr, "demo: cannot allocate %zu bytes on the GPU: %s\n", size,
+                    hipGetErrorString(e));
+            b->dev = NULL;
+            return -ENOMEM;
+        }
+        rc = gg_client_buffer_register_device(c, b->dev, size, &b->id);
+        if (rc < 0) {
+            fprintf(stderr, "demo: buffer.register (device memory): %s (%s)\n",
+                    gg_client_last_error(c), gg_client_last_error_code(c));
+            return rc;
+        }
+        b->registered = true;
+        return 0;
+    }
+#endif
+    rc = gg_client_shm_create(b->name, size, &b->base);
     if (rc < 0) {
         fprintf(stderr, "demo: cannot create shared memory %s (%zu bytes): %s\n", b->name,
                 size, strerror(-rc));
@@ -105,6 +165,16 @@ static void shm_close_buf(gg_client *c, shmbuf *b)
 {
     if (b->registered && gg_client_connected(c))
         gg_client_buffer_release(c, b->id);
+#ifdef GFXGRAPH_HAVE_GPU
+    if (on_gpu) {
+        if (b->dev)
+            hipFree(b->dev);
+        free(b->base);
+        b->base = b->dev = NULL;
+        b->registered = false;
+        return;
+    }
+#endif
     if (b->base)
         gg_client_shm_destroy(b->name, b->base, b->size);
     b->base = NULL;
@@ -174,18 +244,24 @@ static double compare(const float *y, const double *ref, int batch, int n, doubl
     return sqrt(num) / (den > 0 ? sqrt(den) : 1.0);
 }
 
-static int run_program(gg_client *c, summary *s, uint64_t prog, float *y, const double *ref,
-                       int n, int max_batch)
+static int run_program(gg_client *c, summary *s, uint64_t prog, shmbuf *buf, size_t yoff,
+                       const double *ref, int n, int max_batch)
 {
     int bad = 0;
+    float *y = at(buf, yoff);
+    size_t ybytes = (size_t)MAX_BATCH * (size_t)n * sizeof(float);
     s->batches = max_batch;
     for (int batch = 1; batch <= max_batch; batch++) {
         for (size_t i = 0; i < (size_t)MAX_BATCH * (size_t)n; i++)
             y[i] = NAN;
+        if (buf_upload(buf, yoff, ybytes) < 0)
+            return bad + 1;
         gg_replay_result r;
         double t0 = now_us();
         int rc = gg_client_replay(c, prog, batch, -1, &r);
         double t1 = now_us();
+        if (rc == 0 && buf_download(buf, yoff, ybytes) < 0)
+            return bad + 1;
         if (rc < 0) {
             fprintf(stderr, "demo: %s: replay batch %d: %s (%s)\n", s->name, batch,
                     gg_client_last_error(c), gg_client_last_error_code(c));
@@ -454,7 +530,8 @@ int main(int argc, char **argv)
             verbose = true;
         } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             printf("usage: gfxgraph-demo [-v] [SOCKET]\n"
-                   "Replays two programs on gfxgraphd (cpu backend) for batch 1..%d and\n"
+                   "Replays two programs on gfxgraphd (shared memory on the cpu backend,\n"
+                   "device memory on the hip backend) for batch 1..%d and\n"
                    "checks them against a double-precision reference.\n", MAX_BATCH);
             return 0;
         } else if (!sock && argv[i][0] != '-') {
@@ -478,13 +555,15 @@ int main(int argc, char **argv)
     printf("connected to %s: gfxgraphd %s, backend %s, device %s, session %llu\n",
            gg_client_socket_path(c), gg_client_server_version(c), gg_client_backend(c),
            gg_client_device_name(c), (unsigned long long)gg_client_session_id(c));
-    if (strcmp(gg_client_backend(c), "cpu") != 0) {
-        fprintf(stderr, "demo: this demo shares its buffers as POSIX shared memory, which "
-                        "only the cpu backend takes; the daemon runs the '%s' backend\n",
-                gg_client_backend(c));
+    on_gpu = strcmp(gg_client_backend(c), "hip") == 0;
+#ifndef GFXGRAPH_HAVE_GPU
+    if (on_gpu) {
+        fprintf(stderr, "demo: the daemon runs the hip backend, but this demo was built "
+                        "without GPU support (GFXGRAPH_GPU=off)\n");
         gg_client_close(c);
         return 1;
     }
+#endif
     int max_batch = MAX_BATCH;
     if (gg_client_max_batch(c) > 0 && gg_client_max_batch(c) < max_batch)
         max_batch = gg_client_max_batch(c);
@@ -499,13 +578,15 @@ int main(int argc, char **argv)
     double t0 = now_us();
     if (chain_setup(c, &chain) < 0 || mlp_setup(c, &mlp) < 0)
         goto out;
+    if (buf_upload(&chain.buf, 0, chain.buf.size) < 0 || buf_upload(&mlp.buf, 0, mlp.buf.size) < 0)
+        goto out;
     printf("set up (buffers, references, define) in %.0f ms\n", (now_us() - t0) / 1e3);
     prepare(c, "chain", chain.id);
     prepare(c, "mlp", mlp.id);
 
-    int bad = run_program(c, &sc, chain.id, at(&chain.buf, chain.y), chain.ref, D, max_batch);
+    int bad = run_program(c, &sc, chain.id, &chain.buf, chain.y, chain.ref, D, max_batch);
     if (gg_client_connected(c))
-        bad += run_program(c, &sm, mlp.id, at(&mlp.buf, mlp.y), mlp.ref, D, max_batch);
+        bad += run_program(c, &sm, mlp.id, &mlp.buf, mlp.y, mlp.ref, D, max_batch);
     print_summary(&sc, "layernorm -> gelu(tanh) x 8, d 1024, f32");
     print_summary(&sm, "linear 1024->4096 -> gelu -> linear 4096->1024, f32");
     status = bad ? 1 : 0;

@@ -11,7 +11,7 @@ cleanup() {
     rm -rf "$dir"
 }
 trap cleanup EXIT
-"$build/daemon/gfxgraphd" --socket "$sock" --backend auto >"$log" 2>&1 &
+"$build/daemon/gfxgraphd" --socket "$sock" --backend "${GFXGRAPH_BACKEND:-auto}" >"$log" 2>&1 &
 pid=$!
 for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.05; done
 [ -S "$sock" ] || { echo "gfxgraphd did not start:"; cat "$log"; exit 1; }
