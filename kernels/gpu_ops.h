@@ -46,17 +46,21 @@ int gg_gpu_op_supported(const gg_op_def *op, gg_dtype dt);
  * ignore for the project's own kernels. */
 int gg_gpu_op_needs_warmup(const gg_op_def *op);
 
-/* How `linear` is computed.  AUTO: the project's small-M kernel for rows <
- * GG_GPU_LINEAR_SMALL_ROWS (decode), the vendor BLAS above when built with one
- * (cuBLAS; rocBLAS when found at configure time), else the project's tiled
- * GEMM.  OWN: never BLAS.  BLAS: always BLAS (-ENOTSUP without one).  For tests
- * and benchmarks; 0 or -EINVAL / -ENOTSUP. */
+/* How `linear` is computed (rows = x's rows).
+ *   AUTO: the vendor BLAS from a build-specific row count on (cuBLAS: 2 rows;
+ *         rocBLAS, when found at configure time: 16); below it, or without a
+ *         BLAS, the project's kernels: the small-M kernel (a warp per output
+ *         column, rows in groups of up to 16) up to 16 rows in f32 and 64 in
+ *         f16/bf16, a tiled GEMM above.  The crossovers were measured on an
+ *         H100 (docs/gpu-build.md).
+ *   OWN:  never BLAS (the project's kernels as above).
+ *   BLAS: always BLAS (-ENOTSUP without one).
+ * For tests and benchmarks; 0 or -EINVAL / -ENOTSUP. */
 typedef enum {
     GG_GPU_LINEAR_AUTO = 0,
     GG_GPU_LINEAR_OWN = 1,
     GG_GPU_LINEAR_BLAS = 2
 } gg_gpu_linear_mode;
-#define GG_GPU_LINEAR_SMALL_ROWS 16
 int gg_gpu_ctx_set_linear_mode(gg_gpu_ctx *ctx, gg_gpu_linear_mode mode);
 
 /* "hip-amd" or "hip-cuda"; the BLAS behind linear: "cublas", "rocblas" or

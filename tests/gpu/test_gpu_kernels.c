@@ -323,8 +323,12 @@ static void cases_linear(const gg_op_def *op, gg_dtype dt)
     static const struct {
         int64_t m, k, n;
     } shapes[] = {
-        {1, 1024, 1024}, {1, 77, 45}, {3, 64, 130}, {8, 1000, 24}, {15, 256, 96},
-        {16, 256, 96},   {33, 100, 70}, {64, 512, 256}, {130, 72, 200},
+        /* own kernels: small-M (row groups of 16 from 9 rows) up to 16 rows in
+         * f32 and 64 in f16/bf16, tiled GEMM above; cuBLAS from 2 rows in auto
+         * mode */
+        {1, 1024, 1024}, {1, 77, 45},     {3, 64, 130},    {8, 1000, 24},
+        {15, 256, 96},   {16, 256, 96},   {33, 100, 70},   {64, 512, 256},
+        {130, 72, 200},  {100, 45, 7},    {256, 512, 320},
     };
     static const gg_gpu_linear_mode modes[] = {GG_GPU_LINEAR_AUTO, GG_GPU_LINEAR_OWN,
                                                GG_GPU_LINEAR_BLAS};

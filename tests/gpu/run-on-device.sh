@@ -1,0 +1,333 @@
+#!/usr/bin/env bash
+# The device run: everything the GPU host should do, in one script, from the
+# repository root:
+#
+#   bash tests/gpu/run-on-device.sh
+#
+#  1. . .gpu/env.sh (the Debian dependencies, unpacked into a private prefix)
+#  2. configure + build a CUDA tree (Ninja, GFXGRAPH_GPU=cuda, sm_90) in
+#     $GG_BUILD_DIR (default build-dev)
+#  3. ctest -L gpu -V (all output kept), then the rest of the suite (-LE gpu):
+#     together, the whole suite
+#  4. bench_chain_inproc (in-process eager vs graph), JSON
+#  5. gfxgraphd --backend hip + bench_replay --memory gpu:
+#       chain64, 1 client, 2000 replays: (a) graphs, (b) eager (GFXGRAPH=0),
+#       (c) completion by host functions (GFXGRAPH_COMPLETION=hostfn);
+#       onenode with 1 client and with 16 clients (on daemon a)
+#  6. a summary table, printed at the end
+#
+# Output, in $OUT (default ./out-device; at most 8 files, no folders):
+#   summary.txt              steps with exit status and seconds, test
+#                            totals, the benchmark tables
+#   setup.log                env, nvidia-smi, configure, build
+#   ctest-gpu.log            ctest -L gpu -V --output-on-failure
+#   ctest-rest.log           ctest -LE gpu --output-on-failure
+#   bench.log                bench output, daemon logs and stats per daemon
+#   bench-chain-inproc.json  bench_chain_inproc --json
+#   bench-replay.json        every bench_replay run: {"runs": [...]}
+#
+# Each step runs under a time limit taken from one budget
+# ($GG_DEVICE_BUDGET_S, default 480 s); a failed step is recorded and the
+# next one runs.  Without a GPU (a local dry run) the gpu tests SKIP, the
+# in-process bench says SKIP and the hip daemon does not start: the daemon
+# benches are then recorded as skipped (GG_DAEMON_BACKEND=cpu runs the
+# daemon benches on the cpu backend with shm buffers instead, to try the
+# script itself).  Exit status: 0 when every step
+# passed, else 1.  The git commit for the JSON: $GFXGRAPH_GIT_COMMIT, else
+# git rev-parse where .git exists.
+set +x
+set -u
+cd "$(dirname "$0")/../.." || exit 1
+root=$(pwd)
+OUT=${OUT:-$root/out-device}
+mkdir -p "$OUT" || exit 1
+OUT=$(cd "$OUT" && pwd)
+build=${GG_BUILD_DIR:-build-dev}
+budget=${GG_DEVICE_BUDGET_S:-480}
+jobs=${GG_JOBS:-$(nproc 2>/dev/null || echo 4)}
+t_begin=$(date +%s)
+summary=$OUT/summary.txt
+setup_log=$OUT/setup.log
+bench_log=$OUT/bench.log
+# start clean: only this run's files in $OUT
+rm -f "$summary" "$setup_log" "$bench_log" "$OUT/ctest-gpu.log" "$OUT/ctest-rest.log" \
+    "$OUT/bench-chain-inproc.json" "$OUT/bench-replay.json"
+: >"$setup_log"
+: >"$bench_log"
+tmp=$(mktemp -d /tmp/gg-device-run.XXXXXX)
+dpid=
+
+# shellcheck disable=SC2317  # (called by the trap)
+cleanup() {
+    daemon_stop >/dev/null 2>&1
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+elapsed() { echo $(($(date +%s) - t_begin)); }
+# seconds a step may take: its own cap, within what is left of the budget
+limit() {
+    local left=$((budget - $(elapsed) - 10))
+    [ "$left" -lt "$1" ] && echo "$left" || echo "$1"
+}
+
+steps=()
+failed=0
+record() { # name rc seconds note
+    steps+=("$(printf '%-40s %-8s %5ss  %s' "$1" "$2" "$3" "$4")")
+    case "$2" in 0 | skipped) ;; *) failed=1 ;; esac
+}
+
+# step NAME CAP LOG CMD...: run CMD with its output appended to LOG under a
+# time limit; records the status (124: timed out)
+step() {
+    local name=$1 cap=$2 log=$3
+    shift 3
+    local lim
+    lim=$(limit "$cap")
+    if [ "$lim" -lt 5 ]; then
+        record "$name" skipped 0 "out of time budget"
+        return 99
+    fi
+    echo "==== $name (limit ${lim}s): $*" >>"$log"
+    local t0 rc
+    t0=$(date +%s)
+    timeout -k 10 "$lim" "$@" >>"$log" 2>&1
+    rc=$?
+    local note=""
+    [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ] && note="timed out after ${lim}s"
+    echo "==== $name: exit $rc" >>"$log"
+    record "$name" "$rc" "$(($(date +%s) - t0))" "$note"
+    return "$rc"
+}
+
+# ---- 1. environment ---------------------------------------------------------
+{
+    echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "host: $(uname -a)"
+    echo "cpus: $(nproc 2>/dev/null)"
+} >>"$setup_log"
+if [ -f .gpu/env.sh ]; then
+    # shellcheck disable=SC1091
+    . .gpu/env.sh >>"$setup_log" 2>&1
+    record "env (.gpu/env.sh)" $? 0 ""
+else
+    record "env (.gpu/env.sh)" skipped 0 "no .gpu/env.sh"
+fi
+if command -v nvidia-smi >/dev/null 2>&1; then
+    nvidia-smi >>"$setup_log" 2>&1
+fi
+commit=${GFXGRAPH_GIT_COMMIT:-$(git rev-parse HEAD 2>/dev/null || true)}
+echo "commit: ${commit:-unknown}" >>"$setup_log"
+
+# ---- 2. configure and build ---------------------------------------------------
+nvcc_arg=()
+if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
+    nvcc_arg=(-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)
+fi
+if step "configure (cuda, sm_90)" 180 "$setup_log" \
+    cmake -S . -B "$build" -G Ninja -DGFXGRAPH_GPU=cuda -DCMAKE_CUDA_ARCHITECTURES=90 \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo ${nvcc_arg[@]+"${nvcc_arg[@]}"}; then
+    # -k 0: build everything that builds, so one broken target does not
+    # hide the others
+    step "build" 360 "$setup_log" cmake --build "$build" -j "$jobs" -- -k 0
+fi
+[ -d "$build" ] || record "build" skipped 0 "not configured"
+
+# ---- 3. tests ----------------------------------------------------------------------
+if [ -f "$build/CTestTestfile.cmake" ]; then
+    step "ctest -L gpu" 240 "$OUT/ctest-gpu.log" \
+        ctest --test-dir "$build" -L gpu -V --output-on-failure --timeout 220
+    step "ctest -LE gpu (rest of the suite)" 180 "$OUT/ctest-rest.log" \
+        ctest --test-dir "$build" -LE gpu --output-on-failure -j "$jobs" --timeout 170
+else
+    record "ctest" skipped 0 "no build tree"
+fi
+
+# ---- 4. in-process bench ----------------------------------------------------------
+inproc=$build/bench/bench_chain_inproc
+if [ -x "$inproc" ]; then
+    echo "#### bench_chain_inproc" >>"$bench_log"
+    step "bench_chain_inproc" 90 "$bench_log" \
+        "$inproc" --iters 2000 --warmup 200 --floor --json "$OUT/bench-chain-inproc.json"
+else
+    record "bench_chain_inproc" skipped 0 "not built"
+fi
+
+# ---- 5. the daemon and bench_replay ----------------------------------------------
+daemon=$build/daemon/gfxgraphd
+breplay=$build/bench/bench_replay
+ctl=$build/client/gfxgraphctl
+sock=$tmp/gfxgraphd.sock
+backend=${GG_DAEMON_BACKEND:-hip}
+memory=gpu
+[ "$backend" = hip ] || memory=shm
+
+daemon_stop() {
+    if [ -n "$dpid" ] && kill -0 "$dpid" 2>/dev/null; then
+        kill -TERM "$dpid" 2>/dev/null
+        for _ in $(seq 100); do kill -0 "$dpid" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$dpid" 2>/dev/null
+    fi
+    [ -n "$dpid" ] && wait "$dpid" 2>/dev/null
+    dpid=
+}
+
+# daemon_start LABEL [KEY=VALUE...]: gfxgraphd --backend $backend with a clean
+# GFXGRAPH*/HGB_* environment plus the given variables
+daemon_start() {
+    local label=$1
+    shift
+    rm -f "$sock"
+    : >"$tmp/daemon.log"
+    (
+        for v in $(compgen -e | grep -E '^(GFXGRAPH|HGB_)'); do unset "$v"; done
+        export GFXGRAPH_CONFIG=/dev/null
+        for kv in "$@"; do export "${kv?}"; done
+        exec "$daemon" --backend "$backend" --socket "$sock" --log-target stderr
+    ) >>"$tmp/daemon.log" 2>&1 &
+    dpid=$!
+    local t0
+    t0=$(date +%s)
+    while [ $(($(date +%s) - t0)) -lt 60 ]; do
+        if ! kill -0 "$dpid" 2>/dev/null; then
+            wait "$dpid" 2>/dev/null
+            local rc=$?
+            dpid=
+            {
+                echo "#### gfxgraphd --backend $backend ($label) did not start (exit $rc):"
+                cat "$tmp/daemon.log"
+            } >>"$bench_log"
+            record "gfxgraphd ($label)" "no-start" "$(($(date +%s) - t0))" "exit $rc; see bench.log"
+            return 1
+        fi
+        if [ -S "$sock" ] && "$ctl" --socket "$sock" --timeout 5 health >/dev/null 2>&1; then
+            record "gfxgraphd ($label)" 0 "$(($(date +%s) - t0))" "healthy"
+            return 0
+        fi
+        sleep 0.2
+    done
+    record "gfxgraphd ($label)" "no-start" 60 "no healthy answer in 60 s"
+    daemon_stop
+    { echo "#### gfxgraphd ($label): no healthy answer in 60 s:"; cat "$tmp/daemon.log"; } >>"$bench_log"
+    return 1
+}
+
+# daemon_end LABEL: stats into the log, stop, the daemon's log into the log
+daemon_end() {
+    {
+        echo "#### gfxgraphctl stats ($1)"
+        "$ctl" --socket "$sock" --timeout 10 stats 2>&1
+    } >>"$bench_log"
+    daemon_stop
+    { echo "#### gfxgraphd log ($1)"; cat "$tmp/daemon.log"; } >>"$bench_log"
+}
+
+runs=()
+bench() { # LABEL ARGS...: one bench_replay run
+    local label=$1
+    shift
+    echo "#### bench_replay $label" >>"$bench_log"
+    step "bench_replay $label" 90 "$bench_log" \
+        "$breplay" --socket "$sock" --memory "$memory" --warmup 200 --label "$label" \
+        --commit "$commit" --json "$tmp/run-$label.json" "$@"
+    [ -s "$tmp/run-$label.json" ] && runs+=("$label")
+}
+
+daemon_benches() { # LABEL ENV... -- BENCH-LABEL ARGS... [-- BENCH-LABEL ARGS...]
+    local label=$1
+    shift
+    local env=()
+    while [ $# -gt 0 ] && [ "$1" != "--" ]; do env+=("$1"); shift; done
+    if ! daemon_start "$label" ${env[@]+"${env[@]}"}; then
+        while [ $# -gt 0 ]; do
+            shift
+            [ $# -gt 0 ] && record "bench_replay $1" skipped 0 "no daemon"
+            while [ $# -gt 0 ] && [ "$1" != "--" ]; do shift; done
+        done
+        return
+    fi
+    while [ $# -gt 0 ]; do
+        shift
+        local args=()
+        while [ $# -gt 0 ] && [ "$1" != "--" ]; do args+=("$1"); shift; done
+        [ ${#args[@]} -gt 0 ] && bench "${args[@]}"
+    done
+    daemon_end "$label"
+}
+
+if [ -x "$daemon" ] && [ -x "$breplay" ] && [ -x "$ctl" ]; then
+    daemon_benches "graphs" \
+        -- chain64-graph --program chain64 --clients 1 --iters 2000 \
+        -- onenode-c1 --program onenode --clients 1 --iters 2000 \
+        -- onenode-c16 --program onenode --clients 16 --iters 1000
+    daemon_benches "GFXGRAPH=0" GFXGRAPH=0 \
+        -- chain64-eager --program chain64 --clients 1 --iters 2000
+    daemon_benches "GFXGRAPH_COMPLETION=hostfn" GFXGRAPH_COMPLETION=hostfn \
+        -- chain64-hostfn --program chain64 --clients 1 --iters 2000
+else
+    record "bench_replay" skipped 0 "gfxgraphd, bench_replay or gfxgraphctl not built"
+fi
+
+# all runs in one file
+if [ ${#runs[@]} -gt 0 ]; then
+    {
+        printf '{\n  "suite": "device-replay",\n  "script": "tests/gpu/run-on-device.sh",\n  "runs": [\n'
+        first=1
+        for l in "${runs[@]}"; do
+            [ $first -eq 1 ] || printf '    ,\n'
+            first=0
+            sed 's/^/    /' "$tmp/run-$l.json"
+        done
+        printf '  ]\n}\n'
+    } >"$OUT/bench-replay.json"
+fi
+
+# ---- 6. summary -----------------------------------------------------------------------
+{
+    echo "gfxgraph device run: $(date -u +%Y-%m-%dT%H:%M:%SZ), $(uname -n), commit ${commit:-unknown}"
+    if command -v nvidia-smi >/dev/null 2>&1; then
+        echo "gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)"
+    fi
+    echo "total: $(elapsed) s (budget $budget s)"
+    echo
+    printf '%-40s %-8s %6s  %s\n' step status time note
+    for s in "${steps[@]}"; do echo "$s"; done
+    echo
+    echo "tests:"
+    for f in "$OUT/ctest-gpu.log" "$OUT/ctest-rest.log"; do
+        [ -f "$f" ] || continue
+        printf '  %-16s %s\n' "$(basename "$f" .log):" \
+            "$(grep -E 'tests passed|No tests were found' "$f" | tail -1)"
+        grep -E '^[[:space:]]*[0-9]+ - .*\((Failed|Skipped|Timeout|Not Run|SEGFAULT|Subprocess)' "$f" \
+            | sed 's/^[[:space:]]*/    /'
+        # the gpu tests' own verdicts (ctest -V prefixes "N: ")
+        [ "$f" = "$OUT/ctest-gpu.log" ] &&
+            grep -E '^[0-9]+: ([0-9]+ passed, [0-9]+ failed|SKIP)' "$f" | sed 's/^/    test /'
+    done
+    echo
+    echo "bench_chain_inproc (64-node chain, in process, us):"
+    if grep -qE '^(eager|graph) ' "$bench_log"; then
+        grep -E '^mode |^(eager|graph) |^graph nodes' "$bench_log" | sed 's/^/  /'
+    else
+        grep -E '^SKIP' "$bench_log" | head -1 | sed 's/^/  /'
+        grep -qE '^SKIP' "$bench_log" || echo "  (no result)"
+    fi
+    echo
+    echo "bench_replay through gfxgraphd --backend $backend (round trip per replay, us):"
+    printf '  %-22s %-8s %-4s %7s %6s %9s %9s %9s %9s %9s %10s %7s %7s\n' label program mem \
+        clients iters p50 p90 p99 mean dev_us replays/s graph eager
+    if grep -q '^RESULT ' "$bench_log"; then
+        sed -n 's/^RESULT /  /p' "$bench_log"
+    else
+        echo "  (no runs)"
+    fi
+} >"$summary"
+echo
+cat "$summary"
+echo
+echo "files in $OUT:"
+# shellcheck disable=SC2012
+ls -l "$OUT" | sed 1d
+exit $failed
