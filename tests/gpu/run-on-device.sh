@@ -266,6 +266,14 @@ if [ -x "$daemon" ] && [ -x "$breplay" ] && [ -x "$ctl" ]; then
         -- chain64-eager --program chain64 --clients 1 --iters 2000
     daemon_benches "GFXGRAPH_COMPLETION=hostfn" GFXGRAPH_COMPLETION=hostfn \
         -- chain64-hostfn --program chain64 --clients 1 --iters 2000
+    # the README's demo, against the GPU: device memory registered by pointer
+    demo=$build/client/gfxgraph-demo
+    if [ -x "$demo" ] && daemon_start "demo"; then
+        echo "#### gfxgraph-demo" >>"$bench_log"
+        step "gfxgraph-demo (chain + MLP, batch 1..40)" 90 "$bench_log" "$demo" "$sock"
+        { echo "#### gfxgraphctl health (demo)"; "$ctl" --socket "$sock" health 2>&1; } >>"$bench_log"
+        daemon_end "demo"
+    fi
 else
     record "bench_replay" skipped 0 "gfxgraphd, bench_replay or gfxgraphctl not built"
 fi
