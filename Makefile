@@ -69,8 +69,11 @@ test-cuda:
 	  cd build-cuda && $(CTEST) --output-on-failure -L 'build|gpu'; \
 	fi
 
+# make install [DESTDIR=/tmp/stage] [PREFIX=/usr]: cmake --install of build/.
+# PREFIX overrides the configured prefix (default /usr/local); the systemd
+# units are generated for the prefix actually installed to.
 install: build
-	$(CMAKE) --install build $(if $(DESTDIR),,)
+	DESTDIR="$(DESTDIR)" $(CMAKE) --install build $(if $(PREFIX),--prefix "$(PREFIX)")
 
 clean:
 	rm -rf build build-asan build-hip build-cuda

@@ -308,6 +308,7 @@ static bool io_params_are_map(const void *params, size_t len)
         return false;
     proto_frame f;
     proto_frame_init(&f, len + 1);
+    f.max_objects = len + 1;   /* every value takes a byte: no count limit of our own */
     return proto_frame_scan(&f, p, len) == (long)len;
 }
 

@@ -121,7 +121,7 @@ static int exec_capture(gg_exec *x, gg_job *j, gg_cache_entry *e, gg_dev_stream 
     if (rc < 0 || rc2 < 0) {
         if (g)
             dev->ops->graph_destroy(dev, g);
-        snprintf(r->reason, sizeof(r->reason), "capture failed: %s",
+        snprintf(r->reason, sizeof(r->reason), "capture failed: %.140s",
                  rc < 0 ? why : dev->ops->last_error(dev));
         return rc < 0 ? rc : rc2;
     }

@@ -5,6 +5,8 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +20,7 @@
 static gg_log_level log_level = GG_LOG_INFO;
 static gg_log_target log_target = GG_LOG_TARGET_STDERR;
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_bool log_journal_failed;   /* the fallback notice was printed */
 
 static const char *const log_names[] = {"debug", "info", "warn", "error"};
 
@@ -65,11 +68,25 @@ static int log_stderr_is_journal(void)
     return (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
 }
 
+/* sd_journal_sendv() reports success when there is no journal at all (it
+ * drops the record silently), so look for journald's socket first. */
+static int log_journal_present(void)
+{
+    struct stat st;
+    return stat("/run/systemd/journal/socket", &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
 void gg_log_init(gg_log_level level, gg_log_target target)
 {
     log_level = level;
     if (target == GG_LOG_TARGET_AUTO)
         target = log_stderr_is_journal() ? GG_LOG_TARGET_JOURNAL : GG_LOG_TARGET_STDERR;
+    if (target == GG_LOG_TARGET_JOURNAL && !log_journal_present()) {
+        fprintf(stderr, "gfxgraphd: cannot write to the journal (no journald socket); "
+                        "logging to stderr\n");
+        atomic_store(&log_journal_failed, true);
+        target = GG_LOG_TARGET_STDERR;
+    }
     log_target = target;
 }
 
@@ -103,13 +120,16 @@ void gg_log_write(gg_log_level level, const char *file, int line, const gg_log_f
     va_end(ap);
 
     if (log_target == GG_LOG_TARGET_JOURNAL) {
-        char fields[7][1100];
-        struct iovec iov[7];
+        /* Native journal protocol: MESSAGE, PRIORITY, CODE_FILE, CODE_LINE,
+         * SYSLOG_IDENTIFIER, and the GFXGRAPH_* fields that apply. */
+        char fields[8][1100];
+        struct iovec iov[8];
         int n = 0;
         snprintf(fields[n++], sizeof(fields[0]), "MESSAGE=%s", msg);
         snprintf(fields[n++], sizeof(fields[0]), "PRIORITY=%d", log_priority(level));
         snprintf(fields[n++], sizeof(fields[0]), "CODE_FILE=%s", file);
         snprintf(fields[n++], sizeof(fields[0]), "CODE_LINE=%d", line);
+        snprintf(fields[n++], sizeof(fields[0]), "SYSLOG_IDENTIFIER=gfxgraphd");
         if (f && f->session)
             snprintf(fields[n++], sizeof(fields[0]), "GFXGRAPH_SESSION=%llu",
                      (unsigned long long)f->session);
@@ -122,8 +142,17 @@ void gg_log_write(gg_log_level level, const char *file, int line, const gg_log_f
             iov[i].iov_base = fields[i];
             iov[i].iov_len = strlen(fields[i]);
         }
-        sd_journal_sendv(iov, n);
-        return;
+        int rc = sd_journal_sendv(iov, n);
+        if (rc >= 0)
+            return;
+        /* No journal to talk to (journald not running, or not reachable
+         * from here): the record goes to stderr instead of being lost. */
+        if (!atomic_exchange(&log_journal_failed, true)) {
+            pthread_mutex_lock(&log_lock);
+            fprintf(stderr, "gfxgraphd: cannot write to the journal (%s); logging to stderr\n",
+                    strerror(-rc));
+            pthread_mutex_unlock(&log_lock);
+        }
     }
 
     char ctx[96] = "";

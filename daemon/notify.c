@@ -21,9 +21,18 @@ void gg_notify_ready(gg_server *srv)
     srv->replays_at_last_status = 0;
 }
 
+/* Called from the loop's tick (every second, or every half watchdog
+ * interval when that is shorter).  The rate is measured over windows of at
+ * least a second, and a STATUS= line is sent only when its text changed, so
+ * an idle daemon with a fast watchdog does not flood the service manager. */
+#define GG_NOTIFY_STATUS_MIN_MS 1000
+
 void gg_notify_status(gg_server *srv)
 {
+    static char last[256];
     uint64_t now = gg_now_ms();
+    if (now - srv->last_status_ms < GG_NOTIFY_STATUS_MIN_MS)
+        return;
     uint64_t replays = srv->stats.replay_count + srv->stats.eager_count;
     double secs = (double)(now - srv->last_status_ms) / 1000.0;
     double rate = secs > 0 ? (double)(replays - srv->replays_at_last_status) / secs : 0.0;
@@ -32,9 +41,12 @@ void gg_notify_status(gg_server *srv)
              "STATUS=%s: %u session(s), %u graph(s) cached, %.1f replays/s, %llu fallback(s)",
              srv->stopping ? "stopping" : "serving", srv->nconns, gg_cache_count(srv->cache),
              rate, (unsigned long long)srv->stats.fallback_count);
-    sd_notify(0, status);
     srv->last_status_ms = now;
     srv->replays_at_last_status = replays;
+    if (strcmp(status, last) == 0)
+        return;
+    snprintf(last, sizeof(last), "%s", status);
+    sd_notify(0, status);
 }
 
 void gg_notify_stopping(gg_server *srv)
@@ -43,12 +55,18 @@ void gg_notify_stopping(gg_server *srv)
     sd_notify(0, "STOPPING=1\nSTATUS=stopping: finishing requests in flight");
 }
 
+/* WATCHDOG_USEC, when WATCHDOG_PID is unset or names this process; the
+ * server pings from its tick timer, whose period is at most half of it. */
 uint64_t gg_notify_watchdog_usec(void)
 {
     uint64_t usec = 0;
-    if (sd_watchdog_enabled(0, &usec) > 0)
-        return usec;
-    return 0;
+    if (sd_watchdog_enabled(0, &usec) <= 0 || usec == 0)
+        return 0;
+    uint64_t half_ms = usec / 2000;
+    gg_info("watchdog enabled: interval %llu ms, WATCHDOG=1 at least every %llu ms",
+            (unsigned long long)(usec / 1000),
+            (unsigned long long)(half_ms == 0 ? 1 : half_ms < 1000 ? half_ms : 1000));
+    return usec;
 }
 
 void gg_notify_watchdog(gg_server *srv)

@@ -111,6 +111,13 @@ static int server_listen(gg_server *srv, char *err, size_t errlen)
             return rc;
         }
         srv->activated = true;
+        /* Report the path systemd listens on, not the configured one. */
+        char name[GG_PATH_MAX];
+        size_t len = sizeof(name) - 1;
+        if (uv_pipe_getsockname(&srv->listener, name, &len) == 0 && len > 0 && name[0] == '/') {
+            name[len] = '\0';
+            snprintf(srv->cfg.socket_path, sizeof(srv->cfg.socket_path), "%s", name);
+        }
     } else {
         char dir[GG_PATH_MAX];
         snprintf(dir, sizeof(dir), "%s", path);
@@ -140,6 +147,7 @@ static int server_listen(gg_server *srv, char *err, size_t errlen)
             snprintf(err, errlen, "cannot bind %s: %s", path, uv_strerror(rc));
             return rc;
         }
+        srv->bound = true;
         chmod(path, 0660);
     }
     rc = uv_listen((uv_stream_t *)&srv->listener, 128, server_on_connection);
@@ -234,7 +242,7 @@ void gg_server_stop(gg_server *srv, int exit_code)
         gg_notify_stopping(srv);
         if (srv->listening) {
             server_close_handle((uv_handle_t *)&srv->listener);
-            if (!srv->activated)
+            if (srv->bound)
                 unlink(srv->cfg.socket_path);
         }
         if (srv->cfg.shutdown_timeout_ms)
@@ -279,7 +287,7 @@ void gg_server_fini(gg_server *srv)
 {
     if (srv->listening && !uv_is_closing((uv_handle_t *)&srv->listener)) {
         uv_close((uv_handle_t *)&srv->listener, NULL);
-        if (!srv->activated)
+        if (srv->bound)
             unlink(srv->cfg.socket_path);
     }
     if (srv->exec)

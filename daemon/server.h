@@ -36,6 +36,7 @@ typedef struct gg_server {
     uv_pipe_t listener;
     bool listening;
     bool activated;                 /* the socket came from systemd */
+    bool bound;                     /* we bound socket_path: ours to unlink */
     uv_signal_t sigterm, sigint;
     uv_timer_t shutdown_timer;
     uv_timer_t tick;                /* cache idle eviction, STATUS=, watchdog */
