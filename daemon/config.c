@@ -5,6 +5,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,8 +79,12 @@ static int cfg_uint(const char *key, const char *v, unsigned long long lo, unsig
     errno = 0;
     unsigned long long x = strtoull(v, &end, 10);
     /* size suffixes for byte counts */
-    if (*end == 'K' || *end == 'k') { x <<= 10; end++; }
-    else if (*end == 'M') { x <<= 20; end++; }
+    int shift = 0;
+    if (*end == 'K' || *end == 'k') { shift = 10; end++; }
+    else if (*end == 'M') { shift = 20; end++; }
+    if (x > ULLONG_MAX >> shift)   /* would wrap into the valid range */
+        errno = ERANGE;
+    x <<= shift;
     if (errno || *end || x < lo || x > hi)
         return cfg_bad(err, errlen, key, v, want);
     *out = x;

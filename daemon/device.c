@@ -20,7 +20,13 @@ int gg_device_open(const gg_config *cfg, gg_device **out, char *err, size_t errl
                      "GPU support (GFXGRAPH_GPU=off)");
             return -ENODEV;
         }
-        return gg_device_hip_open(cfg, out, err, errlen);
+        {
+            char why[256] = "";
+            int rc = gg_device_hip_open(cfg, out, why, sizeof(why));
+            if (rc < 0)
+                snprintf(err, errlen, "backend hip: %s", why);
+            return rc;
+        }
     default:
         break;
     }

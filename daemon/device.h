@@ -97,6 +97,11 @@ typedef struct gg_device_ops {
     /* Bytes of device memory the instantiated graph holds (for the VRAM cap). */
     size_t (*exec_footprint)(gg_device *dev, gg_dev_exec *x);
 
+    /* true when the op's first launch on a stream may do one-time setup that
+     * must not land in a capture (vendor BLAS picking and loading kernels):
+     * the executor then runs it once on the stream before capturing. */
+    bool (*op_needs_warmup)(gg_device *dev, const gg_op_def *op);
+
     /* Enqueue one op (or record it while capturing). */
     int (*op_launch)(gg_device *dev, gg_dev_stream *s, const gg_op_def *op, const gg_tensor *in,
                      int nin, const gg_tensor *out, int nout, const gg_op_attrs *attrs);

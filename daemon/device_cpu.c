@@ -463,6 +463,13 @@ static int cpu_op_launch(gg_device *dev, gg_dev_stream *s, const gg_op_def *op, 
     return 0;
 }
 
+static bool cpu_op_needs_warmup(gg_device *dev, const gg_op_def *op)
+{
+    (void)dev;
+    (void)op;
+    return false;
+}
+
 static int cpu_notify(gg_device *dev, gg_dev_stream *s, gg_done_fn fn, void *arg)
 {
     (void)dev;
@@ -498,6 +505,7 @@ static const gg_device_ops cpu_ops = {
     .graph_destroy = cpu_graph_destroy,
     .exec_destroy = cpu_exec_destroy,
     .exec_footprint = cpu_exec_footprint,
+    .op_needs_warmup = cpu_op_needs_warmup,
     .op_launch = cpu_op_launch,
     .notify = cpu_notify,
     .last_error = cpu_last_error,

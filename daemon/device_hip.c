@@ -583,6 +583,12 @@ static int hip_op_launch(gg_device *dev, gg_dev_stream *s, const gg_op_def *op, 
     return 0;
 }
 
+static bool hip_op_needs_warmup(gg_device *dev, const gg_op_def *op)
+{
+    (void)dev;
+    return gg_gpu_op_needs_warmup(op) != 0;
+}
+
 /* ---- completion ------------------------------------------------------------
  * Two ways to learn that a stream has drained, measured against each other
  * on the H100 (bench/bench_replay, see the README): a host function enqueued
@@ -753,6 +759,7 @@ static const gg_device_ops hip_ops = {
     .graph_destroy = hip_graph_destroy,
     .exec_destroy = hip_exec_destroy,
     .exec_footprint = hip_exec_footprint,
+    .op_needs_warmup = hip_op_needs_warmup,
     .op_launch = hip_op_launch,
     .notify = hip_notify,
     .last_error = hip_last_error,

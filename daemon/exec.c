@@ -91,6 +91,36 @@ static int exec_launch_nodes(gg_exec *x, gg_dev_stream *s, const gg_program *p,
     return 0;
 }
 
+/* Before the first capture of an entry: run each op that asks for it once
+ * on the stream, with its outputs in throw-away memory so the client's
+ * buffers are untouched (an in-place or re-read tensor stays as it was). */
+static int exec_warmup(gg_exec *x, gg_job *j, gg_cache_entry *e, gg_dev_stream *s,
+                       uint8_t *scratch)
+{
+    gg_device *dev = x->srv->dev;
+    const gg_branch *br = &j->prog->branches[e->branch];
+    int rc = 0;
+    for (int i = 0; i < br->nnodes && rc == 0; i++) {
+        const gg_pnode *n = &br->nodes[i];
+        if (!dev->ops->op_needs_warmup(dev, n->op))
+            continue;
+        gg_tensor in[GG_MAX_OPERANDS], out[GG_MAX_OPERANDS];
+        void *tmp[GG_MAX_OPERANDS] = {NULL};
+        gg_program_bind(j->prog, n, e->bucket, scratch, in, out);
+        for (int o = 0; o < n->nout && rc == 0; o++)
+            if ((rc = dev->ops->scratch_alloc(dev, gg_desc_bytes(&out[o].desc), &tmp[o])) == 0)
+                out[o].data = tmp[o];
+        if (rc == 0)
+            rc = dev->ops->op_launch(dev, s, n->op, in, n->nin, out, n->nout, &n->attrs);
+        if (rc == 0)
+            rc = dev->ops->stream_sync(dev, s);
+        for (int o = 0; o < n->nout; o++)
+            if (tmp[o])
+                dev->ops->scratch_free(dev, tmp[o]);
+    }
+    return rc;
+}
+
 /* Capture and instantiate e's graph into r.  On failure r->reason says
  * which step failed and nothing has run on the device. */
 static int exec_capture(gg_exec *x, gg_job *j, gg_cache_entry *e, gg_dev_stream *s,
@@ -111,6 +141,11 @@ static int exec_capture(gg_exec *x, gg_job *j, gg_cache_entry *e, gg_dev_stream 
     }
     if ((rc = exec_fault(x, GG_FAULT_CAPTURE, r, "capture")) < 0)
         return rc;
+    if (e->captures == 0 && (rc = exec_warmup(x, j, e, s, r->scratch)) < 0) {
+        snprintf(r->reason, sizeof(r->reason), "warm-up before capture failed: %s",
+                 dev->ops->last_error(dev));
+        return rc;
+    }
     if ((rc = dev->ops->capture_begin(dev, s)) < 0) {
         snprintf(r->reason, sizeof(r->reason), "capture failed: %s", dev->ops->last_error(dev));
         return rc;

@@ -164,17 +164,16 @@ int gg_method_replay(gg_call *c)
     gg_event *wait_ev = NULL, *signal_ev = NULL;
     uint64_t evid;
     bool async = false;
-    if ((rc = proto_get_u64(c->params, "wait_event", false, UINT64_MAX, &evid, &c->err)) == 0)
-        rc = gg_event_lookup(c->srv, c->sess, evid, &wait_ev, &c->err);
+    /* absent or nil: none; an id that does not resolve: refused */
+    if ((rc = proto_get_u64(c->params, "wait_event", false, UINT64_MAX, &evid, &c->err)) == 0 &&
+        (rc = gg_event_lookup(c->srv, c->sess, evid, &wait_ev, &c->err)) < 0)
+        return rc;
     if (rc < 0 && rc != -ENOENT)
         return rc;
-    if (rc == -ENOENT && proto_map_get(c->params, "wait_event"))
+    if ((rc = proto_get_u64(c->params, "signal_event", false, UINT64_MAX, &evid, &c->err)) == 0 &&
+        (rc = gg_event_lookup(c->srv, c->sess, evid, &signal_ev, &c->err)) < 0)
         return rc;
-    if ((rc = proto_get_u64(c->params, "signal_event", false, UINT64_MAX, &evid, &c->err)) == 0)
-        rc = gg_event_lookup(c->srv, c->sess, evid, &signal_ev, &c->err);
     if (rc < 0 && rc != -ENOENT)
-        return rc;
-    if (rc == -ENOENT && proto_map_get(c->params, "signal_event"))
         return rc;
     rc = proto_get_bool(c->params, "async", false, &async, &c->err);
     if (rc < 0 && rc != -ENOENT)

@@ -426,7 +426,7 @@ static int prog_nodes(gg_program *p, const msgpack_object *arr, gg_branch *br, i
             if (!p->tensors[n->in[i]].buf && !written[n->in[i]])
                 rc = proto_fail(e, -EINVAL, "node %d (%s): scratch tensor '%s' is read before "
                                 "any node writes it", ni, opname, p->tensors[n->in[i]].name);
-        if ((rc = prog_node_overlaps(p, n, ni, e)) < 0)
+        if (rc < 0 || (rc = prog_node_overlaps(p, n, ni, e)) < 0)
             break;
         /* The shape rule at every bucket: a batch dim can meet a fixed one. */
         for (int b = 0; b < p->nbuckets && rc == 0; b++) {

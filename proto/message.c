@@ -49,11 +49,17 @@ int proto_msg_decode(const msgpack_object *o, proto_msg *m, bool *msgid_ok, char
         m->method_len = a[1].via.str.size;
         return msg_params(&a[2], &m->params, err, errlen);
     }
-    if (n != 4)
+    uint64_t id;
+    if (n != 4) {
+        /* a request of the wrong length whose msgid reads is still answered */
+        if (m->type == GG_MSG_REQUEST && proto_obj_u64(&a[1], &id) && id <= UINT32_MAX) {
+            m->msgid = (uint32_t)id;
+            *msgid_ok = true;
+        }
         return msg_bad(err, errlen, m->type == GG_MSG_REQUEST
                                         ? "a request is [0, msgid, method, params]"
                                         : "a response is [1, msgid, error, result]");
-    uint64_t id;
+    }
     if (!proto_obj_u64(&a[1], &id) || id > UINT32_MAX)
         return msg_bad(err, errlen, "msgid must be an unsigned 32-bit integer");
     m->msgid = (uint32_t)id;

@@ -1,0 +1,51 @@
+# Core suite: protocol unit tests, the daemon over raw sockets, daemon
+# lifecycle, the client library against a real daemon, gfxgraphctl, and the
+# protocol fuzz target (clang only).
+#
+# Labels: "unit" runs in-process; "integration" starts the real gfxgraphd on
+# a temporary socket (tests/harness.c).
+set(GG_TESTS_DIR ${CMAKE_SOURCE_DIR}/tests)
+
+add_library(gg_test_harness STATIC ${GG_TESTS_DIR}/harness.c)
+target_include_directories(gg_test_harness PUBLIC ${GG_TESTS_DIR})
+target_link_libraries(gg_test_harness PUBLIC gg_proto m)
+target_compile_definitions(gg_test_harness PRIVATE
+  GG_DAEMON_PATH="$<TARGET_FILE:gfxgraphd>")
+add_dependencies(gg_test_harness gfxgraphd)
+
+# test name, source, label, timeout, extra libraries...
+function(gg_core_test name src label timeout)
+  add_executable(${name} ${GG_TESTS_DIR}/${src})
+  target_link_libraries(${name} PRIVATE gg_test_harness ${ARGN})
+  target_compile_definitions(${name} PRIVATE
+    GG_DAEMON_PATH="$<TARGET_FILE:gfxgraphd>"
+    GG_CTL_PATH="$<TARGET_FILE:gfxgraphctl>")
+  add_test(NAME ${name} COMMAND ${name})
+  set_tests_properties(${name} PROPERTIES LABELS "${label}" TIMEOUT ${timeout})
+endfunction()
+
+gg_core_test(test_proto test_proto.c unit 300)
+gg_core_test(test_daemon_proto test_daemon_proto.c integration 600)
+gg_core_test(test_daemon_life test_daemon_life.c integration 600 gg_client_static Threads::Threads)
+gg_core_test(test_client_replay test_client_replay.c integration 600 gg_client_static)
+gg_core_test(test_client_fallback test_client_fallback.c integration 600 gg_client_static)
+gg_core_test(test_client_errors test_client_errors.c integration 600 gg_client_static)
+gg_core_test(test_client_crash test_client_crash.c integration 600 gg_client_static)
+gg_core_test(test_ctl test_ctl.c integration 600 gg_client_static)
+add_dependencies(test_ctl gfxgraphctl)
+
+# libFuzzer target for the protocol; libFuzzer comes with clang only, so with
+# another compiler there is nothing to build.  The proto sources are compiled
+# into the target itself so the fuzzer sees their coverage.
+if(CMAKE_C_COMPILER_ID MATCHES "Clang")
+  add_executable(fuzz_proto ${GG_TESTS_DIR}/fuzz/fuzz_proto.c
+    ${CMAKE_SOURCE_DIR}/proto/frame.c ${CMAKE_SOURCE_DIR}/proto/message.c
+    ${CMAKE_SOURCE_DIR}/proto/args.c ${CMAKE_SOURCE_DIR}/proto/errors.c)
+  target_include_directories(fuzz_proto PRIVATE ${GG_TESTS_DIR} ${CMAKE_SOURCE_DIR}/proto)
+  target_compile_options(fuzz_proto PRIVATE -fsanitize=fuzzer)
+  target_link_options(fuzz_proto PRIVATE -fsanitize=fuzzer)
+  target_link_libraries(fuzz_proto PRIVATE PkgConfig::MSGPACK m)
+  # a short deterministic run as a smoke test
+  add_test(NAME fuzz_proto_smoke COMMAND fuzz_proto -runs=20000 -seed=1 -max_len=2048)
+  set_tests_properties(fuzz_proto_smoke PROPERTIES LABELS "unit" TIMEOUT 300)
+endif()

@@ -1,0 +1,102 @@
+/* Helpers shared by the client-library integration tests (test_client_*.c):
+ * shm buffers registered with the daemon, stats lookups, float checks. */
+#ifndef GG_TEST_CLIENT_UTIL_H
+#define GG_TEST_CLIENT_UTIL_H
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "harness.h"
+#include "internal.h"
+
+/* A POSIX shm object, mapped here and registered with the daemon. */
+typedef struct {
+    char name[64];
+    float *f;
+    size_t size;
+    uint64_t id;
+} tbuf;
+
+static inline bool tbuf_new(gg_client *c, tbuf *b, size_t floats)
+{
+    memset(b, 0, sizeof *b);
+    h_unique(b->name, sizeof b->name, "/ggtest-buf");
+    b->size = floats * sizeof(float);
+    int rc = gg_client_shm_create(b->name, b->size, (void **)&b->f);
+    if (!CHECKF(rc == 0, "shm_create %s: %d", b->name, rc))
+        return false;
+    rc = gg_client_buffer_register_shm(c, b->name, 0, b->size, &b->id);
+    return CHECKF(rc == 0, "register %s: %s", b->name, gg_client_last_error(c));
+}
+
+static inline void tbuf_free(tbuf *b)
+{
+    if (b->f)
+        gg_client_shm_destroy(b->name, b->f, b->size);
+    b->f = NULL;
+}
+
+static inline void tbuf_fill(tbuf *b, float v)
+{
+    for (size_t i = 0; i < b->size / sizeof(float); i++)
+        b->f[i] = v;
+}
+
+/* stats as an object valid until the next call on c. */
+static inline const msgpack_object *t_stats(gg_client *c)
+{
+    const msgpack_object *r = NULL;
+    int rc = gg_client_call(c, "stats", NULL, 0, &r);
+    if (!CHECKF(rc == 0, "stats: %s", gg_client_last_error(c)))
+        return NULL;
+    return r;
+}
+
+static inline uint64_t t_stat(gg_client *c, const char *key)
+{
+    const msgpack_object *r = t_stats(c);
+    return r ? h_getu(r, key) : UINT64_MAX;
+}
+
+/* The cache entry of (program, branch, bucket) in a stats result. */
+static inline const msgpack_object *t_entry(const msgpack_object *stats, uint64_t prog,
+                                            int branch, int bucket)
+{
+    const msgpack_object *cache = h_get(stats, "cache");
+    for (uint32_t i = 0; cache && cache->type == MSGPACK_OBJECT_ARRAY && i < cache->via.array.size;
+         i++) {
+        const msgpack_object *e = &cache->via.array.ptr[i];
+        if (h_getu(e, "program") == prog && h_geti(e, "branch") == branch &&
+            h_geti(e, "bucket") == bucket)
+            return e;
+    }
+    return NULL;
+}
+
+static inline int t_entries_of(const msgpack_object *stats, uint64_t prog)
+{
+    const msgpack_object *cache = h_get(stats, "cache");
+    int n = 0;
+    for (uint32_t i = 0; cache && cache->type == MSGPACK_OBJECT_ARRAY && i < cache->via.array.size;
+         i++)
+        n += h_getu(&cache->via.array.ptr[i], "program") == prog;
+    return n;
+}
+
+static inline bool t_close(double got, double want, double tol)
+{
+    return fabs(got - want) <= tol * (1.0 + fabs(want));
+}
+
+/* A call expected to fail with code; false if it did not. */
+#define CHECK_FAILS(call, client, code)                                                        \
+    do {                                                                                       \
+        int rc_ = (call);                                                                      \
+        const char *got_ = gg_client_last_error_code(client);                                  \
+        h_check(rc_ < 0 && strcmp(got_, (code)) == 0, __FILE__, __LINE__,                      \
+                "%s fails with %s (rc %d, code %s: %s)", #call, (code), rc_, got_,              \
+                gg_client_last_error(client));                                                 \
+    } while (0)
+
+#endif
