@@ -27,6 +27,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "dispatch.h"
 #include "log.h"
 #include "server.h"
 
@@ -61,6 +62,43 @@ void gg_job_free(gg_job *job)
     free(job->entries != &job->one ? job->entries : NULL);
     free(job->results);
     free(job);
+}
+
+gg_job *gg_job_new(gg_job_kind kind, gg_session *s, uint32_t msgid, gg_program *p, int nentries)
+{
+    gg_job *j = calloc(1, sizeof(*j));
+    if (!j)
+        return NULL;
+    gg_list_init(&j->link);
+    j->kind = kind;
+    j->sess = s;
+    j->msgid = msgid;
+    j->prog = p;
+    j->gen = p ? p->gen : 0;
+    j->entries = nentries > 1 ? calloc((size_t)nentries, sizeof(*j->entries)) : &j->one;
+    j->results = calloc((size_t)(nentries ? nentries : 1), sizeof(*j->results));
+    if (!j->entries || !j->results) {
+        gg_job_free(j);
+        return NULL;
+    }
+    return j;
+}
+
+int gg_exec_queue(gg_call *c, gg_job *j)
+{
+    gg_dev_stream *s;
+    int rc = gg_session_stream(c->sess, &s);
+    if (rc < 0) {
+        gg_job_free(j);
+        return proto_fail(&c->err, rc, "cannot create a device stream: %s",
+                          c->srv->dev->ops->last_error(c->srv->dev));
+    }
+    if (j->prog)
+        j->prog->pins++;
+    for (int i = 0; i < j->nentries; i++)
+        gg_cache_pin(c->srv->cache, j->entries[i]);
+    gg_exec_submit(c->srv->exec, j);
+    return GG_CALL_ASYNC;
 }
 
 /* ---- worker side -------------------------------------------------------- */
@@ -402,7 +440,9 @@ static void exec_run(gg_exec *x, gg_job *j)
         } else {
             j->t_start_us = gg_now_us();   /* device time excludes the capture */
             rc = dev->ops->graph_launch(dev, r->exec, s);
-            if (rc == -ENODEV) {
+            /* A lost device ends the daemon; a fault in a client's own
+             * memory fails this request only: the graph itself is sound. */
+            if (rc == -ENODEV || rc == -EFAULT) {
                 j->rc = rc;
                 snprintf(j->reason, sizeof(j->reason), "%s", dev->ops->last_error(dev));
                 exec_on_device_done(j, rc);

@@ -76,6 +76,12 @@ bool gg_exec_idle(const gg_exec *x);
 void gg_exec_submit(gg_exec *x, gg_job *job);
 /* Drop a session's queued (not running) jobs: its client has gone. */
 void gg_exec_cancel_session(gg_exec *x, gg_session *s);
+/* A job answering request msgid of session s; NULL when out of memory. */
+gg_job *gg_job_new(gg_job_kind kind, gg_session *s, uint32_t msgid, gg_program *p, int nentries);
 void gg_job_free(gg_job *job);
+/* Handler side: pin what the job uses and queue it.  GG_CALL_ASYNC, or a
+ * negative errno with the reason in call->err (the job is freed). */
+struct gg_call;
+int gg_exec_queue(struct gg_call *c, gg_job *j);
 
 #endif

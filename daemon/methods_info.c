@@ -184,26 +184,9 @@ static void health_reply(gg_job *j)
  * thread like any other device work, never on the loop. */
 int gg_method_health(gg_call *c)
 {
-    gg_job *j = calloc(1, sizeof(*j));
-    if (j)
-        j->results = calloc(1, sizeof(*j->results));
-    if (!j || !j->results) {
-        gg_job_free(j);
+    gg_job *j = gg_job_new(GG_JOB_SMOKE, c->sess, c->msgid, NULL, 0);
+    if (!j)
         return proto_fail(&c->err, -ENOMEM, "out of memory");
-    }
-    gg_list_init(&j->link);
-    j->kind = GG_JOB_SMOKE;
-    j->sess = c->sess;
-    j->msgid = c->msgid;
-    j->entries = &j->one;
     j->reply = health_reply;
-    gg_dev_stream *s;
-    int rc = gg_session_stream(c->sess, &s);
-    if (rc < 0) {
-        gg_job_free(j);
-        return proto_fail(&c->err, rc, "cannot create a device stream: %s",
-                          c->srv->dev->ops->last_error(c->srv->dev));
-    }
-    gg_exec_submit(c->srv->exec, j);
-    return GG_CALL_ASYNC;
+    return gg_exec_queue(c, j);
 }

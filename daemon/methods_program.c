@@ -103,43 +103,6 @@ int gg_method_program_rebind(gg_call *c)
     return 0;
 }
 
-static gg_job *job_new(gg_job_kind kind, gg_call *c, gg_program *p, int nentries)
-{
-    gg_job *j = calloc(1, sizeof(*j));
-    if (!j)
-        return NULL;
-    gg_list_init(&j->link);
-    j->kind = kind;
-    j->sess = c->sess;
-    j->msgid = c->msgid;
-    j->prog = p;
-    j->gen = p->gen;
-    j->entries = nentries > 1 ? calloc((size_t)nentries, sizeof(*j->entries)) : &j->one;
-    j->results = calloc((size_t)(nentries ? nentries : 1), sizeof(*j->results));
-    if (!j->entries || !j->results) {
-        gg_job_free(j);
-        return NULL;
-    }
-    return j;
-}
-
-/* Pin what the job uses and hand it to the executor. */
-static int job_submit(gg_call *c, gg_job *j)
-{
-    gg_dev_stream *s;
-    int rc = gg_session_stream(c->sess, &s);
-    if (rc < 0) {
-        gg_job_free(j);
-        return proto_fail(&c->err, rc, "cannot create a device stream: %s",
-                          c->srv->dev->ops->last_error(c->srv->dev));
-    }
-    j->prog->pins++;
-    for (int i = 0; i < j->nentries; i++)
-        gg_cache_pin(c->srv->cache, j->entries[i]);
-    gg_exec_submit(c->srv->exec, j);
-    return GG_CALL_ASYNC;
-}
-
 int gg_method_replay(gg_call *c)
 {
     gg_program *p;
@@ -178,7 +141,7 @@ int gg_method_replay(gg_call *c)
     rc = proto_get_bool(c->params, "async", false, &async, &c->err);
     if (rc < 0 && rc != -ENOENT)
         return rc;
-    gg_job *j = job_new(GG_JOB_REPLAY, c, p, bi < 0 ? 0 : 1);
+    gg_job *j = gg_job_new(GG_JOB_REPLAY, c->sess, c->msgid, p, bi < 0 ? 0 : 1);
     if (!j)
         return proto_fail(&c->err, -ENOMEM, "out of memory");
     j->async = async;
@@ -198,7 +161,7 @@ int gg_method_replay(gg_call *c)
         }
         j->nentries = 1;
     }
-    return job_submit(c, j);
+    return gg_exec_queue(c, j);
 }
 
 int gg_method_program_prepare(gg_call *c)
@@ -249,7 +212,7 @@ int gg_method_program_prepare(gg_call *c)
     if (!c->srv->cfg.graphs_enabled)
         return proto_fail(&c->err, -EPERM, "graphs are disabled on this daemon (GFXGRAPH=0)");
     int n = nb * (b1 - b0);
-    gg_job *j = job_new(GG_JOB_PREPARE, c, p, n);
+    gg_job *j = gg_job_new(GG_JOB_PREPARE, c->sess, c->msgid, p, n);
     if (!j)
         return proto_fail(&c->err, -ENOMEM, "out of memory");
     for (int b = b0; b < b1; b++)
@@ -262,5 +225,5 @@ int gg_method_program_prepare(gg_call *c)
             gg_cache_retry(c->srv->cache, e);
             j->entries[j->nentries++] = e;
         }
-    return job_submit(c, j);
+    return gg_exec_queue(c, j);
 }
