@@ -84,4 +84,11 @@ void gg_job_free(gg_job *job);
 struct gg_call;
 int gg_exec_queue(struct gg_call *c, gg_job *j);
 
+/* Executor threads (exec_run.c): run one job.  It ends by calling
+ * gg_exec_job_enqueued once its work is on the stream (replays) and, from
+ * any thread, gg_exec_job_done once the device has finished it. */
+void gg_exec_run(struct gg_server *srv, gg_job *j);
+void gg_exec_job_enqueued(gg_job *j);
+void gg_exec_job_done(void *job, int status);
+
 #endif
