@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 
 #include "exec.h"
 #include "log.h"
@@ -24,6 +25,7 @@
 
 struct gg_cache {
     gg_server *srv;
+    gg_parked *parked;       /* list */
     gg_list lru;             /* every entry, least recently used first */
     unsigned ready;          /* entries holding a graph */
     size_t bytes;            /* their scratch + graph footprint */
@@ -40,8 +42,24 @@ int gg_cache_new(gg_server *srv, gg_cache **out)
     return 0;
 }
 
+static void cache_empty(gg_cache *c, gg_cache_entry *e);
+
 void gg_cache_free(gg_cache *c)
 {
+    while (c->parked) {
+        gg_parked *pk = c->parked;
+        for (int i = 0; i < pk->nslots; i++)
+            if (pk->entries[i]) {
+                gg_cache_entry *e = pk->entries[i];
+                cache_empty(c, e);
+                gg_list_del(&e->lru_link);
+                free(e);
+            }
+        c->parked = pk->next;
+        free(pk->sig);
+        free(pk->entries);
+        free(pk);
+    }
     free(c);
 }
 
@@ -68,6 +86,10 @@ int gg_cache_get(gg_cache *c, gg_program *p, int branch, int bi, gg_cache_entry 
         if (!e)
             return -ENOMEM;
         e->prog = p;
+        e->slot = slot;
+        e->prog_id = p->id;
+        e->sess_id = p->sess->id;
+        snprintf(e->prog_name, sizeof(e->prog_name), "%s", p->name);
         e->branch = branch;
         e->bucket_index = bi;
         e->bucket = p->buckets[bi];
@@ -98,10 +120,13 @@ static void cache_empty(gg_cache *c, gg_cache_entry *e)
 
 static void cache_evict(gg_cache *c, gg_cache_entry *e, const char *why)
 {
-    gg_log_fields f = {.session = e->prog->sess->id, .program = e->prog->id, .bucket = e->bucket};
-    GG_LOG(GG_LOG_DEBUG, &f, "evicting graph (%s)", why);
-    cache_empty(c, e);
+    gg_log_fields f = {.session = e->sess_id, .program = e->prog_id, .bucket = e->bucket};
+    GG_LOG(GG_LOG_DEBUG, &f, "evicting graph (%s)%s", why, e->parked ? ", parked" : "");
     c->srv->stats.evictions++;
+    if (e->parked)
+        gg_cache_drop(c, e);   /* nothing left to run it for */
+    else
+        cache_empty(c, e);
 }
 
 /* Evict least recently used graphs until `need` more bytes fit under the
@@ -186,11 +211,98 @@ void gg_cache_retry(gg_cache *c, gg_cache_entry *e)
     }
 }
 
+static void cache_parked_free(gg_cache *c, gg_parked *pk)
+{
+    for (gg_parked **pp = &c->parked; *pp; pp = &(*pp)->next)
+        if (*pp == pk) {
+            *pp = pk->next;
+            break;
+        }
+    free(pk->sig);
+    free(pk->entries);
+    free(pk);
+}
+
 void gg_cache_drop(gg_cache *c, gg_cache_entry *e)
 {
     cache_empty(c, e);
     gg_list_del(&e->lru_link);
+    if (e->slot)
+        *e->slot = NULL;
+    gg_parked *pk = e->parked;
     free(e);
+    if (pk && --pk->live == 0)
+        cache_parked_free(c, pk);
+}
+
+void gg_cache_park(gg_cache *c, gg_program *p, uid_t uid)
+{
+    int n = p->nbranches * p->nbuckets, ready = 0;
+    for (int i = 0; i < n; i++) {
+        gg_cache_entry *e = p->entries[i];
+        if (e && (e->state != GG_ENTRY_READY || e->pins))
+            gg_cache_drop(c, e);   /* only sound, idle graphs are worth keeping */
+        else if (e)
+            ready++;
+    }
+    if (!ready)
+        return;
+    gg_parked *pk = calloc(1, sizeof(*pk));
+    uint8_t *sig = pk ? malloc(p->siglen) : NULL;
+    if (!pk || !sig) {
+        free(pk);
+        for (int i = 0; i < n; i++)
+            if (p->entries[i])
+                gg_cache_drop(c, p->entries[i]);
+        return;
+    }
+    memcpy(sig, p->sig, p->siglen);
+    pk->sig = sig;
+    pk->siglen = p->siglen;
+    pk->uid = uid;
+    pk->nslots = n;
+    pk->live = ready;
+    pk->entries = p->entries;   /* the program gives its slot array away */
+    p->entries = NULL;
+    for (int i = 0; i < n; i++)
+        if (pk->entries[i]) {
+            pk->entries[i]->prog = NULL;
+            pk->entries[i]->parked = pk;
+            pk->entries[i]->slot = &pk->entries[i];
+        }
+    pk->next = c->parked;
+    c->parked = pk;
+    gg_log_fields f = {.session = p->sess->id, .program = p->id};
+    GG_LOG(GG_LOG_DEBUG, &f, "session ended: %d graph(s) of '%s' parked", ready, p->name);
+}
+
+int gg_cache_adopt(gg_cache *c, gg_program *p, uid_t uid)
+{
+    gg_parked *pk = c->parked;
+    while (pk && (pk->uid != uid || pk->siglen != p->siglen ||
+                  memcmp(pk->sig, p->sig, p->siglen) != 0))
+        pk = pk->next;
+    if (!pk)
+        return 0;
+    int n = 0;
+    for (int i = 0; i < pk->nslots; i++) {
+        gg_cache_entry *e = pk->entries[i];
+        if (!e)
+            continue;
+        p->entries[i] = e;
+        e->slot = &p->entries[i];
+        e->parked = NULL;
+        e->prog = p;
+        e->prog_id = p->id;
+        e->sess_id = p->sess->id;
+        /* Its pointers are the old client's: never launch it before the
+         * next use has captured again and updated it in place. */
+        e->gen = UINT64_MAX;
+        n++;
+    }
+    pk->live = 0;
+    cache_parked_free(c, pk);
+    return n;
 }
 
 void gg_cache_tick(gg_cache *c, uint64_t now_ms)
@@ -223,10 +335,11 @@ void gg_cache_pack(gg_cache *c, msgpack_packer *pk)
     for (gg_list *l = c->lru.next; l != &c->lru; l = l->next) {
         gg_cache_entry *e = gg_container_of(l, gg_cache_entry, lru_link);
         bool failed = e->state == GG_ENTRY_FAILED;
-        msgpack_pack_map(pk, failed ? 12 : 11);
-        proto_pack_kv_u64(pk, "program", e->prog->id);
-        proto_pack_kv_str(pk, "program_name", e->prog->name);
-        proto_pack_kv_u64(pk, "session", e->prog->sess->id);
+        msgpack_pack_map(pk, failed ? 13 : 12);
+        proto_pack_kv_u64(pk, "program", e->prog_id);
+        proto_pack_kv_str(pk, "program_name", e->prog_name);
+        proto_pack_kv_u64(pk, "session", e->sess_id);
+        proto_pack_kv_bool(pk, "parked", e->parked != NULL);
         proto_pack_kv_i64(pk, "branch", e->branch);
         proto_pack_kv_i64(pk, "bucket", e->bucket);
         proto_pack_kv_str(pk, "state", cache_state_name(e->state));

@@ -5,6 +5,7 @@
 #define GG_CACHE_H
 
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "device.h"
 #include "proto.h"
@@ -15,8 +16,15 @@ struct gg_program;
 
 typedef enum { GG_ENTRY_EMPTY = 0, GG_ENTRY_READY, GG_ENTRY_FAILED } gg_entry_state;
 
+struct gg_parked;
+
 typedef struct gg_cache_entry {
-    struct gg_program *prog;
+    struct gg_program *prog;        /* NULL while parked */
+    struct gg_parked *parked;       /* set while parked (its program is gone) */
+    struct gg_cache_entry **slot;   /* where the owner keeps this entry */
+    uint64_t prog_id;               /* for stats and logs, also while parked */
+    uint64_t sess_id;
+    char prog_name[64];
     int branch;
     int bucket_index;
     int bucket;
@@ -36,6 +44,27 @@ typedef struct gg_cache_entry {
 } gg_cache_entry;
 
 typedef struct gg_cache gg_cache;
+
+/* Graphs of a program whose session ended without releasing it, kept warm:
+ * a later program.define with the same structure from the same uid adopts
+ * them, and each is updated in place (exec update) on its next use instead
+ * of being instantiated again.  Only READY entries are parked; the cache's
+ * LRU and idle eviction drop them like any other. */
+typedef struct gg_parked {
+    struct gg_parked *next;
+    uid_t uid;
+    uint8_t *sig;                   /* the program's structure (program.c) */
+    size_t siglen;
+    int nslots;
+    int live;                       /* entries still held */
+    gg_cache_entry **entries;       /* [branch * nbuckets + bucket index] */
+} gg_parked;
+
+/* Session end: move p's READY graphs into a parked record (or drop them). */
+void gg_cache_park(gg_cache *c, struct gg_program *p, uid_t uid);
+/* program.define: adopt a parked record matching p's structure and uid;
+ * returns the number of graphs adopted. */
+int gg_cache_adopt(gg_cache *c, struct gg_program *p, uid_t uid);
 
 int gg_cache_new(struct gg_server *srv, gg_cache **out);
 void gg_cache_free(gg_cache *c);

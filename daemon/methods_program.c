@@ -22,11 +22,12 @@ int gg_method_program_define(gg_call *c)
     for (int b = 0; b < p->nbranches; b++)
         nodes += p->branches[b].nnodes;
     gg_log_fields f = {.session = c->sess->id, .program = p->id};
-    GG_LOG(GG_LOG_DEBUG, &f, "program '%s' defined: %d node(s) in %d branch(es), %d bucket(s)",
-           p->name, nodes, p->nbranches, p->nbuckets);
+    GG_LOG(GG_LOG_DEBUG, &f, "program '%s' defined: %d node(s) in %d branch(es), %d bucket(s), "
+           "%d warm graph(s) adopted", p->name, nodes, p->nbranches, p->nbuckets, p->warm);
     msgpack_packer *pk = c->pk;
-    msgpack_pack_map(pk, 5);
+    msgpack_pack_map(pk, 6);
     proto_pack_kv_u64(pk, "id", p->id);
+    proto_pack_kv_i64(pk, "warm", p->warm);
     proto_pack_key(pk, "buckets");
     msgpack_pack_array(pk, p->nbuckets);
     for (int i = 0; i < p->nbuckets; i++)

@@ -47,6 +47,7 @@ static void program_free(gg_program *p)
         free(p->branches[b].nodes);
     free(p->branches);
     free(p->tensors);
+    free(p->sig);
     free(p);
 }
 
@@ -67,10 +68,14 @@ void gg_program_unpin(gg_program *p)
         program_free(p);
 }
 
-void gg_program_release_all(gg_session *s)
+void gg_program_park_all(gg_session *s)
 {
-    while (!gg_list_empty(&s->programs))
-        gg_program_release(gg_container_of(s->programs.next, gg_program, sess_link));
+    while (!gg_list_empty(&s->programs)) {
+        gg_program *p = gg_container_of(s->programs.next, gg_program, sess_link);
+        if (p->pins == 0 && p->sig && p->entries)
+            gg_cache_park(s->srv->cache, p, s->uid);
+        gg_program_release(p);
+    }
 }
 
 int gg_program_bucket_index(const gg_program *p, int batch)
@@ -447,6 +452,74 @@ static int prog_nodes(gg_program *p, const msgpack_object *arr, gg_branch *br, i
     return rc;
 }
 
+typedef struct {
+    uint8_t *b;
+    size_t n, cap;
+    bool oom;
+} prog_sigbuf;
+
+static void sig_put(prog_sigbuf *sb, const void *p, size_t n)
+{
+    if (sb->oom)
+        return;
+    if (sb->n + n > sb->cap) {
+        size_t cap = sb->cap ? sb->cap * 2 : 1024;
+        while (cap < sb->n + n)
+            cap *= 2;
+        uint8_t *nb = realloc(sb->b, cap);
+        if (!nb) {
+            sb->oom = true;
+            return;
+        }
+        sb->b = nb;
+        sb->cap = cap;
+    }
+    memcpy(sb->b + sb->n, p, n);
+    sb->n += n;
+}
+
+#define SIG_PUT(sb, v) sig_put((sb), &(v), sizeof(v))
+
+/* Everything that shapes the captured graphs except where buffer tensors
+ * live: two programs with equal signatures capture graphs of the same
+ * topology, so one's graphs can be updated in place for the other. */
+static int prog_signature(gg_program *p)
+{
+    prog_sigbuf sb = {0};
+    sig_put(&sb, p->name, strlen(p->name) + 1);
+    SIG_PUT(&sb, p->nbuckets);
+    sig_put(&sb, p->buckets, sizeof(int) * (size_t)p->nbuckets);
+    SIG_PUT(&sb, p->ntensors);
+    for (int i = 0; i < p->ntensors; i++) {
+        const gg_ptensor *t = &p->tensors[i];
+        uint8_t scratch = t->buf == NULL;
+        sig_put(&sb, t->name, strlen(t->name) + 1);
+        SIG_PUT(&sb, scratch);
+        SIG_PUT(&sb, t->desc);
+        SIG_PUT(&sb, t->batch_dim);
+    }
+    SIG_PUT(&sb, p->nbranches);
+    for (int b = 0; b < p->nbranches; b++) {
+        SIG_PUT(&sb, p->branches[b].nnodes);
+        for (int i = 0; i < p->branches[b].nnodes; i++) {
+            const gg_pnode *n = &p->branches[b].nodes[i];
+            SIG_PUT(&sb, n->op->id);
+            SIG_PUT(&sb, n->nin);
+            SIG_PUT(&sb, n->nout);
+            sig_put(&sb, n->in, sizeof(int) * (size_t)n->nin);
+            sig_put(&sb, n->out, sizeof(int) * (size_t)n->nout);
+            sig_put(&sb, n->attrs.v, sizeof(double) * (size_t)n->op->nattrs);
+        }
+    }
+    if (sb.oom) {
+        free(sb.b);
+        return -ENOMEM;
+    }
+    p->sig = sb.b;
+    p->siglen = sb.n;
+    return 0;
+}
+
 int gg_program_define(gg_server *srv, gg_session *s, const msgpack_object *params,
                       gg_program **out, proto_errbuf *e)
 {
@@ -571,12 +644,17 @@ int gg_program_define(gg_server *srv, gg_session *s, const msgpack_object *param
         rc = proto_fail(e, -ENOMEM, "out of memory");
         goto fail;
     }
+    if (prog_signature(p) < 0) {
+        rc = proto_fail(e, -ENOMEM, "out of memory");
+        goto fail;
+    }
     p->id = srv->next_id++;
     if ((rc = gg_idmap_put(&srv->programs, p->id, p)) < 0) {
         rc = proto_fail(e, rc, "out of memory");
         goto fail;
     }
     gg_list_add_tail(&s->programs, &p->sess_link);
+    p->warm = gg_cache_adopt(srv->cache, p, s->uid);
     *out = p;
     return 0;
 

@@ -55,6 +55,9 @@ typedef struct gg_program {
     struct gg_cache_entry **entries;    /* [branch * nbuckets + bucket index] */
     int pins;                           /* jobs in flight */
     uint64_t gen;                       /* bumped by program.rebind */
+    uint8_t *sig;                       /* structure, without buffers (parking) */
+    size_t siglen;
+    int warm;                           /* graphs adopted at define */
     bool released;
 } gg_program;
 
@@ -66,7 +69,8 @@ int gg_program_define(struct gg_server *srv, gg_session *s, const msgpack_object
 /* Release from the client's side: unlisted at once, freed when unpinned. */
 void gg_program_release(gg_program *p);
 void gg_program_unpin(gg_program *p);
-void gg_program_release_all(gg_session *s);
+/* Session end: release every program, parking their ready graphs. */
+void gg_program_park_all(gg_session *s);
 /* program.rebind: point buffer tensors elsewhere; cached graphs are updated
  * on their next use. */
 int gg_program_rebind(struct gg_server *srv, gg_program *p, const msgpack_object *tensors,

@@ -290,10 +290,11 @@ void gg_server_fini(gg_server *srv)
         if (srv->bound)
             unlink(srv->cfg.socket_path);
     }
-    if (srv->exec)
-        gg_exec_free(srv->exec);
+    /* the cache first: freeing its graphs goes through the (closed) executor */
     if (srv->cache)
         gg_cache_free(srv->cache);
+    if (srv->exec)
+        gg_exec_free(srv->exec);
     uv_run(srv->loop, UV_RUN_NOWAIT);
     if (srv->dev)
         gg_device_close(srv->dev);

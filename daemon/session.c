@@ -39,7 +39,7 @@ void gg_session_ref(gg_session *s)
 static void session_destroy(gg_session *s)
 {
     gg_server *srv = s->srv;
-    gg_program_release_all(s);
+    gg_program_park_all(s);
     gg_event_release_all(s);
     gg_buffer_release_all(s);
     if (s->stream)
