@@ -13,9 +13,13 @@
  *     code otherwise;
  *   - each thread touches the same elements in every pass of a row kernel, so
  *     in-place launches (y == x) are fine for every op but linear;
- *   - launches only: no allocation, synchronisation or copies (capture-safe). */
-#include "gg_hip.h"
-#include "gpu_ops.h"
+ *   - launches only: no allocation, synchronisation or copies (capture-safe).
+ *
+ * This file: errors, the context, the elementwise and row kernels and the
+ * dispatch of gg_gpu_op_launch.  `linear` (its kernels, the vendor BLAS and
+ * the choice between them) is in gpu_linear.hip; what both share is in
+ * gpu_internal.h. */
+#include "gpu_internal.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -26,32 +30,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* GG_LINEAR_BLAS_MIN_ROWS: rows from which AUTO hands linear to the vendor
- * BLAS.  cuBLAS: measured on an H100 (K = 4096, N = 4096 and 11008, all three
- * dtypes), the small-M kernel beats or ties cuBLAS at 1 row and loses from 2-4
- * rows on.  rocBLAS: not measured on RDNA2 yet; kept at 16. */
-#if defined(GFXGRAPH_HIP_CUDA)
-#include <cublas_v2.h>
-#define GG_BLAS_CUBLAS 1
-#define GG_BLAS_NAME "cublas"
-#define GG_LINEAR_BLAS_MIN_ROWS 2
-#elif defined(GFXGRAPH_HAVE_ROCBLAS)
-#include <rocblas/rocblas.h>
-#define GG_BLAS_ROCBLAS 1
-#define GG_BLAS_NAME "rocblas"
-#define GG_LINEAR_BLAS_MIN_ROWS 16
-#else
-#define GG_BLAS_NAME "none"
-#endif
-
 /* ---- errors --------------------------------------------------------------- */
 
 static thread_local char g_err[256];
 
-#if defined(__GNUC__)
-__attribute__((format(printf, 2, 3)))
-#endif
-static int fail(int rc, const char *fmt, ...)
+int gg_gpu_fail(int rc, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -70,27 +53,7 @@ extern "C" const char *gg_gpu_platform(void)
     return GG_HIP_PLATFORM_NAME;
 }
 
-extern "C" const char *gg_gpu_blas(void)
-{
-    return GG_BLAS_NAME;
-}
-
 /* ---- op kinds --------------------------------------------------------------- */
-
-enum {
-    K_COPY,
-    K_ADD,
-    K_MUL,
-    K_SCALE,
-    K_GELU,
-    K_SILU,
-    K_SILU_MUL,
-    K_LAYERNORM,
-    K_RMSNORM,
-    K_LINEAR,
-    K_SOFTMAX,
-    K_COUNT
-};
 
 static const struct {
     const char *name;
@@ -114,24 +77,6 @@ static int kind_by_name(const char *name)
 }
 
 /* ---- context ---------------------------------------------------------------- */
-
-struct gg_gpu_ctx {
-    hipStream_t stream;
-    int device;
-    int warp;        /* wave/warp size of the device */
-    int sms;         /* compute units / multiprocessors */
-    int max_threads; /* per block */
-    gg_gpu_linear_mode linear_mode;
-    const gg_op_def *ops[K_COUNT]; /* the table's entries, for a pointer lookup */
-    int attr_idx[K_COUNT];
-    void *ws;
-    size_t ws_bytes;
-#if defined(GG_BLAS_CUBLAS)
-    cublasHandle_t blas;
-#elif defined(GG_BLAS_ROCBLAS)
-    rocblas_handle blas;
-#endif
-};
 
 extern "C" int gg_gpu_ctx_create(void *stream, gg_gpu_ctx **out)
 {
@@ -182,53 +127,11 @@ extern "C" int gg_gpu_ctx_create(void *stream, gg_gpu_ctx **out)
                                                     : -1;
     }
 
-#if defined(GG_BLAS_CUBLAS)
-    /* cuBLAS recommends a 32 MiB workspace on Hopper and later, 4 MiB before.
-     * Setting it explicitly keeps cuBLAS from allocating during capture.
-     * cublasSetStream resets the workspace, so it comes first. */
-    const size_t ws_bytes = (size_t)(cc_major >= 9 ? 32 : 4) << 20;
-    c->ws_bytes = ws_bytes;
-    cublasStatus_t st = cublasCreate(&c->blas);
-    if (st != CUBLAS_STATUS_SUCCESS) {
+    int rc = gg_gpu_linear_ctx_init(c, cc_major);
+    if (rc) {
         free(c);
-        return fail(-EIO, "cublasCreate: %s", cublasGetStatusString(st));
+        return rc;
     }
-    if ((e = hipMalloc(&c->ws, c->ws_bytes)) != hipSuccess) {
-        cublasDestroy(c->blas);
-        free(c);
-        return fail(-ENOMEM, "cuBLAS workspace (%zu bytes): %s", ws_bytes, hipGetErrorString(e));
-    }
-    if ((st = cublasSetStream(c->blas, s)) != CUBLAS_STATUS_SUCCESS ||
-        (st = cublasSetWorkspace(c->blas, c->ws, c->ws_bytes)) != CUBLAS_STATUS_SUCCESS) {
-        (void)hipFree(c->ws);
-        cublasDestroy(c->blas);
-        free(c);
-        return fail(-EIO, "cuBLAS setup: %s", cublasGetStatusString(st));
-    }
-#elif defined(GG_BLAS_ROCBLAS)
-    (void)cc_major;
-    const size_t ws_bytes = (size_t)32 << 20;
-    c->ws_bytes = ws_bytes;
-    if (rocblas_create_handle(&c->blas) != rocblas_status_success) {
-        free(c);
-        return fail(-EIO, "rocblas_create_handle failed");
-    }
-    if ((e = hipMalloc(&c->ws, c->ws_bytes)) != hipSuccess) {
-        rocblas_destroy_handle(c->blas);
-        free(c);
-        return fail(-ENOMEM, "rocBLAS workspace (%zu bytes): %s", ws_bytes,
-                    hipGetErrorString(e));
-    }
-    if (rocblas_set_stream(c->blas, s) != rocblas_status_success ||
-        rocblas_set_workspace(c->blas, c->ws, c->ws_bytes) != rocblas_status_success) {
-        (void)hipFree(c->ws);
-        rocblas_destroy_handle(c->blas);
-        free(c);
-        return fail(-EIO, "rocBLAS setup failed");
-    }
-#else
-    (void)cc_major;
-#endif
     *out = c;
     return 0;
 }
@@ -237,32 +140,13 @@ extern "C" void gg_gpu_ctx_destroy(gg_gpu_ctx *c)
 {
     if (!c)
         return;
-#if defined(GG_BLAS_CUBLAS)
-    cublasDestroy(c->blas);
-#elif defined(GG_BLAS_ROCBLAS)
-    rocblas_destroy_handle(c->blas);
-#endif
-    if (c->ws)
-        (void)hipFree(c->ws);
+    gg_gpu_linear_ctx_fini(c);
     free(c);
 }
 
 extern "C" void *gg_gpu_ctx_stream(const gg_gpu_ctx *c)
 {
     return c ? (void *)c->stream : NULL;
-}
-
-extern "C" int gg_gpu_ctx_set_linear_mode(gg_gpu_ctx *c, gg_gpu_linear_mode mode)
-{
-    if (!c || (mode != GG_GPU_LINEAR_AUTO && mode != GG_GPU_LINEAR_OWN &&
-               mode != GG_GPU_LINEAR_BLAS))
-        return fail(-EINVAL, "gg_gpu_ctx_set_linear_mode: bad arguments");
-#if !defined(GG_BLAS_CUBLAS) && !defined(GG_BLAS_ROCBLAS)
-    if (mode == GG_GPU_LINEAR_BLAS)
-        return fail(-ENOTSUP, "this build has no vendor BLAS");
-#endif
-    c->linear_mode = mode;
-    return 0;
 }
 
 extern "C" int gg_gpu_op_supported(const gg_op_def *op, gg_dtype dt)
@@ -278,52 +162,6 @@ extern "C" int gg_gpu_op_needs_warmup(const gg_op_def *op)
     (void)op;
     return 0;
 #endif
-}
-
-/* ---- dtype traits ---------------------------------------------------------- */
-
-template <int DT> struct dt;
-
-template <> struct dt<GG_DT_F32> {
-    typedef float T;
-    enum { VEC = 4 };
-    static __device__ __forceinline__ float ld(T v) { return v; }
-    static __device__ __forceinline__ T st(float f) { return f; }
-};
-
-/* 16-bit types also convert a packed pair (element 2i in the low half). */
-template <> struct dt<GG_DT_F16> {
-    typedef uint16_t T;
-    enum { VEC = 8 };
-    static __device__ __forceinline__ float ld(T v) { return gg_f16_bits_to_f32(v); }
-    static __device__ __forceinline__ T st(float f) { return gg_f32_to_f16_bits(f); }
-    static __device__ __forceinline__ void ld2(uint32_t u, float *out)
-    {
-        out[0] = gg_f16_bits_to_f32((uint16_t)(u & 0xffffu));
-        out[1] = gg_f16_bits_to_f32((uint16_t)(u >> 16));
-    }
-};
-
-template <> struct dt<GG_DT_BF16> {
-    typedef uint16_t T;
-    enum { VEC = 8 };
-    static __device__ __forceinline__ float ld(T v) { return gg_bf16_bits_to_f32(v); }
-    static __device__ __forceinline__ T st(float f) { return gg_f32_to_bf16_bits(f); }
-    static __device__ __forceinline__ void ld2(uint32_t u, float *out)
-    {
-        out[0] = __uint_as_float(u << 16);
-        out[1] = __uint_as_float(u & 0xffff0000u);
-    }
-};
-
-/* 16 bytes: one global load/store instruction. */
-template <typename T, int N> struct alignas(16) vec_t {
-    T v[N];
-};
-
-static inline bool aligned16(const void *p)
-{
-    return ((uintptr_t)p & 15u) == 0;
 }
 
 /* ---- reductions ------------------------------------------------------------- */
@@ -474,65 +312,6 @@ template <bool WARP> struct rowgeo {
             return gg_warp_max(v);
         else
             return block_max(v, sh);
-    }
-};
-
-/* Unit i of a row (a 16-byte vector when VEC, else one element) as floats. */
-template <bool C, typename A, typename B> struct pick {
-    typedef A type;
-};
-template <typename A, typename B> struct pick<false, A, B> {
-    typedef B type;
-};
-
-template <int DT, bool VEC> struct unit {
-    typedef dt<DT> D;
-    typedef typename D::T T;
-    enum { N = VEC ? (int)D::VEC : 1 };
-    typedef vec_t<T, D::VEC> VT;
-    typedef typename pick<VEC, VT, T>::type raw; /* a unit as stored */
-    static __device__ __forceinline__ raw load_raw(const T *p, int i)
-    {
-        return ((const raw *)p)[i];
-    }
-    static __device__ __forceinline__ void cvt(const raw &r, float *out)
-    {
-        if constexpr (VEC) {
-#pragma unroll
-            for (int k = 0; k < N; k++)
-                out[k] = D::ld(r.v[k]);
-        } else {
-            out[0] = D::ld(r);
-        }
-    }
-    static __device__ __forceinline__ void load(const T *p, int i, float *out)
-    {
-        if constexpr (VEC && sizeof(T) == 2) { /* 16 bytes as 4 packed pairs */
-            const uint4 v = ((const uint4 *)p)[i];
-            D::ld2(v.x, out);
-            D::ld2(v.y, out + 2);
-            D::ld2(v.z, out + 4);
-            D::ld2(v.w, out + 6);
-        } else if constexpr (VEC) {
-            VT v = ((const VT *)p)[i];
-#pragma unroll
-            for (int k = 0; k < N; k++)
-                out[k] = D::ld(v.v[k]);
-        } else {
-            out[0] = D::ld(p[i]);
-        }
-    }
-    static __device__ __forceinline__ void store(T *p, int i, const float *in)
-    {
-        if constexpr (VEC) {
-            VT v;
-#pragma unroll
-            for (int k = 0; k < N; k++)
-                v.v[k] = D::st(in[k]);
-            ((VT *)p)[i] = v;
-        } else {
-            p[i] = D::st(in[0]);
-        }
     }
 };
 
@@ -722,184 +501,7 @@ __global__ void __launch_bounds__(LB)
     }
 }
 
-/* ---- linear: y[M,N] = x[M,K] . w[N,K]^T + b[N] ------------------------------------ */
-
-/* Decode-sized M: one warp per output column n and rows in groups of MAXM
- * (blockIdx.y).  The warp streams w's row n once per group (the GEMV bound;
- * groups of one column run close together, so later groups mostly hit L2)
- * and keeps MAXM accumulators in registers; x's few rows come from cache.
- * Measured on an H100, one column per warp beat 2-4 columns per warp (which
- * reuse each x load) at every M: keeping more warps streaming w matters
- * more. */
-template <int DT, int MAXM, bool VEC>
-__global__ void __launch_bounds__(256)
-    k_linear_small(const typename dt<DT>::T *x, const typename dt<DT>::T *w,
-                   const typename dt<DT>::T *bias, typename dt<DT>::T *y, int M, int K, int N)
-{
-    typedef dt<DT> D;
-    typedef typename D::T T;
-    typedef unit<DT, VEC> U;
-    const int lane = threadIdx.x % warpSize, wid = threadIdx.x / warpSize;
-    const int nw = blockDim.x / warpSize;
-    const int ku = K / U::N;
-    const int m0 = blockIdx.y * MAXM;
-    const int mg = M - m0 < MAXM ? M - m0 : MAXM; /* rows in this group */
-    x += (int64_t)m0 * K;
-    y += (int64_t)m0 * N;
-    for (int n = blockIdx.x * nw + wid; n < N; n += gridDim.x * nw) {
-        float acc[MAXM];
-#pragma unroll
-        for (int m = 0; m < MAXM; m++)
-            acc[m] = 0.0f;
-        const T *wr = w + (int64_t)n * K;
-        for (int k = lane; k < ku; k += warpSize) {
-            float wf[U::N];
-            U::load(wr, k, wf);
-#pragma unroll
-            for (int m = 0; m < MAXM; m++) {
-                if (m < mg) {
-                    float xf[U::N];
-                    U::load(x + (int64_t)m * K, k, xf);
-#pragma unroll
-                    for (int j = 0; j < U::N; j++)
-                        acc[m] += wf[j] * xf[j];
-                }
-            }
-        }
-        const float bv = bias ? D::ld(bias[n]) : 0.0f;
-#pragma unroll
-        for (int m = 0; m < MAXM; m++) {
-            if (m < mg) { /* the same for the whole warp */
-                const float s = gg_warp_sum(acc[m]);
-                if (lane == 0)
-                    y[(int64_t)m * N + n] = D::st(s + bv);
-            }
-        }
-    }
-}
-
-/* Any M, no vendor BLAS: 64 x 64 output tiles over 32-deep k slices staged in
- * shared memory as f32; 256 threads with 4 x 4 outputs each.  Global loads are
- * 16-byte vectors where aligned, and the next slice is fetched into
- * registers while the current one is multiplied. */
-#define GG_TILE 64
-#define GG_TILE_K 32
-template <int DT, bool VEC> struct tile_io {
-    typedef unit<DT, VEC> U;
-    typedef typename dt<DT>::T T;
-    enum { PER = GG_TILE * GG_TILE_K / (256 * U::N) }; /* units per thread per operand */
-    enum { UPR = GG_TILE_K / U::N };                   /* units per tile row */
-    /* rows r0.. of a [rows, K] operand, k slice k0..: into regs */
-    static __device__ __forceinline__ void fetch(const T *p, int r0, int rows, int k0, int K,
-                                                 float (&regs)[PER][U::N])
-    {
-#pragma unroll
-        for (int q = 0; q < PER; q++) {
-            const int u = threadIdx.x + q * 256, row = u / UPR, kc = (u % UPR) * U::N;
-            const int gr = r0 + row, gk = k0 + kc;
-            if (gr < rows && gk < K) /* VEC: K is a multiple of the unit */
-                U::load(p + (int64_t)gr * K, gk / U::N, regs[q]);
-            else
-#pragma unroll
-                for (int e = 0; e < U::N; e++)
-                    regs[q][e] = 0.0f;
-        }
-    }
-    static __device__ __forceinline__ void stash(float (*sm)[GG_TILE + 1],
-                                                 const float (&regs)[PER][U::N])
-    {
-#pragma unroll
-        for (int q = 0; q < PER; q++) {
-            const int u = threadIdx.x + q * 256, row = u / UPR, kc = (u % UPR) * U::N;
-#pragma unroll
-            for (int e = 0; e < U::N; e++)
-                sm[kc + e][row] = regs[q][e];
-        }
-    }
-};
-
-template <int DT, bool VEC>
-__global__ void __launch_bounds__(256)
-    k_linear_tiled(const typename dt<DT>::T *x, const typename dt<DT>::T *w,
-                   const typename dt<DT>::T *bias, typename dt<DT>::T *y, int M, int K, int N)
-{
-    typedef dt<DT> D;
-    typedef tile_io<DT, VEC> IO;
-    __shared__ float As[GG_TILE_K][GG_TILE + 1];
-    __shared__ float Bs[GG_TILE_K][GG_TILE + 1];
-    const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
-    const int n0 = blockIdx.x * GG_TILE;
-    for (int m0 = blockIdx.y * GG_TILE; m0 < M; m0 += gridDim.y * GG_TILE) {
-        float acc[4][4];
-#pragma unroll
-        for (int i = 0; i < 4; i++)
-#pragma unroll
-            for (int j = 0; j < 4; j++)
-                acc[i][j] = 0.0f;
-        float xa[IO::PER][IO::U::N], wb[IO::PER][IO::U::N];
-        IO::fetch(x, m0, M, 0, K, xa);
-        IO::fetch(w, n0, N, 0, K, wb);
-        for (int k0 = 0; k0 < K; k0 += GG_TILE_K) {
-            __syncthreads(); /* the previous slice is no longer read */
-            IO::stash(As, xa);
-            IO::stash(Bs, wb);
-            __syncthreads();
-            if (k0 + GG_TILE_K < K) { /* in flight while this slice is multiplied */
-                IO::fetch(x, m0, M, k0 + GG_TILE_K, K, xa);
-                IO::fetch(w, n0, N, k0 + GG_TILE_K, K, wb);
-            }
-#pragma unroll 8
-            for (int kk = 0; kk < GG_TILE_K; kk++) {
-                float av[4], bv[4];
-#pragma unroll
-                for (int i = 0; i < 4; i++)
-                    av[i] = As[kk][ty + 16 * i];
-#pragma unroll
-                for (int j = 0; j < 4; j++)
-                    bv[j] = Bs[kk][tx + 16 * j];
-#pragma unroll
-                for (int i = 0; i < 4; i++)
-#pragma unroll
-                    for (int j = 0; j < 4; j++)
-                        acc[i][j] += av[i] * bv[j];
-            }
-        }
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const int gm = m0 + ty + 16 * i;
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                const int gn = n0 + tx + 16 * j;
-                if (gm < M && gn < N)
-                    y[(int64_t)gm * N + gn] =
-                        D::st(acc[i][j] + (bias ? D::ld(bias[gn]) : 0.0f));
-            }
-        }
-    }
-}
-
-/* y[m, n] = b[n]: the C operand of a BLAS call with beta = 1, so the bias is
- * added inside the GEMM's f32 epilogue and y rounded once. */
-template <int DT>
-__global__ void __launch_bounds__(256)
-    k_bias_fill(const typename dt<DT>::T *bias, typename dt<DT>::T *y, int64_t total, int N)
-{
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride)
-        y[i] = bias[i % N];
-}
-
 /* ---- launchers ---------------------------------------------------------------- */
-
-static unsigned grid_for(int64_t work, int threads, int64_t cap)
-{
-    int64_t g = (work + threads - 1) / threads;
-    if (g < 1)
-        g = 1;
-    if (g > cap)
-        g = cap;
-    return (unsigned)g;
-}
 
 /* Smallest multiple-of-64 power of two >= work, within [64, cap]. */
 static int row_threads(int64_t work, int cap)
@@ -1018,95 +620,6 @@ static void launch_softmax(gg_gpu_ctx *c, const void *x, void *y, int64_t rows, 
     else
         launch_softmax_v<DT, false>(c, x, y, rows, cols);
 }
-
-template <int DT, int MAXM>
-static void launch_linear_small_m(gg_gpu_ctx *c, const void *x, const void *w, const void *b,
-                                  void *y, int M, int K, int N)
-{
-    typedef typename dt<DT>::T T;
-    const int threads = 256, warps = threads / c->warp;
-    const bool vec = K % dt<DT>::VEC == 0 && aligned16(x) && aligned16(w);
-    const dim3 grid(grid_for(N, warps, 1 << 20), (unsigned)((M + MAXM - 1) / MAXM));
-    if (vec)
-        k_linear_small<DT, MAXM, true><<<grid, threads, 0, c->stream>>>(
-            (const T *)x, (const T *)w, (const T *)b, (T *)y, M, K, N);
-    else
-        k_linear_small<DT, MAXM, false><<<grid, threads, 0, c->stream>>>(
-            (const T *)x, (const T *)w, (const T *)b, (T *)y, M, K, N);
-}
-
-template <int DT>
-static void launch_linear_small(gg_gpu_ctx *c, const void *x, const void *w, const void *b,
-                                void *y, int M, int K, int N)
-{
-    if (M == 1)
-        launch_linear_small_m<DT, 1>(c, x, w, b, y, M, K, N);
-    else if (M <= 4)
-        launch_linear_small_m<DT, 4>(c, x, w, b, y, M, K, N);
-    else if (M <= 8)
-        launch_linear_small_m<DT, 8>(c, x, w, b, y, M, K, N);
-    else
-        launch_linear_small_m<DT, 16>(c, x, w, b, y, M, K, N);
-}
-
-template <int DT>
-static void launch_linear_tiled(gg_gpu_ctx *c, const void *x, const void *w, const void *b,
-                                void *y, int M, int K, int N)
-{
-    typedef typename dt<DT>::T T;
-    const int64_t mt = (M + GG_TILE - 1) / GG_TILE;
-    dim3 grid((unsigned)((N + GG_TILE - 1) / GG_TILE), (unsigned)(mt < 65535 ? mt : 65535));
-    if (K % dt<DT>::VEC == 0 && aligned16(x) && aligned16(w))
-        k_linear_tiled<DT, true><<<grid, 256, 0, c->stream>>>((const T *)x, (const T *)w,
-                                                              (const T *)b, (T *)y, M, K, N);
-    else
-        k_linear_tiled<DT, false><<<grid, 256, 0, c->stream>>>((const T *)x, (const T *)w,
-                                                               (const T *)b, (T *)y, M, K, N);
-}
-
-#if defined(GG_BLAS_CUBLAS) || defined(GG_BLAS_ROCBLAS)
-template <int DT>
-static int launch_linear_blas(gg_gpu_ctx *c, const gg_op_def *op, const void *x, const void *w,
-                              const void *b, void *y, int M, int K, int N)
-{
-    typedef typename dt<DT>::T T;
-    const float alpha = 1.0f, beta = b ? 1.0f : 0.0f;
-    if (b) {
-        k_bias_fill<DT><<<grid_for((int64_t)M * N, 256, (int64_t)c->sms * 16), 256, 0,
-                          c->stream>>>((const T *)b, (T *)y, (int64_t)M * N, N);
-        int rc = launched(op);
-        if (rc)
-            return rc;
-    }
-    /* Row-major y[M,N] = x[M,K] w[N,K]^T is column-major y^T[N,M] =
-     * op_T(w as K x N) . (x as K x M). */
-#if defined(GG_BLAS_CUBLAS)
-    const cudaDataType_t ty = DT == GG_DT_F32 ? CUDA_R_32F : DT == GG_DT_F16 ? CUDA_R_16F
-                                                                             : CUDA_R_16BF;
-    /* f32: pedantic f32 (no TF32 whatever the math mode or NVIDIA_TF32_OVERRIDE);
-     * f16/bf16: tensor cores with f32 accumulation. */
-    const cublasComputeType_t ct = DT == GG_DT_F32 ? CUBLAS_COMPUTE_32F_PEDANTIC
-                                                   : CUBLAS_COMPUTE_32F;
-    cublasStatus_t st = cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &alpha, w, ty, K,
-                                     x, ty, K, &beta, y, ty, N, ct, CUBLAS_GEMM_DEFAULT);
-    if (st != CUBLAS_STATUS_SUCCESS)
-        return fail(-EIO, "%s: cublasGemmEx (M=%d K=%d N=%d): %s", op->name, M, K, N,
-                    cublasGetStatusString(st));
-#else
-    const rocblas_datatype ty = DT == GG_DT_F32   ? rocblas_datatype_f32_r
-                                : DT == GG_DT_F16 ? rocblas_datatype_f16_r
-                                                  : rocblas_datatype_bf16_r;
-    rocblas_status st = rocblas_gemm_ex(c->blas, rocblas_operation_transpose,
-                                        rocblas_operation_none, N, M, K, &alpha, w, ty, K, x, ty,
-                                        K, &beta, y, ty, N, y, ty, N, rocblas_datatype_f32_r,
-                                        rocblas_gemm_algo_standard, 0, 0);
-    if (st != rocblas_status_success)
-        return fail(-EIO, "%s: rocblas_gemm_ex (M=%d K=%d N=%d): status %d", op->name, M, K, N,
-                    (int)st);
-#endif
-    return launched(op);
-}
-#endif
 
 /* ---- dispatch ------------------------------------------------------------------ */
 
