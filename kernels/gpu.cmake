@@ -18,8 +18,12 @@
 #         (LANGUAGE CUDA, -x cu) for CMAKE_CUDA_ARCHITECTURES (default 90).
 
 set(_gg_gpu_dir ${CMAKE_CURRENT_LIST_DIR})
-set(_gg_gpu_sources ${_gg_gpu_dir}/gpu_ops.hip)
-set(_gg_gpu_headers ${_gg_gpu_dir}/gg_hip.h ${_gg_gpu_dir}/gpu_ops.h ${_gg_gpu_dir}/ops.h)
+# gpu_ops.hip: errors, the context, elementwise and row kernels, the op
+# dispatch; gpu_linear.hip: linear (own kernels, vendor BLAS, mode choice);
+# gpu_internal.h: what the two share (private: not an exported header).
+set(_gg_gpu_sources ${_gg_gpu_dir}/gpu_ops.hip ${_gg_gpu_dir}/gpu_linear.hip)
+set(_gg_gpu_headers ${_gg_gpu_dir}/gg_hip.h ${_gg_gpu_dir}/gpu_ops.h ${_gg_gpu_dir}/ops.h
+  ${_gg_gpu_dir}/gpu_internal.h)
 
 if(GFXGRAPH_GPU_KIND STREQUAL "hip")
   # ---- AMD: hipcc -------------------------------------------------------------
@@ -42,7 +46,7 @@ if(GFXGRAPH_GPU_KIND STREQUAL "hip")
   set(_gg_hip_libs ${GFXGRAPH_AMDHIP64})
 
   # rocBLAS for linear's larger batches: optional (Debian 12 has no package).
-  # auto: used when found and a probe that makes the calls gpu_ops.hip makes
+  # auto: used when found and a probe that makes the calls gpu_linear.hip makes
   # compiles; on: required; off: the project's own GEMM.
   set(GFXGRAPH_ROCBLAS "auto" CACHE STRING "rocBLAS for linear on AMD: auto|on|off")
   set_property(CACHE GFXGRAPH_ROCBLAS PROPERTY STRINGS auto on off)

@@ -82,24 +82,24 @@ extern "C" int gg_gpu_ctx_create(void *stream, gg_gpu_ctx **out)
 {
     g_err[0] = '\0';
     if (!out)
-        return fail(-EINVAL, "gg_gpu_ctx_create: out is NULL");
+        return gg_gpu_fail(-EINVAL, "gg_gpu_ctx_create: out is NULL");
     *out = NULL;
     hipStream_t s = (hipStream_t)stream;
     int dev = 0, n = 0;
     hipError_t e = hipGetDeviceCount(&n);
     if (e != hipSuccess || n < 1)
-        return fail(-ENODEV, "no GPU device (hipGetDeviceCount: %s)",
-                    e != hipSuccess ? hipGetErrorString(e) : "0 devices");
+        return gg_gpu_fail(-ENODEV, "no GPU device (hipGetDeviceCount: %s)",
+                           e != hipSuccess ? hipGetErrorString(e) : "0 devices");
     if ((e = hipGetDevice(&dev)) != hipSuccess)
-        return fail(-ENODEV, "hipGetDevice: %s", hipGetErrorString(e));
+        return gg_gpu_fail(-ENODEV, "hipGetDevice: %s", hipGetErrorString(e));
     hipStreamCaptureStatus cs = hipStreamCaptureStatusNone;
     if (s && hipStreamIsCapturing(s, &cs) == hipSuccess && cs != hipStreamCaptureStatusNone)
-        return fail(-EBUSY, "gg_gpu_ctx_create: the stream is capturing; create the context "
-                            "before capture");
+        return gg_gpu_fail(-EBUSY, "gg_gpu_ctx_create: the stream is capturing; create the context "
+                                   "before capture");
 
     gg_gpu_ctx *c = (gg_gpu_ctx *)calloc(1, sizeof *c);
     if (!c)
-        return fail(-ENOMEM, "gg_gpu_ctx_create: out of host memory");
+        return gg_gpu_fail(-ENOMEM, "gg_gpu_ctx_create: out of host memory");
     c->stream = s;
     c->device = dev;
     c->linear_mode = GG_GPU_LINEAR_AUTO;
@@ -112,12 +112,12 @@ extern "C" int gg_gpu_ctx_create(void *stream, gg_gpu_ctx **out)
         (e = hipDeviceGetAttribute(&cc_major, hipDeviceAttributeComputeCapabilityMajor, dev)) !=
             hipSuccess) {
         free(c);
-        return fail(-EIO, "hipDeviceGetAttribute: %s", hipGetErrorString(e));
+        return gg_gpu_fail(-EIO, "hipDeviceGetAttribute: %s", hipGetErrorString(e));
     }
     if (c->warp < 1 || c->warp > 64 || 64 % c->warp != 0 || c->max_threads < 256) {
         int w = c->warp, t = c->max_threads;
         free(c);
-        return fail(-ENODEV, "unsupported device: warp size %d, %d threads per block", w, t);
+        return gg_gpu_fail(-ENODEV, "unsupported device: warp size %d, %d threads per block", w, t);
     }
     if (c->sms < 1)
         c->sms = 1;
@@ -127,6 +127,7 @@ extern "C" int gg_gpu_ctx_create(void *stream, gg_gpu_ctx **out)
                                                     : -1;
     }
 
+    /* the vendor BLAS handle and its workspace (gpu_linear.hip) */
     int rc = gg_gpu_linear_ctx_init(c, cc_major);
     if (rc) {
         free(c);
@@ -512,12 +513,12 @@ static int row_threads(int64_t work, int cap)
     return t;
 }
 
-static int launched(const gg_op_def *op)
+int gg_gpu_launched(const gg_op_def *op)
 {
     hipError_t e = hipGetLastError();
     if (e != hipSuccess)
-        return fail(-EIO, "%s: kernel launch failed: %s (%s)", op->name, hipGetErrorName(e),
-                    hipGetErrorString(e));
+        return gg_gpu_fail(-EIO, "%s: kernel launch failed: %s (%s)", op->name, hipGetErrorName(e),
+                           hipGetErrorString(e));
     return 0;
 }
 
@@ -528,15 +529,16 @@ static void launch_ew(gg_gpu_ctx *c, const void *a, const void *b, void *y, int6
     typedef typename dt<DT>::T T;
     const int V = dt<DT>::VEC;
     /* a broadcast b must start every vector on a vector boundary of b */
-    const bool vec = aligned16(a) && aligned16(y) && (!ew_has_b<E>::value || aligned16(b)) &&
-                     (bn == n || bn % V == 0) && n >= V;
+    const bool vec = gg_gpu_aligned16(a) && gg_gpu_aligned16(y) &&
+                     (!ew_has_b<E>::value || gg_gpu_aligned16(b)) && (bn == n || bn % V == 0) &&
+                     n >= V;
     const int threads = 256;
     const int64_t cap = (int64_t)c->sms * 16;
     if (vec)
-        k_eltwise<DT, E, true><<<grid_for(n / V, threads, cap), threads, 0, c->stream>>>(
+        k_eltwise<DT, E, true><<<gg_gpu_grid_for(n / V, threads, cap), threads, 0, c->stream>>>(
             (const T *)a, (const T *)b, (T *)y, n, bn, p);
     else
-        k_eltwise<DT, E, false><<<grid_for(n, threads, cap), threads, 0, c->stream>>>(
+        k_eltwise<DT, E, false><<<gg_gpu_grid_for(n, threads, cap), threads, 0, c->stream>>>(
             (const T *)a, (const T *)b, (T *)y, n, bn, p);
 }
 
@@ -590,8 +592,8 @@ template <int DT, bool RMS>
 static void launch_norm(gg_gpu_ctx *c, const void *x, const void *w, const void *b, void *y,
                         int64_t rows, int cols, float eps)
 {
-    const bool vec = cols % dt<DT>::VEC == 0 && aligned16(x) && aligned16(w) && aligned16(y) &&
-                     (RMS || aligned16(b));
+    const bool vec = cols % dt<DT>::VEC == 0 && gg_gpu_aligned16(x) && gg_gpu_aligned16(w) &&
+                     gg_gpu_aligned16(y) && (RMS || gg_gpu_aligned16(b));
     if (vec)
         launch_norm_v<DT, RMS, true>(c, x, w, b, y, rows, cols, eps);
     else
@@ -615,7 +617,7 @@ static void launch_softmax_v(gg_gpu_ctx *c, const void *x, void *y, int64_t rows
 template <int DT>
 static void launch_softmax(gg_gpu_ctx *c, const void *x, void *y, int64_t rows, int cols)
 {
-    if (cols % dt<DT>::VEC == 0 && aligned16(x) && aligned16(y))
+    if (cols % dt<DT>::VEC == 0 && gg_gpu_aligned16(x) && gg_gpu_aligned16(y))
         launch_softmax_v<DT, true>(c, x, y, rows, cols);
     else
         launch_softmax_v<DT, false>(c, x, y, rows, cols);
@@ -647,8 +649,8 @@ static int launch_dt(gg_gpu_ctx *c, const gg_op_def *op, int kind, int attr_idx,
     case K_GELU:
     case K_SILU: {
         if (nx != n)
-            return fail(-EINVAL, "%s: x has %lld elements, y %lld", op->name, (long long)nx,
-                        (long long)n);
+            return gg_gpu_fail(-EINVAL, "%s: x has %lld elements, y %lld", op->name, (long long)nx,
+                               (long long)n);
         if (kind == K_COPY)
             launch_ew<DT, E_COPY>(c, x, NULL, y, n, n, 0.0f);
         else if (kind == K_SCALE)
@@ -659,15 +661,16 @@ static int launch_dt(gg_gpu_ctx *c, const gg_op_def *op, int kind, int attr_idx,
             launch_ew<DT, E_GELU_TANH>(c, x, NULL, y, n, n, 0.0f);
         else
             launch_ew<DT, E_GELU_ERF>(c, x, NULL, y, n, n, 0.0f);
-        return launched(op);
+        return gg_gpu_launched(op);
     }
     case K_ADD:
     case K_MUL:
     case K_SILU_MUL: {
         const int64_t bn = gg_desc_numel(&in[1].desc);
         if (nx != n || bn < 1 || n % bn != 0 || (bn != n && (kind == K_SILU_MUL || bn != cols)))
-            return fail(-EINVAL, "%s: operand sizes do not fit (a %lld, b %lld, y %lld elements)",
-                        op->name, (long long)nx, (long long)bn, (long long)n);
+            return gg_gpu_fail(-EINVAL,
+                               "%s: operand sizes do not fit (a %lld, b %lld, y %lld elements)",
+                               op->name, (long long)nx, (long long)bn, (long long)n);
         const void *b = in[1].data;
         if (kind == K_ADD)
             launch_ew<DT, E_ADD>(c, x, b, y, n, bn, 0.0f);
@@ -675,59 +678,36 @@ static int launch_dt(gg_gpu_ctx *c, const gg_op_def *op, int kind, int attr_idx,
             launch_ew<DT, E_MUL>(c, x, b, y, n, bn, 0.0f);
         else
             launch_ew<DT, E_SILU_MUL>(c, x, b, y, n, bn, 0.0f);
-        return launched(op);
+        return gg_gpu_launched(op);
     }
     case K_LAYERNORM:
     case K_RMSNORM: {
         const int need = kind == K_LAYERNORM ? 3 : 2;
         if (nx != n || cols > INT_MAX)
-            return fail(-EINVAL, "%s: x and y differ or the last dim is too large", op->name);
+            return gg_gpu_fail(-EINVAL, "%s: x and y differ or the last dim is too large",
+                               op->name);
         for (int i = 1; i < need; i++)
             if (gg_desc_numel(&in[i].desc) != cols)
-                return fail(-EINVAL, "%s: input %d must have %lld elements", op->name, i,
-                            (long long)cols);
+                return gg_gpu_fail(-EINVAL, "%s: input %d must have %lld elements", op->name, i,
+                                   (long long)cols);
         const float eps = attr_value(op, attrs, attr_idx, kind == K_LAYERNORM ? 1e-5 : 1e-6);
         if (kind == K_LAYERNORM)
             launch_norm<DT, false>(c, x, in[1].data, in[2].data, y, n / cols, (int)cols, eps);
         else
             launch_norm<DT, true>(c, x, in[1].data, NULL, y, n / cols, (int)cols, eps);
-        return launched(op);
+        return gg_gpu_launched(op);
     }
     case K_SOFTMAX: {
         if (nx != n || cols > INT_MAX)
-            return fail(-EINVAL, "%s: x and y differ or the last dim is too large", op->name);
+            return gg_gpu_fail(-EINVAL, "%s: x and y differ or the last dim is too large",
+                               op->name);
         launch_softmax<DT>(c, x, y, n / cols, (int)cols);
-        return launched(op);
+        return gg_gpu_launched(op);
     }
-    case K_LINEAR: {
-        const gg_tensor_desc *wd = &in[1].desc;
-        if (wd->ndim != 2 || wd->dims[1] != cols)
-            return fail(-EINVAL, "%s: w must be [out, %lld]", op->name, (long long)cols);
-        const int64_t K = cols, N = wd->dims[0], M = nx / K;
-        if (M * N != n || (nin == 3 && gg_desc_numel(&in[2].desc) != N))
-            return fail(-EINVAL, "%s: y or b does not fit x [%lld, %lld] and w [%lld, %lld]",
-                        op->name, (long long)M, (long long)K, (long long)N, (long long)K);
-        if (M > INT_MAX || K > INT_MAX || N > INT_MAX)
-            return fail(-EINVAL, "%s: dims above 2^31 are not supported", op->name);
-        const void *w = in[1].data, *b = nin == 3 ? in[2].data : NULL;
-        if (y == x || y == w || (b && y == b))
-            return fail(-EINVAL, "%s: y must not alias an input", op->name);
-        const int Mi = (int)M, Ki = (int)K, Ni = (int)N;
-#if defined(GG_BLAS_CUBLAS) || defined(GG_BLAS_ROCBLAS)
-        if (c->linear_mode == GG_GPU_LINEAR_BLAS ||
-            (c->linear_mode == GG_GPU_LINEAR_AUTO && M >= GG_LINEAR_BLAS_MIN_ROWS))
-            return launch_linear_blas<DT>(c, op, x, w, b, y, Mi, Ki, Ni);
-#endif
-        /* small-M kernel vs tiled GEMM, measured on an H100 (K = 4096): the
-         * small-M kernel wins up to 64 rows in f16/bf16 and up to ~24 in f32 */
-        if (M <= (DT == GG_DT_F32 ? 16 : 64))
-            launch_linear_small<DT>(c, x, w, b, y, Mi, Ki, Ni);
-        else
-            launch_linear_tiled<DT>(c, x, w, b, y, Mi, Ki, Ni);
-        return launched(op);
+    case K_LINEAR:
+        return gg_gpu_linear_launch(c, op, in, nin, out);
     }
-    }
-    return fail(-ENOTSUP, "%s: no GPU kernel", op->name);
+    return gg_gpu_fail(-ENOTSUP, "%s: no GPU kernel", op->name);
 }
 
 extern "C" int gg_gpu_op_launch(gg_gpu_ctx *c, const gg_op_def *op, const gg_tensor *in, int nin,
@@ -735,7 +715,7 @@ extern "C" int gg_gpu_op_launch(gg_gpu_ctx *c, const gg_op_def *op, const gg_ten
 {
     g_err[0] = '\0';
     if (!c || !op || !op->name || !in || !out)
-        return fail(-EINVAL, "gg_gpu_op_launch: NULL argument");
+        return gg_gpu_fail(-EINVAL, "gg_gpu_op_launch: NULL argument");
     int kind = -1, attr_idx = -1;
     for (int k = 0; k < K_COUNT; k++) /* the table's own entries: a pointer compare */
         if (op == c->ops[k]) {
@@ -746,19 +726,19 @@ extern "C" int gg_gpu_op_launch(gg_gpu_ctx *c, const gg_op_def *op, const gg_ten
     if (kind < 0) {
         kind = kind_by_name(op->name);
         if (kind < 0)
-            return fail(-ENOTSUP, "%s: no GPU kernel for this op", op->name);
+            return gg_gpu_fail(-ENOTSUP, "%s: no GPU kernel for this op", op->name);
         attr_idx = kinds[kind].attr ? gg_ops_attr_index(op, kinds[kind].attr) : -1;
     }
     if (nin < kinds[kind].nin_min || nin > kinds[kind].nin_max || nout != 1)
-        return fail(-EINVAL, "%s: %d inputs and %d outputs do not fit the op", op->name, nin,
-                    nout);
+        return gg_gpu_fail(-EINVAL, "%s: %d inputs and %d outputs do not fit the op", op->name, nin,
+                           nout);
     const gg_dtype dtype = in[0].desc.dtype;
     for (int i = 0; i < nin + nout; i++) {
         const gg_tensor *t = i < nin ? &in[i] : &out[i - nin];
         if (t->desc.dtype != dtype)
-            return fail(-EINVAL, "%s: operands must share one dtype", op->name);
+            return gg_gpu_fail(-EINVAL, "%s: operands must share one dtype", op->name);
         if (!t->data || gg_desc_numel(&t->desc) < 1)
-            return fail(-EINVAL, "%s: operand %d is empty or has no data", op->name, i);
+            return gg_gpu_fail(-EINVAL, "%s: operand %d is empty or has no data", op->name, i);
     }
     switch (dtype) {
     case GG_DT_F32:
@@ -768,6 +748,6 @@ extern "C" int gg_gpu_op_launch(gg_gpu_ctx *c, const gg_op_def *op, const gg_ten
     case GG_DT_BF16:
         return launch_dt<GG_DT_BF16>(c, op, kind, attr_idx, in, nin, out, attrs);
     default:
-        return fail(-EINVAL, "%s: unknown dtype %d", op->name, (int)dtype);
+        return gg_gpu_fail(-EINVAL, "%s: unknown dtype %d", op->name, (int)dtype);
     }
 }

@@ -1,6 +1,8 @@
-# Core suite: protocol unit tests, the daemon over raw sockets, daemon
-# lifecycle, the client library against a real daemon, gfxgraphctl, and the
-# protocol fuzz target (clang only).
+# Core suite: protocol unit tests (framing; envelopes, getters and error
+# codes), the daemon over raw sockets (hello/stats/health and bad input on
+# one daemon; configured limits and queued work), daemon lifecycle, the
+# client library against a real daemon, gfxgraphctl, and the protocol fuzz
+# target (clang only).
 #
 # Labels: "unit" runs in-process; "integration" starts the real gfxgraphd on
 # a temporary socket (tests/harness.c).
@@ -24,8 +26,10 @@ function(gg_core_test name src label timeout)
   set_tests_properties(${name} PROPERTIES LABELS "${label}" TIMEOUT ${timeout})
 endfunction()
 
-gg_core_test(test_proto test_proto.c unit 300)
-gg_core_test(test_daemon_proto test_daemon_proto.c integration 600)
+gg_core_test(test_proto_frame test_proto_frame.c unit 300)
+gg_core_test(test_proto_message test_proto_message.c unit 300)
+gg_core_test(test_daemon_proto_methods test_daemon_proto_methods.c integration 600)
+gg_core_test(test_daemon_proto_limits test_daemon_proto_limits.c integration 600)
 gg_core_test(test_daemon_life test_daemon_life.c integration 600 gg_client_static Threads::Threads)
 gg_core_test(test_client_replay test_client_replay.c integration 600 gg_client_static)
 gg_core_test(test_client_fallback test_client_fallback.c integration 600 gg_client_static)

@@ -1,6 +1,11 @@
-# Op library: table, dtype conversions, check rules, CPU references.
+# Op library: table, dtype conversions, check rules, CPU references.  One
+# executable (main in test_ops.c), so the per-case seeds follow one sequence:
+# test_ops_rules.c (table, conversions, check rules), test_ops_accuracy.c
+# (the references against refs_double.c, row independence).
 add_executable(test_ops
   ${CMAKE_SOURCE_DIR}/tests/test_ops.c
+  ${CMAKE_SOURCE_DIR}/tests/test_ops_rules.c
+  ${CMAKE_SOURCE_DIR}/tests/test_ops_accuracy.c
   ${CMAKE_SOURCE_DIR}/tests/refs_double.c)
 target_link_libraries(test_ops PRIVATE gg_ops m)
 add_test(NAME ops COMMAND test_ops)

@@ -1,6 +1,6 @@
 /* Invariants of the framing scanner and the envelope decoder on arbitrary
- * bytes, shared by the deterministic garbage driver in test_proto.c and the
- * libFuzzer target fuzz_proto.c.
+ * bytes, shared by the deterministic garbage driver in test_proto_frame.c and
+ * the libFuzzer target fuzz_proto.c.
  *
  *  - scanning never crashes, whatever the bytes;
  *  - the result does not depend on how the bytes are split (the scanner

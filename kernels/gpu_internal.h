@@ -1,0 +1,216 @@
+/* Private to the GPU kernels (gpu_ops.hip, gpu_linear.hip): what the two
+ * translation units share.  HIP/CUDA C++ only; never included from C.
+ *
+ *   - the vendor BLAS selection (cuBLAS on NVIDIA, rocBLAS on AMD when
+ *     configured, else none) and the context struct that holds its handle;
+ *   - the op kinds the context indexes its table entries by;
+ *   - error reporting (gg_gpu_fail sets gg_gpu_last_error()'s message) and
+ *     the launch check;
+ *   - dtype traits: f32 accumulation, f16/bf16 as raw 16-bit storage
+ *     converted in registers, 16-byte vector units;
+ *   - the entry points of gpu_linear.hip. */
+#ifndef GG_GPU_INTERNAL_H
+#define GG_GPU_INTERNAL_H
+
+#include "gg_hip.h"
+#include "gpu_ops.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- vendor BLAS ------------------------------------------------------------ */
+
+#if defined(GFXGRAPH_HIP_CUDA)
+#include <cublas_v2.h>
+#define GG_BLAS_CUBLAS 1
+#define GG_BLAS_NAME "cublas"
+#elif defined(GFXGRAPH_HAVE_ROCBLAS)
+#include <rocblas/rocblas.h>
+#define GG_BLAS_ROCBLAS 1
+#define GG_BLAS_NAME "rocblas"
+#else
+#define GG_BLAS_NAME "none"
+#endif
+
+/* ---- op kinds --------------------------------------------------------------- */
+
+enum {
+    K_COPY,
+    K_ADD,
+    K_MUL,
+    K_SCALE,
+    K_GELU,
+    K_SILU,
+    K_SILU_MUL,
+    K_LAYERNORM,
+    K_RMSNORM,
+    K_LINEAR,
+    K_SOFTMAX,
+    K_COUNT
+};
+
+/* ---- context ---------------------------------------------------------------- */
+
+struct gg_gpu_ctx {
+    hipStream_t stream;
+    int device;
+    int warp;        /* wave/warp size of the device */
+    int sms;         /* compute units / multiprocessors */
+    int max_threads; /* per block */
+    gg_gpu_linear_mode linear_mode;
+    const gg_op_def *ops[K_COUNT]; /* the table's entries, for a pointer lookup */
+    int attr_idx[K_COUNT];
+    void *ws;
+    size_t ws_bytes;
+#if defined(GG_BLAS_CUBLAS)
+    cublasHandle_t blas;
+#elif defined(GG_BLAS_ROCBLAS)
+    rocblas_handle blas;
+#endif
+};
+
+/* ---- errors (gpu_ops.hip) ---------------------------------------------------- */
+
+/* Sets this thread's gg_gpu_last_error() message; returns rc. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+int gg_gpu_fail(int rc, const char *fmt, ...);
+
+/* After a launch: 0, or -EIO with the runtime's error for op. */
+int gg_gpu_launched(const gg_op_def *op);
+
+/* Blocks for work items at threads a block, at least 1 and at most cap. */
+static inline unsigned gg_gpu_grid_for(int64_t work, int threads, int64_t cap)
+{
+    int64_t g = (work + threads - 1) / threads;
+    if (g < 1)
+        g = 1;
+    if (g > cap)
+        g = cap;
+    return (unsigned)g;
+}
+
+/* ---- dtype traits ---------------------------------------------------------- */
+
+template <int DT> struct dt;
+
+template <> struct dt<GG_DT_F32> {
+    typedef float T;
+    enum { VEC = 4 };
+    static __device__ __forceinline__ float ld(T v) { return v; }
+    static __device__ __forceinline__ T st(float f) { return f; }
+};
+
+/* 16-bit types also convert a packed pair (element 2i in the low half). */
+template <> struct dt<GG_DT_F16> {
+    typedef uint16_t T;
+    enum { VEC = 8 };
+    static __device__ __forceinline__ float ld(T v) { return gg_f16_bits_to_f32(v); }
+    static __device__ __forceinline__ T st(float f) { return gg_f32_to_f16_bits(f); }
+    static __device__ __forceinline__ void ld2(uint32_t u, float *out)
+    {
+        out[0] = gg_f16_bits_to_f32((uint16_t)(u & 0xffffu));
+        out[1] = gg_f16_bits_to_f32((uint16_t)(u >> 16));
+    }
+};
+
+template <> struct dt<GG_DT_BF16> {
+    typedef uint16_t T;
+    enum { VEC = 8 };
+    static __device__ __forceinline__ float ld(T v) { return gg_bf16_bits_to_f32(v); }
+    static __device__ __forceinline__ T st(float f) { return gg_f32_to_bf16_bits(f); }
+    static __device__ __forceinline__ void ld2(uint32_t u, float *out)
+    {
+        out[0] = __uint_as_float(u << 16);
+        out[1] = __uint_as_float(u & 0xffff0000u);
+    }
+};
+
+/* 16 bytes: one global load/store instruction. */
+template <typename T, int N> struct alignas(16) vec_t {
+    T v[N];
+};
+
+static inline bool gg_gpu_aligned16(const void *p)
+{
+    return ((uintptr_t)p & 15u) == 0;
+}
+
+
+/* Unit i of a row (a 16-byte vector when VEC, else one element) as floats. */
+template <bool C, typename A, typename B> struct pick {
+    typedef A type;
+};
+template <typename A, typename B> struct pick<false, A, B> {
+    typedef B type;
+};
+
+template <int DT, bool VEC> struct unit {
+    typedef dt<DT> D;
+    typedef typename D::T T;
+    enum { N = VEC ? (int)D::VEC : 1 };
+    typedef vec_t<T, D::VEC> VT;
+    typedef typename pick<VEC, VT, T>::type raw; /* a unit as stored */
+    static __device__ __forceinline__ raw load_raw(const T *p, int i)
+    {
+        return ((const raw *)p)[i];
+    }
+    static __device__ __forceinline__ void cvt(const raw &r, float *out)
+    {
+        if constexpr (VEC) {
+#pragma unroll
+            for (int k = 0; k < N; k++)
+                out[k] = D::ld(r.v[k]);
+        } else {
+            out[0] = D::ld(r);
+        }
+    }
+    static __device__ __forceinline__ void load(const T *p, int i, float *out)
+    {
+        if constexpr (VEC && sizeof(T) == 2) { /* 16 bytes as 4 packed pairs */
+            const uint4 v = ((const uint4 *)p)[i];
+            D::ld2(v.x, out);
+            D::ld2(v.y, out + 2);
+            D::ld2(v.z, out + 4);
+            D::ld2(v.w, out + 6);
+        } else if constexpr (VEC) {
+            VT v = ((const VT *)p)[i];
+#pragma unroll
+            for (int k = 0; k < N; k++)
+                out[k] = D::ld(v.v[k]);
+        } else {
+            out[0] = D::ld(p[i]);
+        }
+    }
+    static __device__ __forceinline__ void store(T *p, int i, const float *in)
+    {
+        if constexpr (VEC) {
+            VT v;
+#pragma unroll
+            for (int k = 0; k < N; k++)
+                v.v[k] = D::st(in[k]);
+            ((VT *)p)[i] = v;
+        } else {
+            p[i] = D::st(in[0]);
+        }
+    }
+};
+
+
+/* ---- linear (gpu_linear.hip) -------------------------------------------------- */
+
+/* The vendor BLAS handle and its workspace on a new context (nothing without
+ * a BLAS): 0, or -ENOMEM / -EIO with the message set and nothing left
+ * allocated.  cc_major: the device's compute capability major (CUDA). */
+int gg_gpu_linear_ctx_init(gg_gpu_ctx *c, int cc_major);
+void gg_gpu_linear_ctx_fini(gg_gpu_ctx *c);
+
+/* linear on in[0] (x), in[1] (w), in[2] (b, when nin == 3) into out[0]: the
+ * shape checks, then the vendor BLAS, the small-M kernel or the tiled GEMM
+ * as the context's linear mode picks.  Operands share one dtype and have
+ * data (gg_gpu_op_launch checked). */
+int gg_gpu_linear_launch(gg_gpu_ctx *c, const gg_op_def *op, const gg_tensor *in, int nin,
+                         const gg_tensor *out);
+
+#endif

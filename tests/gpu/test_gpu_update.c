@@ -1,0 +1,172 @@
+/* Graph update on the GPU: program.rebind and graphs kept warm across a
+ * client restart both end in hipGraphExecUpdate of an instantiated graph
+ * (cudaGraphExecUpdate on NVIDIA).  Each client runs in its own process
+ * (IPC handles cannot be opened by the process that made them, and the GPU
+ * runtime must not be touched before fork), against gfxgraphd --backend hip.
+ * SKIP (77) when the hip backend does not start (no device). */
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "gg_hip.h"
+#include "harness.h"
+#include "internal.h"
+
+enum { D = 256, ROWS = 4 };
+
+static const char *g_sock;
+
+static double want(float v)
+{
+    return 2.0 * v / (1.0 + exp(-(double)v)) + v;   /* silu(x) * 2 + x */
+}
+
+static uint64_t define_prog(gg_client *c, uint64_t x, uint64_t y)
+{
+    gg_program_def *p = gg_program_def_new("update");
+    int64_t s[2] = {GG_BATCH, D};
+    static const int b[] = {1, 2, 4};
+    gg_program_def_buckets(p, 3, b);
+    gg_program_def_tensor(p, "x", x, 0, "f32", 2, s);
+    gg_program_def_tensor(p, "y", y, 0, "f32", 2, s);
+    gg_program_def_scratch(p, "a", "f32", 2, s);
+    gg_program_def_scratch(p, "b", "f32", 2, s);
+    gg_program_def_op(p, "silu", "x", "a");
+    gg_program_def_op(p, "scale", "a", "b");
+    gg_program_def_attr_f(p, "scale", 2.0);
+    gg_program_def_op(p, "add", "b, x", "y");
+    uint64_t prog = 0;
+    CHECKF(gg_client_program_define(c, p, &prog) == 0, "define: %s", gg_client_last_error(c));
+    gg_program_def_free(p);
+    return prog;
+}
+
+typedef struct {
+    float *dev;
+    uint64_t id;
+} dbuf;
+
+static bool dbuf_new(gg_client *c, dbuf *b, float seed)
+{
+    float host[ROWS * D];
+    for (int i = 0; i < ROWS * D; i++)
+        host[i] = (float)((i * 13 + (int)(seed * 7)) % 23) / 5.0f - 2.0f + seed;
+    return CHECK(hipMalloc((void **)&b->dev, sizeof(host)) == hipSuccess) &&
+           CHECK(hipMemcpy(b->dev, host, sizeof(host), hipMemcpyHostToDevice) == hipSuccess) &&
+           CHECKF(gg_client_buffer_register_device(c, b->dev, sizeof(host), &b->id) == 0,
+                  "register_device: %s", gg_client_last_error(c));
+}
+
+/* replay and compare y with silu(x)*2+x over the real rows */
+static void replay_check(gg_client *c, uint64_t prog, int batch, const dbuf *x, const dbuf *y,
+                         bool want_captured, const char *what)
+{
+    float hx[ROWS * D], hy[ROWS * D];
+    hipMemset(y->dev, 0xff, sizeof(hy));   /* NaN: unwritten rows show */
+    gg_replay_result r;
+    if (!CHECKF(gg_client_replay(c, prog, batch, -1, &r) == 0, "%s: replay: %s", what,
+                gg_client_last_error(c)))
+        return;
+    CHECKF(r.path == GG_PATH_GRAPH, "%s: path graph (%s)", what, r.reason);
+    CHECKF(r.captured == want_captured, "%s: captured %d", what, r.captured);
+    hipMemcpy(hx, x->dev, sizeof(hx), hipMemcpyDeviceToHost);
+    hipMemcpy(hy, y->dev, sizeof(hy), hipMemcpyDeviceToHost);
+    int bad = 0;
+    for (int i = 0; i < batch * D; i++)
+        bad += !(fabs(hy[i] - want(hx[i])) <= 1e-4 * (1 + fabs(want(hx[i]))));
+    CHECKF(bad == 0, "%s: %d wrong values", what, bad);
+}
+
+static uint64_t stat_u(gg_client *c, const char *key)
+{
+    const msgpack_object *st;
+    return gg_client_call(c, "stats", NULL, 0, &st) == 0 ? h_getu(st, key) : UINT64_MAX;
+}
+
+/* child 1: capture, rebind (exec update), then leave without releasing */
+static void client_first(void)
+{
+    gg_client *c = gg_client_new();
+    dbuf x1, x2, y;
+    if (!CHECK(gg_client_connect(c, g_sock, "first") == 0) || !dbuf_new(c, &x1, 0.0f) ||
+        !dbuf_new(c, &x2, 0.5f) || !dbuf_new(c, &y, 0.0f))
+        return;
+    uint64_t p = define_prog(c, x1.id, y.id);
+    for (int b = 1; b <= 4; b *= 2)
+        replay_check(c, p, b, &x1, &y, true, "first capture");
+    replay_check(c, p, 2, &x1, &y, false, "replay");
+    uint64_t up0 = stat_u(c, "exec_updates");
+    CHECKF(gg_client_program_rebind(c, p, "x", x2.id, 0) == 0, "rebind: %s",
+           gg_client_last_error(c));
+    replay_check(c, p, 2, &x2, &y, true, "after rebind");
+    replay_check(c, p, 2, &x2, &y, false, "after rebind, again");
+    CHECKF(stat_u(c, "exec_updates") == up0 + 1, "rebind updated the graph in place");
+    gg_client_close(c);   /* no release: the graphs are parked */
+}
+
+/* child 2: the same program on new memory adopts the parked graphs */
+static void client_second(void)
+{
+    gg_client *c = gg_client_new();
+    dbuf x, y;
+    if (!CHECK(gg_client_connect(c, g_sock, "second") == 0) || !dbuf_new(c, &x, 1.0f) ||
+        !dbuf_new(c, &y, 0.0f))
+        return;
+    uint64_t up0 = stat_u(c, "exec_updates"), cap0 = stat_u(c, "capture_count");
+    uint64_t p = define_prog(c, x.id, y.id);
+    replay_check(c, p, 4, &x, &y, true, "adopted graph, first use");
+    replay_check(c, p, 4, &x, &y, false, "adopted graph, again");
+    CHECKF(stat_u(c, "exec_updates") == up0 + 1, "the adopted graph was updated in place");
+    CHECK_EQ(stat_u(c, "capture_count"), cap0 + 1);
+    CHECK_EQ(stat_u(c, "fallback_count"), 0);
+    gg_client_program_release(c, p);
+    gg_client_close(c);
+}
+
+static void in_child(void (*fn)(void), const char *name)
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        h_init(name, 120);
+        fn();
+        _exit(h_finish());
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: its checks passed (status 0x%x)", name, st);
+}
+
+int main(void)
+{
+    h_init("test_gpu_update", 300);
+    h_daemon d;
+    memset(&d, 0, sizeof d);
+    char dir[] = "/tmp/gg-gpu-update-XXXXXX";
+    if (!mkdtemp(dir))
+        return 1;
+    snprintf(d.sock, sizeof d.sock, "%s/gfxgraphd.sock", dir);
+    snprintf(d.log, sizeof d.log, "%s/gfxgraphd.log", dir);
+    const char *args[] = {"--backend", "hip", NULL};
+    if (h_daemon_spawn(&d, d.sock, args, NULL) < 0 || h_daemon_wait_ready(&d, 60000) < 0) {
+        char *log = h_read_file(d.log);
+        printf("SKIP: gfxgraphd --backend hip did not start (no GPU?): %s\n", log ? log : "");
+        free(log);
+        h_daemon_kill(&d);
+        unlink(d.log);
+        rmdir(dir);
+        return 77;
+    }
+    g_sock = d.sock;
+    h_section("rebind: the graph is updated in place");
+    in_child(client_first, "first client");
+    h_section("a restarted client adopts the parked graphs");
+    in_child(client_second, "second client");
+    CHECK_EQ(h_daemon_stop(&d), 0);
+    unlink(d.log);
+    unlink(d.sock);
+    rmdir(dir);
+    return h_finish();
+}
