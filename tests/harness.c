@@ -67,6 +67,11 @@ static void h_on_alarm(int sig)
 
 void h_init(const char *name, int timeout_s)
 {
+    /* A forked child calling h_init is a test of its own: its counts start
+     * at zero, and its parent's daemons are not its to kill at the end. */
+    h_pass = 0;
+    h_fail = 0;
+    memset(h_daemons, 0, sizeof h_daemons);
     h_name = name;
     const char *v = getenv("GG_TEST_VERBOSE");
     h_verbose = v && *v && strcmp(v, "0") != 0;

@@ -11,7 +11,8 @@
  * no system config file is read) plus the variables the test gives, and
  * waits until the socket answers.  h_daemon_stop() sends SIGTERM and checks
  * exit status 0.  A daemon still running when the test ends, fails or runs
- * past its time limit (h_init) is killed.
+ * past its time limit (h_init) is killed.  A forked child that calls h_init
+ * starts its own counts and does not own its parent's daemons.
  *
  * Raw connections: h_conn speaks MessagePack-RPC bytes directly, for tests
  * that need to send what the client library never would. */

@@ -55,8 +55,9 @@ if command -v pkg-config >/dev/null && command -v cc >/dev/null; then
 #include <gfxgraph/client.h>
 int main(void) { return 0; }
 C
-    flags=$(PKG_CONFIG_PATH=$(dirname "$pc") PKG_CONFIG_LIBDIR=$(dirname "$pc") \
-            pkg-config --define-prefix --cflags --libs gfxgraph-client 2>&1)
+    # only the installed file counts: no sysroot a build environment may set
+    flags=$(env -u PKG_CONFIG_SYSROOT_DIR PKG_CONFIG_PATH="$(dirname "$pc")" \
+            PKG_CONFIG_LIBDIR="$(dirname "$pc")" pkg-config --define-prefix --cflags --libs gfxgraph-client 2>&1)
     gg_check "pkg-config gfxgraph-client (with --define-prefix): $flags" test $? -eq 0
     # shellcheck disable=SC2086
     gg_check "a program compiles and links against the installed library" \
