@@ -18,34 +18,12 @@ typedef struct {
     uint64_t captures;     /* captures the first replay makes before failing */
 } fault_case;
 
-/* y = silu(x) * 2 + x, with a scratch tensor in between. */
-static uint64_t define_prog(gg_client *c, const tbuf *x, const tbuf *y)
-{
-    gg_program_def *p = gg_program_def_new("faulty");
-    int64_t s[2] = {GG_BATCH, D};
-    static const int b[] = {1, 2, 4};
-    gg_program_def_buckets(p, 3, b);
-    gg_program_def_tensor(p, "x", x->id, 0, "f32", 2, s);
-    gg_program_def_tensor(p, "y", y->id, 0, "f32", 2, s);
-    gg_program_def_scratch(p, "a", "f32", 2, s);
-    gg_program_def_scratch(p, "b", "f32", 2, s);
-    gg_program_def_op(p, "silu", "x", "a");
-    gg_program_def_op(p, "scale", "a", "b");
-    gg_program_def_attr_f(p, "scale", 2.0);
-    gg_program_def_op(p, "add", "b, x", "y");
-    uint64_t prog = 0;
-    CHECKF(gg_client_program_define(c, p, &prog) == 0, "define: %s", gg_client_last_error(c));
-    gg_program_def_free(p);
-    return prog;
-}
-
 static int wrong_rows(const tbuf *x, const tbuf *y, int batch)
 {
     int bad = 0;
     for (int i = 0; i < batch * D; i++) {
         double v = x->f[i];
-        double want = 2.0 * v / (1.0 + exp(-v)) + v;
-        bad += !t_close(y->f[i], want, 1e-5);
+        bad += !t_close(y->f[i], t_silu2x_ref(v), 1e-5);
     }
     for (int i = batch * D; i < ROWS * D; i++)
         bad += y->f[i] != 777.0f && i >= 4 * D;   /* rows past the bucket untouched */
@@ -69,7 +47,7 @@ static void run_case(const fault_case *fc)
     memset(&y, 0, sizeof y);
     if (CHECK(gg_client_connect(c, d.sock, "fallback") == 0) && tbuf_new(c, &x, ROWS * D) &&
         tbuf_new(c, &y, ROWS * D)) {
-        uint64_t prog = define_prog(c, &x, &y);
+        uint64_t prog = t_define_silu2x(c, "faulty", x.id, y.id, D);
         uint64_t cap_after_first = 0;
         int n = 6;
         for (int k = 0; k < n; k++) {
@@ -121,7 +99,7 @@ static void run_case(const fault_case *fc)
             int bad = 0;
             for (int i = 0; i < ROWS * D; i++) {
                 double v = x.f[i];
-                bad += !t_close(y.f[i], 2.0 * v / (1.0 + exp(-v)) + v, 1e-5);
+                bad += !t_close(y.f[i], t_silu2x_ref(v), 1e-5);
             }
             CHECK_EQ(bad, 0);
         }

@@ -89,6 +89,37 @@ static inline bool t_close(double got, double want, double tol)
     return fabs(got - want) <= tol * (1.0 + fabs(want));
 }
 
+/* The program several tests share: y = silu(x) * 2 + x over [batch, d] f32,
+ * through two scratch tensors, buckets 1, 2, 4; 0 when define fails. */
+static inline uint64_t t_define_silu2x(gg_client *c, const char *name, uint64_t x, uint64_t y,
+                                       int64_t d)
+{
+    gg_program_def *p = gg_program_def_new(name);
+    int64_t s[2] = {GG_BATCH, d};
+    static const int b[] = {1, 2, 4};
+    gg_program_def_buckets(p, 3, b);
+    gg_program_def_tensor(p, "x", x, 0, "f32", 2, s);
+    gg_program_def_tensor(p, "y", y, 0, "f32", 2, s);
+    gg_program_def_scratch(p, "a", "f32", 2, s);
+    gg_program_def_scratch(p, "b", "f32", 2, s);
+    gg_program_def_op(p, "silu", "x", "a");
+    gg_program_def_op(p, "scale", "a", "b");
+    gg_program_def_attr_f(p, "scale", 2.0);
+    gg_program_def_op(p, "add", "b, x", "y");
+    uint64_t prog = 0;
+    if (!CHECKF(gg_client_program_define(c, p, &prog) == 0, "define %s: %s", name,
+                gg_client_last_error(c)))
+        prog = 0;
+    gg_program_def_free(p);
+    return prog;
+}
+
+/* t_define_silu2x's result for one element, in double */
+static inline double t_silu2x_ref(double v)
+{
+    return 2.0 * v / (1.0 + exp(-v)) + v;
+}
+
 /* A call expected to fail with code; false if it did not. */
 #define CHECK_FAILS(call, client, code)                                                        \
     do {                                                                                       \

@@ -1,5 +1,6 @@
 /* Programs for the gfxgraphd GPU tests: see gpu_daemon_prog.h. */
 #include "gpu_daemon_prog.h"
+#include "gpu_compare.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -394,24 +395,6 @@ int gd_bucket_slot(int bucket)
     return -1;
 }
 
-/* rel-L2 over n elements; inf when got has a non-finite value where ref has
- * none. */
-static double rel_l2(const void *got, const void *ref, gg_dtype dt, int64_t n, int64_t *bad)
-{
-    double num = 0, den = 0;
-    *bad = -1;
-    for (int64_t i = 0; i < n; i++) {
-        double g = gg_load(got, dt, i), r = gg_load(ref, dt, i);
-        if (!isfinite(g) && isfinite(r)) {
-            *bad = i;
-            return INFINITY;
-        }
-        num += (g - r) * (g - r);
-        den += r * r;
-    }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
-}
-
 int gd_replay_check(gg_client *c, prog_t *p, int batch, int branch, expect_t ex, bool want_captured,
                     int *printed, gg_replay_result *out_res)
 {
@@ -462,7 +445,7 @@ int gd_replay_check(gg_client *c, prog_t *p, int batch, int branch, expect_t ex,
         size_t nb = gg_desc_bytes(&d);
         HIP_OK(hipMemcpy(p->got, (uint8_t *)p->d_out + p->off[i], nb, hipMemcpyDeviceToHost));
         int64_t bad;
-        double err = rel_l2(p->got, p->ref[b][i], p->dt, gg_desc_numel(&d), &bad);
+        double err = gt_rel_l2(p->got, p->ref[b][i], p->dt, gg_desc_numel(&d), &bad);
         if (bad >= 0)
             WHY(" %s: non-finite at %lld (%g, reference %g);", p->spec->t[i].name,
                 (long long)bad, gg_load(p->got, p->dt, bad), gg_load(p->ref[b][i], p->dt, bad));

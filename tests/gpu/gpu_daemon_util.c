@@ -34,41 +34,36 @@ void gd_set_scn(const char *name)
     gd_scn = g_scn_buf;
 }
 
+static void gd_vreport(const char *tag, const char *fmt, va_list ap)
+{
+    printf("%s [%s]: ", tag, gd_scn);
+    vprintf(fmt, ap);
+    printf("\n");
+    fflush(stdout);
+}
+
 void gd_failf(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    printf("FAIL [%s]: ", gd_scn);
-    vprintf(fmt, ap);
-    printf("\n");
+    gd_vreport("FAIL", fmt, ap);
     va_end(ap);
-    fflush(stdout);
     gd_fail++;
 }
 
 bool gd_check(bool ok, const char *fmt, ...)
 {
-    if (ok) {
+    if (ok)
         gd_pass++;
-        if (gd_verbose) {
-            va_list ap;
-            va_start(ap, fmt);
-            printf("ok   [%s]: ", gd_scn);
-            vprintf(fmt, ap);
-            printf("\n");
-            va_end(ap);
-        }
+    else
+        gd_fail++;
+    if (ok && !gd_verbose)
         return true;
-    }
     va_list ap;
     va_start(ap, fmt);
-    printf("FAIL [%s]: ", gd_scn);
-    vprintf(fmt, ap);
-    printf("\n");
+    gd_vreport(ok ? "ok  " : "FAIL", fmt, ap);
     va_end(ap);
-    fflush(stdout);
-    gd_fail++;
-    return false;
+    return ok;
 }
 
 double gd_now_s(void)

@@ -7,6 +7,7 @@
  * Tolerance, rel-L2 of the output against the reference: f32 1e-5 (linear
  * through cuBLAS runs pedantic f32, no TF32), f16 2e-3, bf16 1e-2. */
 #include "gg_hip.h"
+#include "gpu_compare.h"
 #include "gpu_ops.h"
 #include "ops.h"
 
@@ -92,27 +93,10 @@ static void fill_random(void *h, gg_dtype dt, int64_t n, float lo, float hi)
         gg_store(h, dt, i, frand(lo, hi));
 }
 
-/* rel-L2 of got against ref; inf when got has a non-finite value ref lacks */
-static double rel_l2(const void *got, const void *ref, gg_dtype dt, int64_t n, int64_t *bad)
-{
-    double num = 0, den = 0;
-    *bad = -1;
-    for (int64_t i = 0; i < n; i++) {
-        double g = gg_load(got, dt, i), r = gg_load(ref, dt, i);
-        if (!isfinite(g) && isfinite(r)) {
-            *bad = i;
-            return INFINITY;
-        }
-        num += (g - r) * (g - r);
-        den += r * r;
-    }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
-}
-
 static int compare(const tcase *c, const char *phase, const void *got, const void *ref)
 {
     int64_t n = gg_desc_numel(&c->out), bad;
-    double err = rel_l2(got, ref, c->dt, n, &bad);
+    double err = gt_rel_l2(got, ref, c->dt, n, &bad);
     if (err <= tolerance(c->dt)) {
         g_pass++;
         return 0;

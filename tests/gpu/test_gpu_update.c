@@ -11,37 +11,11 @@
 #include <unistd.h>
 
 #include "gg_hip.h"
-#include "harness.h"
-#include "internal.h"
+#include "test_client_util.h"
 
 enum { D = 256, ROWS = 4 };
 
 static const char *g_sock;
-
-static double want(float v)
-{
-    return 2.0 * v / (1.0 + exp(-(double)v)) + v;   /* silu(x) * 2 + x */
-}
-
-static uint64_t define_prog(gg_client *c, uint64_t x, uint64_t y)
-{
-    gg_program_def *p = gg_program_def_new("update");
-    int64_t s[2] = {GG_BATCH, D};
-    static const int b[] = {1, 2, 4};
-    gg_program_def_buckets(p, 3, b);
-    gg_program_def_tensor(p, "x", x, 0, "f32", 2, s);
-    gg_program_def_tensor(p, "y", y, 0, "f32", 2, s);
-    gg_program_def_scratch(p, "a", "f32", 2, s);
-    gg_program_def_scratch(p, "b", "f32", 2, s);
-    gg_program_def_op(p, "silu", "x", "a");
-    gg_program_def_op(p, "scale", "a", "b");
-    gg_program_def_attr_f(p, "scale", 2.0);
-    gg_program_def_op(p, "add", "b, x", "y");
-    uint64_t prog = 0;
-    CHECKF(gg_client_program_define(c, p, &prog) == 0, "define: %s", gg_client_last_error(c));
-    gg_program_def_free(p);
-    return prog;
-}
 
 typedef struct {
     float *dev;
@@ -75,7 +49,7 @@ static void replay_check(gg_client *c, uint64_t prog, int batch, const dbuf *x, 
     hipMemcpy(hy, y->dev, sizeof(hy), hipMemcpyDeviceToHost);
     int bad = 0;
     for (int i = 0; i < batch * D; i++)
-        bad += !(fabs(hy[i] - want(hx[i])) <= 1e-4 * (1 + fabs(want(hx[i]))));
+        bad += !t_close(hy[i], t_silu2x_ref(hx[i]), 1e-4);
     CHECKF(bad == 0, "%s: %d wrong values", what, bad);
 }
 
@@ -93,7 +67,7 @@ static void client_first(void)
     if (!CHECK(gg_client_connect(c, g_sock, "first") == 0) || !dbuf_new(c, &x1, 0.0f) ||
         !dbuf_new(c, &x2, 0.5f) || !dbuf_new(c, &y, 0.0f))
         return;
-    uint64_t p = define_prog(c, x1.id, y.id);
+    uint64_t p = t_define_silu2x(c, "update", x1.id, y.id, D);
     for (int b = 1; b <= 4; b *= 2)
         replay_check(c, p, b, &x1, &y, true, "first capture");
     replay_check(c, p, 2, &x1, &y, false, "replay");
@@ -115,7 +89,7 @@ static void client_second(void)
         !dbuf_new(c, &y, 0.0f))
         return;
     uint64_t up0 = stat_u(c, "exec_updates"), cap0 = stat_u(c, "capture_count");
-    uint64_t p = define_prog(c, x.id, y.id);
+    uint64_t p = t_define_silu2x(c, "update", x.id, y.id, D);
     replay_check(c, p, 4, &x, &y, true, "adopted graph, first use");
     replay_check(c, p, 4, &x, &y, false, "adopted graph, again");
     CHECKF(stat_u(c, "exec_updates") == up0 + 1, "the adopted graph was updated in place");
