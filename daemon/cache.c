@@ -148,10 +148,20 @@ static bool cache_make_room(gg_cache *c, size_t need, unsigned slots)
 }
 
 
+/* A graph larger than the whole cap can never be held.  Otherwise it is
+ * taken even when the graphs that would have to go are pinned by queued or
+ * running jobs: those pins are short-lived, and gg_cache_unpin brings the
+ * cache back under its limits when they end.  Refusing instead would throw
+ * away a graph already captured and leave the entry failed for no lasting
+ * reason (a prepare pins every entry it captures). */
 bool gg_cache_reserve(gg_cache *c, gg_cache_entry *e, size_t need)
 {
     (void)e;
-    return cache_make_room(c, need, 1);
+    gg_server *srv = c->srv;
+    if (need > (uint64_t)(srv->cfg.vram_cap * (double)srv->devinfo.mem_total))
+        return false;
+    cache_make_room(c, need, 1);
+    return true;
 }
 
 void gg_cache_pin(gg_cache *c, gg_cache_entry *e)
@@ -164,8 +174,9 @@ void gg_cache_pin(gg_cache *c, gg_cache_entry *e)
 
 void gg_cache_unpin(gg_cache *c, gg_cache_entry *e)
 {
-    (void)c;
     e->pins--;
+    if (e->pins == 0)
+        cache_make_room(c, 0, 0);   /* over the limits while this was pinned */
 }
 
 void gg_cache_ready(gg_cache *c, gg_cache_entry *e)

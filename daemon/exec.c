@@ -339,8 +339,8 @@ static void exec_apply(gg_exec *x, gg_job *j, gg_cache_entry *e, gg_job_result *
         if (!gg_cache_reserve(srv->cache, e, e->footprint)) {
             r->failed = true;
             snprintf(r->reason, sizeof(r->reason),
-                     "graph of %zu bytes does not fit under the VRAM cap (%.0f%%)", e->footprint,
-                     srv->cfg.vram_cap * 100);
+                     "graph of %zu bytes is larger than the whole VRAM cap (%.0f%% of device "
+                     "memory)", e->footprint, srv->cfg.vram_cap * 100);
         } else if (!r->failed) {
             gg_cache_ready(srv->cache, e);
         }

@@ -125,6 +125,8 @@ int gg_method_replay(gg_call *c)
     if (bi < 0 && (int64_t)batch > p->max_batch)
         return proto_fail(&c->err, -ERANGE, "batch %llu is past what the program's buffers hold "
                           "(%d rows)", (unsigned long long)batch, p->max_batch);
+    if (bi < 0 && (rc = gg_program_check_rows(p, (int)branch, (int)batch, &c->err)) < 0)
+        return rc;
     gg_event *wait_ev = NULL, *signal_ev = NULL;
     uint64_t evid;
     bool async = false;

@@ -383,6 +383,73 @@ static int prog_node_overlaps(const gg_program *p, const gg_pnode *n, int ni, pr
     return 0;
 }
 
+/* A batch runs at its bucket, so an output with a batch dim is written up to
+ * the bucket's rows: the rows past the batch are padding.  That padding must
+ * not land on memory another tensor of the program names (a weight, an
+ * input, another output's real rows), so such an output may share memory
+ * with another buffer tensor only as an exact alias.  Checked by address, so
+ * one allocation registered twice is caught too. */
+static int prog_padding_overlaps(const gg_program *p, proto_errbuf *e)
+{
+    int top = p->buckets[p->nbuckets - 1];
+    bool *written = calloc((size_t)p->ntensors, sizeof(bool));
+    if (!written)
+        return proto_fail(e, -ENOMEM, "out of memory");
+    for (int b = 0; b < p->nbranches; b++)
+        for (int ni = 0; ni < p->branches[b].nnodes; ni++)
+            for (int o = 0; o < p->branches[b].nodes[ni].nout; o++)
+                written[p->branches[b].nodes[ni].out[o]] = true;
+    int rc = 0;
+    for (int w = 0; w < p->ntensors && rc == 0; w++) {
+        const gg_ptensor *tw = &p->tensors[w];
+        if (!written[w] || !tw->buf || tw->batch_dim < 0)
+            continue;
+        gg_tensor_desc dw = prog_desc_at(tw, top);
+        uintptr_t w0 = (uintptr_t)tw->buf->ptr + tw->offset, w1 = w0 + gg_desc_bytes(&dw);
+        for (int t = 0; t < p->ntensors && rc == 0; t++) {
+            const gg_ptensor *tt = &p->tensors[t];
+            if (t == w || !tt->buf)
+                continue;
+            gg_tensor_desc dt = prog_desc_at(tt, top);
+            uintptr_t t0 = (uintptr_t)tt->buf->ptr + tt->offset, t1 = t0 + gg_desc_bytes(&dt);
+            if (w1 <= t0 || t1 <= w0 || (w0 == t0 && w1 == t1))
+                continue;
+            rc = proto_fail(e, -EINVAL, "tensor '%s' is written with batch rows up to the largest "
+                            "bucket (%d), and those rows overlap tensor '%s': rows past a batch "
+                            "are padding the daemon writes, so a written batch tensor may share "
+                            "memory with another tensor only as an exact alias", tw->name, top,
+                            tt->name);
+        }
+    }
+    free(written);
+    return rc;
+}
+
+/* The op's shape and dtype rule for node n with the batch dims at `rows`. */
+static int prog_node_check_rows(const gg_program *p, const gg_pnode *n, int rows, char *why,
+                                size_t whylen)
+{
+    gg_tensor_desc din[GG_MAX_OPERANDS], dout[GG_MAX_OPERANDS];
+    for (int i = 0; i < n->nin; i++)
+        din[i] = prog_desc_at(&p->tensors[n->in[i]], rows);
+    for (int i = 0; i < n->nout; i++)
+        dout[i] = prog_desc_at(&p->tensors[n->out[i]], rows);
+    return n->op->check(n->op, din, n->nin, dout, n->nout, &n->attrs, why, whylen);
+}
+
+int gg_program_check_rows(const gg_program *p, int branch, int rows, proto_errbuf *e)
+{
+    const gg_branch *br = &p->branches[branch];
+    for (int ni = 0; ni < br->nnodes; ni++) {
+        char why[256] = "";
+        if (prog_node_check_rows(p, &br->nodes[ni], rows, why, sizeof(why)) < 0)
+            return proto_fail(e, -ERANGE, "batch %d is above the largest bucket (%d), and at "
+                              "%d rows node %d (%s) does not hold: %s", rows,
+                              p->buckets[p->nbuckets - 1], rows, ni, br->nodes[ni].op->name, why);
+    }
+    return 0;
+}
+
 static int prog_nodes(gg_program *p, const msgpack_object *arr, gg_branch *br, int bi,
                       proto_errbuf *e)
 {
@@ -435,13 +502,8 @@ static int prog_nodes(gg_program *p, const msgpack_object *arr, gg_branch *br, i
             break;
         /* The shape rule at every bucket: a batch dim can meet a fixed one. */
         for (int b = 0; b < p->nbuckets && rc == 0; b++) {
-            gg_tensor_desc din[GG_MAX_OPERANDS], dout[GG_MAX_OPERANDS];
-            for (int i = 0; i < n->nin; i++)
-                din[i] = prog_desc_at(&p->tensors[n->in[i]], p->buckets[b]);
-            for (int i = 0; i < n->nout; i++)
-                dout[i] = prog_desc_at(&p->tensors[n->out[i]], p->buckets[b]);
             char why[256] = "";
-            if (n->op->check(n->op, din, n->nin, dout, n->nout, &n->attrs, why, sizeof(why)) < 0)
+            if (prog_node_check_rows(p, n, p->buckets[b], why, sizeof(why)) < 0)
                 rc = proto_fail(e, -EINVAL, "node %d (%s) at bucket %d: %s", ni, opname,
                                 p->buckets[b], why);
         }
@@ -638,6 +700,8 @@ int gg_program_define(gg_server *srv, gg_session *s, const msgpack_object *param
         if ((rc = prog_nodes(p, branches ? &branches->via.array.ptr[b] : nodes, &p->branches[b],
                              b, e)) < 0)
             goto fail;
+    if ((rc = prog_padding_overlaps(p, e)) < 0)
+        goto fail;
 
     p->entries = calloc((size_t)(p->nbranches * p->nbuckets), sizeof(*p->entries));
     if (!p->entries) {
@@ -715,6 +779,8 @@ int gg_program_rebind(gg_server *srv, gg_program *p, const msgpack_object *tenso
     for (int b = 0; b < p->nbranches && rc == 0; b++)
         for (int ni = 0; ni < p->branches[b].nnodes && rc == 0; ni++)
             rc = prog_node_overlaps(p, &p->branches[b].nodes[ni], ni, e);
+    if (rc == 0)
+        rc = prog_padding_overlaps(p, e);
     if (rc < 0) {
         p->tensors = old;
         free(nt);

@@ -75,6 +75,10 @@ void gg_program_park_all(gg_session *s);
  * on their next use. */
 int gg_program_rebind(struct gg_server *srv, gg_program *p, const msgpack_object *tensors,
                       int *count, proto_errbuf *e);
+/* A batch above the largest bucket runs eager at its own row count, where
+ * define never checked the op rules: a batch dim that met a fixed one at the
+ * bucket sizes may not meet it here.  0, or -ERANGE saying which node. */
+int gg_program_check_rows(const gg_program *p, int branch, int rows, proto_errbuf *e);
 /* Index of the smallest bucket >= batch, or -1 when batch is above them all. */
 int gg_program_bucket_index(const gg_program *p, int batch);
 /* Bytes of scratch a run at `rows` needs, and the tensors bound for it:

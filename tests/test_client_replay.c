@@ -628,6 +628,42 @@ static void test_lru(void)
             CHECK(e && strcmp(h_gets(e, "state", s, sizeof s), "empty") == 0);
         }
         CHECK(scale_replay(c, b, &x, &y, 3, &cap) && !cap);
+
+        /* a prepare pins every graph it captures: three buckets into a cache
+         * of two are all captured, none is failed, and the cache is back at
+         * two once the prepare is done */
+        tbuf x3, y3;
+        uint64_t p3b = 0;
+        if (tbuf_new(c, &x3, 4 * 16) && tbuf_new(c, &y3, 4 * 16))
+            p3b = t_define_silu2x(c, "three-buckets", x3.id, y3.id, 16);
+        int ready = -1, failed = -1;
+        if (p3b && CHECK(gg_client_program_prepare(c, p3b, 0, NULL, -1, &ready, &failed) == 0)) {
+            CHECK_EQ(ready, 3);
+            CHECK_EQ(failed, 0);
+            bool two = false;
+            for (int i = 0; i < 100 && !two; i++) {
+                two = t_stat(c, "graphs_cached") == 2;
+                if (!two)
+                    h_sleep_ms(20);
+            }
+            CHECKF(two, "back to the cache's capacity after the prepare");
+            for (int batch = 1; batch <= 4; batch++) {
+                for (int i = 0; i < 4 * 16; i++)
+                    x3.f[i] = (float)(i % 7) - 3.0f + (float)batch;
+                gg_replay_result res;
+                if (!CHECK(gg_client_replay(c, p3b, batch, -1, &res) == 0))
+                    continue;
+                CHECKF(res.path == GG_PATH_GRAPH && !res.fallback,
+                       "batch %d: graph path, no fallback", batch);
+                int bad = 0;
+                for (int i = 0; i < batch * 16; i++)
+                    bad += !t_close(y3.f[i], t_silu2x_ref(x3.f[i]), 1e-5);
+                CHECKF(bad == 0, "batch %d: right (%d wrong)", batch, bad);
+            }
+            CHECK_EQ(t_stat(c, "fallback_count"), 0);
+        }
+        tbuf_free(&x3);
+        tbuf_free(&y3);
     }
     tbuf_free(&x);
     tbuf_free(&y);
