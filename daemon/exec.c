@@ -101,16 +101,36 @@ int gg_exec_queue(gg_call *c, gg_job *j)
     return GG_CALL_ASYNC;
 }
 
-/* Worker: j's work is on the stream.  Pushed before notify() is called, so
- * the loop always sees a job's enqueued news before its completion. */
+/* Worker: j's work is on the stream and its completion is being watched.
+ * Pushed only after notify(): once the loop hears of it, the session's next
+ * job may start on the same stream, and nothing of j's may be put on that
+ * stream after the next job has begun (a capture would take it in).  A
+ * completion that came first was held back (gg_exec_job_done) and goes now,
+ * after the enqueued news, so the loop sees the two in order. */
 void gg_exec_job_enqueued(gg_job *j)
 {
     gg_exec *x = j->sess->srv->exec;
     pthread_mutex_lock(&x->lock);
+    j->enq_pushed = true;
     j->enq_next = x->enqueued;
     x->enqueued = j;
+    if (j->done_deferred) {
+        j->done_next = x->done;
+        x->done = j;
+    }
     pthread_mutex_unlock(&x->lock);
     uv_async_send(&x->async);
+}
+
+/* Worker: the next step asks for a completion callback; until the enqueued
+ * news is pushed, a completion is held back.  want false: no callback is
+ * coming after all (notify failed). */
+void gg_exec_job_await(gg_job *j, bool want)
+{
+    gg_exec *x = j->sess->srv->exec;
+    pthread_mutex_lock(&x->lock);
+    j->await_enq = want;
+    pthread_mutex_unlock(&x->lock);
 }
 
 /* Any thread: the device finished j (or it failed to start). */
@@ -124,6 +144,11 @@ void gg_exec_job_done(void *arg, int status)
         snprintf(j->reason, sizeof(j->reason), "the device reported an error while running");
     }
     pthread_mutex_lock(&x->lock);
+    if (j->await_enq && !j->enq_pushed) {
+        j->done_deferred = true;   /* gg_exec_job_enqueued pushes it */
+        pthread_mutex_unlock(&x->lock);
+        return;
+    }
     j->done_next = x->done;
     x->done = j;
     pthread_mutex_unlock(&x->lock);

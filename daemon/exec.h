@@ -57,6 +57,9 @@ typedef struct gg_job {
     uint8_t *tmp_scratch;           /* eager runs beyond the buckets */
     struct gg_job *done_next;
     struct gg_job *enq_next;
+    /* under the executor's lock: notify() is called before the enqueued
+     * news is pushed, so a completion that comes first waits for it */
+    bool await_enq, enq_pushed, done_deferred;
     bool applied;                   /* results are in the cache */
     bool replied;
     bool async;                     /* answer once enqueued, not once done */
@@ -84,11 +87,14 @@ void gg_job_free(gg_job *job);
 struct gg_call;
 int gg_exec_queue(struct gg_call *c, gg_job *j);
 
-/* Executor threads (exec_run.c): run one job.  It ends by calling
- * gg_exec_job_enqueued once its work is on the stream (replays) and, from
- * any thread, gg_exec_job_done once the device has finished it. */
+/* Executor threads (exec_run.c): run one job.  A job whose work went on
+ * the stream ends with gg_exec_job_await(j, true), the device's notify(),
+ * then gg_exec_job_enqueued; gg_exec_job_done comes from any thread once the
+ * device has finished it (or at once from the worker when the job failed
+ * before its work was enqueued). */
 void gg_exec_run(struct gg_server *srv, gg_job *j);
 void gg_exec_job_enqueued(gg_job *j);
+void gg_exec_job_await(gg_job *j, bool want);
 void gg_exec_job_done(void *job, int status);
 
 #endif

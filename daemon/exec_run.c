@@ -398,12 +398,15 @@ submitted:
         gg_exec_job_done(j, rc);
         return;
     }
-    gg_exec_job_enqueued(j);
+    gg_exec_job_await(j, true);
     rc = dev->ops->notify(dev, s, gg_exec_job_done, j);
     if (rc < 0) {
+        gg_exec_job_await(j, false);
         j->rc = rc;
         snprintf(j->reason, sizeof(j->reason), "cannot wait for completion: %s",
                  dev->ops->last_error(dev));
         gg_exec_job_done(j, rc);
+        return;
     }
+    gg_exec_job_enqueued(j);
 }
