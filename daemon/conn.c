@@ -229,6 +229,10 @@ static void conn_handle_request(gg_conn *c, const proto_msg *m)
     };
     c->inflight++;
     int rc = method->fn(&call);
+    /* an import or a stream made on this thread may have found the device gone */
+    const char *lost = gg_device_lost_reason(srv->dev);
+    if (lost)
+        gg_server_device_lost(srv, lost);
     if (rc == GG_CALL_ASYNC) {
         msgpack_sbuffer_destroy(&sb);
         return;

@@ -111,12 +111,22 @@ typedef struct gg_device_ops {
 
     /* Message for the last failure on this thread. */
     const char *(*last_error)(gg_device *dev);
+
+    /* NULL while the device is usable; once any thread has seen an error
+     * that leaves it unusable, why (the same from every thread).  May be
+     * NULL for a backend that cannot lose its device. */
+    const char *(*lost)(gg_device *dev);
 } gg_device_ops;
 
 struct gg_device {
     const gg_device_ops *ops;
     void *priv;
 };
+
+static inline const char *gg_device_lost_reason(gg_device *dev)
+{
+    return dev->ops->lost ? dev->ops->lost(dev) : NULL;
+}
 
 /* Open the device for the configured backend.  auto: hip when built with GPU
  * support and a device is present, else cpu (logged).  On failure err says

@@ -25,8 +25,11 @@
  *
  * Failure modes: a handle that does not open, or an offset/size past the
  * allocation, is refused with a message.  Errors that leave the context
- * unusable (illegal address, launch failure, ECC, lost device) come back
- * as -ENODEV: the daemon reports unhealthy and exits with its own code.
+ * unusable (illegal address or instruction, launch failure or timeout, a
+ * device-side assert, ECC, lost device: gg_hip_error_is_sticky) come back
+ * as -ENODEV, from whichever thread saw them: the daemon reports unhealthy
+ * and exits with its own code (the executor checks the device after every
+ * job, gg_device_ops.lost).
  * Everything else is -EIO with the runtime's message for the client. */
 #include <errno.h>
 #include <pthread.h>
@@ -34,6 +37,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "device.h"
 #include "gg_hip.h"
@@ -69,7 +74,8 @@ typedef struct {
     pthread_cond_t poll_cond;
     hip_wait *waits, *free_waits;
     bool poller_started, quit;
-    volatile int lost;             /* a sticky error was seen */
+    int lost;                      /* a sticky error was seen (under lock) */
+    char lost_why[256];            /* the first one, set once */
 } hip_priv;
 
 struct gg_dev_buffer {
@@ -110,12 +116,33 @@ static const char *hip_last_error(gg_device *dev)
     return hip_errbuf[0] ? hip_errbuf : "no error";
 }
 
-/* Errors after which the context cannot be trusted again. */
+/* Errors after which the context cannot be trusted again (gg_hip.h keeps the
+ * list per platform). */
 static bool hip_sticky(hipError_t e)
 {
-    return e == hipErrorIllegalAddress || e == hipErrorLaunchFailure ||
-           e == hipErrorContextIsDestroyed || e == hipErrorNoDevice ||
-           e == hipErrorInvalidContext;
+    return gg_hip_error_is_sticky(e) != 0;
+}
+
+/* From any thread: the device is unusable; the first reason is kept. */
+static void hip_mark_lost(gg_device *dev)
+{
+    if (!dev)
+        return;
+    hip_priv *p = hip_p(dev);
+    pthread_mutex_lock(&p->lock);
+    if (!p->lost)
+        snprintf(p->lost_why, sizeof(p->lost_why), "%s", hip_errbuf);
+    p->lost = 1;
+    pthread_mutex_unlock(&p->lock);
+}
+
+static const char *hip_lost(gg_device *dev)
+{
+    hip_priv *p = hip_p(dev);
+    pthread_mutex_lock(&p->lock);
+    const char *why = p->lost ? p->lost_why : NULL;
+    pthread_mutex_unlock(&p->lock);
+    return why;   /* set once, never changed after: safe to read unlocked */
 }
 
 static int hip_fail(gg_device *dev, hipError_t e, const char *what)
@@ -123,8 +150,7 @@ static int hip_fail(gg_device *dev, hipError_t e, const char *what)
     snprintf(hip_errbuf, sizeof(hip_errbuf), "%s: %s (%s)", what, hipGetErrorString(e),
              hipGetErrorName(e));
     if (hip_sticky(e)) {
-        if (dev)
-            hip_p(dev)->lost = 1;
+        hip_mark_lost(dev);
         return -ENODEV;
     }
     if (e == hipErrorOutOfMemory || e == hipErrorMemoryAllocation)
@@ -303,6 +329,9 @@ static void hip_scratch_free(gg_device *dev, void *ptr)
 
 static int hip_memset(gg_device *dev, gg_dev_stream *s, void *ptr, int byte, size_t bytes)
 {
+    int rc = hip_bind(dev);
+    if (rc < 0)
+        return rc;
     HIP_CALL(dev, hipMemsetAsync(ptr, byte, bytes, s->s), "hipMemsetAsync");
     return 0;
 }
@@ -322,6 +351,10 @@ static int hip_memcpy_h2d(gg_device *dev, void *dst, const void *src, size_t byt
     if (rc < 0)
         return rc;
     HIP_CALL(dev, hipMemcpy(dst, src, bytes, hipMemcpyHostToDevice), "hipMemcpy");
+    /* From pageable memory the copy may return before its DMA lands, and
+     * the sessions' non-blocking streams do not wait for the null stream:
+     * wait here, so work enqueued next reads what was written. */
+    HIP_CALL(dev, hipStreamSynchronize(0), "hipStreamSynchronize");
     return 0;
 }
 
@@ -363,6 +396,9 @@ static void hip_stream_destroy(gg_device *dev, gg_dev_stream *s)
 
 static int hip_stream_sync(gg_device *dev, gg_dev_stream *s)
 {
+    int rc = hip_bind(dev);
+    if (rc < 0)
+        return rc;
     HIP_CALL(dev, hipStreamSynchronize(s->s), "hipStreamSynchronize");
     return 0;
 }
@@ -418,12 +454,18 @@ static int hip_event_import(gg_device *dev, const void *handle, size_t len, gg_d
 
 static int hip_event_record(gg_device *dev, gg_dev_event *ev, gg_dev_stream *s)
 {
+    int rc = hip_bind(dev);
+    if (rc < 0)
+        return rc;
     HIP_CALL(dev, hipEventRecord(ev->e, s->s), "hipEventRecord");
     return 0;
 }
 
 static int hip_stream_wait_event(gg_device *dev, gg_dev_stream *s, gg_dev_event *ev)
 {
+    int rc = hip_bind(dev);
+    if (rc < 0)
+        return rc;
     HIP_CALL(dev, hipStreamWaitEvent(s->s, ev->e, 0), "hipStreamWaitEvent");
     return 0;
 }
@@ -508,6 +550,9 @@ static void hip_graph_destroy(gg_device *dev, gg_dev_graph *g)
 
 static int hip_instantiate(gg_device *dev, gg_dev_graph *g, gg_dev_exec **out)
 {
+    int rc = hip_bind(dev);
+    if (rc < 0)
+        return rc;
     gg_dev_exec *x = calloc(1, sizeof(*x));
     if (!x)
         return -ENOMEM;
@@ -515,7 +560,7 @@ static int hip_instantiate(gg_device *dev, gg_dev_graph *g, gg_dev_exec **out)
     hipError_t e = hipGraphInstantiate(&x->x, g->g, NULL, log, sizeof(log));
     if (e != hipSuccess) {
         free(x);
-        int rc = hip_fail(dev, e, "hipGraphInstantiate");
+        rc = hip_fail(dev, e, "hipGraphInstantiate");
         if (log[0])
             snprintf(hip_errbuf + strlen(hip_errbuf), sizeof(hip_errbuf) - strlen(hip_errbuf),
                      ": %.120s", log);
@@ -528,7 +573,9 @@ static int hip_instantiate(gg_device *dev, gg_dev_graph *g, gg_dev_exec **out)
 
 static int hip_exec_update(gg_device *dev, gg_dev_exec *x, gg_dev_graph *g)
 {
-    (void)dev;
+    int rc = hip_bind(dev);
+    if (rc < 0)
+        return rc;
     hipGraphNode_t bad = NULL;
     hipGraphExecUpdateResult res = hipGraphExecUpdateError;
     hipError_t e = hipGraphExecUpdate(x->x, g->g, &bad, &res);
@@ -543,6 +590,9 @@ static int hip_exec_update(gg_device *dev, gg_dev_exec *x, gg_dev_graph *g)
 
 static int hip_graph_launch(gg_device *dev, gg_dev_exec *x, gg_dev_stream *s)
 {
+    int rc = hip_bind(dev);
+    if (rc < 0)
+        return rc;
     HIP_CALL(dev, hipGraphLaunch(x->x, s->s), "hipGraphLaunch");
     return 0;
 }
@@ -568,12 +618,15 @@ static size_t hip_exec_footprint(gg_device *dev, gg_dev_exec *x)
 static int hip_op_launch(gg_device *dev, gg_dev_stream *s, const gg_op_def *op, const gg_tensor *in,
                          int nin, const gg_tensor *out, int nout, const gg_op_attrs *attrs)
 {
-    int rc = gg_gpu_op_launch(s->ctx, op, in, nin, out, nout, attrs);
+    int rc = hip_bind(dev);
+    if (rc < 0)
+        return rc;
+    rc = gg_gpu_op_launch(s->ctx, op, in, nin, out, nout, attrs);
     if (rc < 0) {
         snprintf(hip_errbuf, sizeof(hip_errbuf), "%s", gg_gpu_last_error());
         hipError_t e = hipPeekAtLastError();
         if (e != hipSuccess && hip_sticky(e)) {
-            hip_p(dev)->lost = 1;
+            hip_mark_lost(dev);
             return -ENODEV;
         }
         return rc;
@@ -604,11 +657,27 @@ static void hip_hostfn_done(void *arg)
     free(w);
 }
 
+/* While work is in flight the poller yields between passes for this long
+ * after the last completion (decode-step work finishes well inside it, so
+ * its completion is seen at once), then sleeps between passes, so that a
+ * long job does not keep a host core busy. */
+#define HIP_POLL_SPIN_US 200
+#define HIP_POLL_SLEEP_US 50
+
+static uint64_t hip_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
 static void *hip_poller_main(void *arg)
 {
     gg_device *dev = arg;
     hip_priv *p = hip_p(dev);
     hip_bind(dev);
+    uint64_t last_progress = 0;
+    int kept = 0;   /* waits still pending after the last pass */
     pthread_mutex_lock(&p->lock);
     for (;;) {
         while (!p->waits && !p->quit)
@@ -620,15 +689,18 @@ static void *hip_poller_main(void *arg)
         p->waits = NULL;
         pthread_mutex_unlock(&p->lock);
         hip_wait *keep = NULL, **tail = &keep;
+        int taken = 0, pending = 0;
         bool any = false;
         while (list) {
             hip_wait *w = list;
             list = w->next;
+            taken++;
             hipError_t e = hipEventQuery(w->ev);
             if (e == hipErrorNotReady) {
                 w->next = NULL;
                 *tail = w;
                 tail = &w->next;
+                pending++;
                 continue;
             }
             any = true;
@@ -641,8 +713,15 @@ static void *hip_poller_main(void *arg)
             p->free_waits = w;
             pthread_mutex_unlock(&p->lock);
         }
-        if (!any)
+        /* new work or a completion restarts the spinning phase */
+        uint64_t now = hip_now_us();
+        if (any || taken > kept)
+            last_progress = now;
+        kept = pending;
+        if (pending && now - last_progress < HIP_POLL_SPIN_US)
             sched_yield();
+        else if (pending)
+            usleep(HIP_POLL_SLEEP_US);
         pthread_mutex_lock(&p->lock);
         /* put the unfinished ones back in front of newcomers */
         if (keep) {
@@ -658,6 +737,9 @@ static int hip_notify(gg_device *dev, gg_dev_stream *s, gg_done_fn fn, void *arg
 {
     hip_priv *p = hip_p(dev);
     hip_wait *w = NULL;
+    int rc = hip_bind(dev);
+    if (rc < 0)
+        return rc;
     if (p->notify == HIP_NOTIFY_HOSTFN) {
         w = malloc(sizeof(*w));
         if (!w)
@@ -763,6 +845,7 @@ static const gg_device_ops hip_ops = {
     .op_launch = hip_op_launch,
     .notify = hip_notify,
     .last_error = hip_last_error,
+    .lost = hip_lost,
 };
 
 bool gg_device_hip_built(void)

@@ -35,6 +35,7 @@ typedef struct {
     gg_list link;
     gg_dev_exec *graph;
     uint8_t *scratch;
+    gg_dev_stream *stream;
 } exec_release;
 
 struct gg_exec {
@@ -86,15 +87,16 @@ gg_job *gg_job_new(gg_job_kind kind, gg_session *s, uint32_t msgid, gg_program *
 
 int gg_exec_queue(gg_call *c, gg_job *j)
 {
-    gg_dev_stream *s;
-    int rc = gg_session_stream(c->sess, &s);
-    if (rc < 0) {
-        gg_job_free(j);
-        return proto_fail(&c->err, rc, "cannot create a device stream: %s",
-                          c->srv->dev->ops->last_error(c->srv->dev));
-    }
+    /* Nothing below can fail: what the job holds is counted here, and
+     * released when it ends (exec_job_end).  The session's stream is made
+     * by the worker that first needs it (exec_run.c): making one creates a
+     * BLAS handle and allocates its workspace, too slow for the loop. */
     if (j->prog)
         j->prog->pins++;
+    if (j->wait_ev)
+        j->wait_ev->users++;
+    if (j->signal_ev)
+        j->signal_ev->users++;
     for (int i = 0; i < j->nentries; i++)
         gg_cache_pin(c->srv->cache, j->entries[i]);
     gg_exec_submit(c->srv->exec, j);
@@ -169,6 +171,8 @@ static void *exec_worker(void *arg)
                 dev->ops->exec_destroy(dev, rel->graph);
             if (rel->scratch)
                 dev->ops->scratch_free(dev, rel->scratch);
+            if (rel->stream)
+                dev->ops->stream_destroy(dev, rel->stream);
             free(rel);
             pthread_mutex_lock(&x->lock);
             continue;
@@ -191,9 +195,11 @@ static void *exec_worker(void *arg)
 
 /* ---- loop side ---------------------------------------------------------- */
 
-void gg_exec_release_graph(gg_exec *x, gg_dev_exec *g, uint8_t *scratch)
+/* Device frees can wait for the whole device (a free synchronises): they
+ * go to a worker so the loop never blocks on them. */
+static void exec_release_push(gg_exec *x, gg_dev_exec *g, uint8_t *scratch, gg_dev_stream *st)
 {
-    if (!g && !scratch)
+    if (!g && !scratch && !st)
         return;
     exec_release *rel = malloc(sizeof(*rel));
     if (!rel || x->closed) {
@@ -203,15 +209,28 @@ void gg_exec_release_graph(gg_exec *x, gg_dev_exec *g, uint8_t *scratch)
             dev->ops->exec_destroy(dev, g);
         if (scratch)
             dev->ops->scratch_free(dev, scratch);
+        if (st)
+            dev->ops->stream_destroy(dev, st);
         free(rel);
         return;
     }
     rel->graph = g;
     rel->scratch = scratch;
+    rel->stream = st;
     pthread_mutex_lock(&x->lock);
     gg_list_add_tail(&x->releases, &rel->link);
     pthread_cond_signal(&x->cond);
     pthread_mutex_unlock(&x->lock);
+}
+
+void gg_exec_release_graph(gg_exec *x, gg_dev_exec *g, uint8_t *scratch)
+{
+    exec_release_push(x, g, scratch, NULL);
+}
+
+void gg_exec_release_stream(gg_exec *x, gg_dev_stream *s)
+{
+    exec_release_push(x, NULL, NULL, s);
 }
 
 int gg_exec_new(gg_server *srv, gg_exec **out)
@@ -344,6 +363,8 @@ static void exec_apply(gg_exec *x, gg_job *j, gg_cache_entry *e, gg_job_result *
 {
     gg_server *srv = x->srv;
     e->scratch = r->scratch;
+    if (r->warmed)
+        e->warm_sess = j->sess->id;
     if (r->captured && r->updated) {
         e->captures++;
         e->updates++;
@@ -542,6 +563,11 @@ static void exec_on_async(uv_async_t *h)
         n = done->done_next;
         exec_finish(x, done);
     }
+    /* a prepare or health job, or the completion thread, may have seen the
+     * device go without failing a replay with -ENODEV */
+    const char *lost = gg_device_lost_reason(x->srv->dev);
+    if (lost)
+        gg_server_device_lost(x->srv, lost);
     if (x->srv->stopping)
         gg_server_stop(x->srv, x->srv->exit_code);
 }

@@ -22,6 +22,7 @@ typedef struct gg_job_result {
     int rc;
     bool captured;
     bool updated;                   /* rebound by exec update, not re-instantiated */
+    bool warmed;                    /* warm-up ran on this session's stream */
     gg_dev_exec *replaced;          /* the stale graph a new one replaces */
     bool failed;
     bool validated;
@@ -95,6 +96,8 @@ int gg_exec_queue(struct gg_call *c, gg_job *j);
 void gg_exec_run(struct gg_server *srv, gg_job *j);
 void gg_exec_job_enqueued(gg_job *j);
 void gg_exec_job_await(gg_job *j, bool want);
+/* Loop: destroy a session's stream (and its kernel context) on a worker. */
+void gg_exec_release_stream(gg_exec *x, gg_dev_stream *s);
 void gg_exec_job_done(void *job, int status);
 
 #endif

@@ -39,9 +39,11 @@ static int exec_launch_nodes(gg_server *srv, gg_dev_stream *s, const gg_program 
     return 0;
 }
 
-/* Before the first capture of an entry: run each op that asks for it once
- * on the stream, with its outputs in throw-away memory so the client's
- * buffers are untouched (an in-place or re-read tensor stays as it was). */
+/* Before an entry's first capture on a session's stream (its first ever, or
+ * the first after a restarted client adopted it, with a new stream and BLAS
+ * handle): run each op that asks for it once on the stream, with its outputs
+ * in throw-away memory so the client's buffers are untouched (an in-place or
+ * re-read tensor stays as it was). */
 static int exec_warmup(gg_server *srv, gg_job *j, gg_cache_entry *e, gg_dev_stream *s,
                        uint8_t *scratch)
 {
@@ -89,10 +91,13 @@ static int exec_capture(gg_server *srv, gg_job *j, gg_cache_entry *e, gg_dev_str
     }
     if ((rc = exec_fault(srv, GG_FAULT_CAPTURE, r, "capture")) < 0)
         return rc;
-    if (e->captures == 0 && (rc = exec_warmup(srv, j, e, s, r->scratch)) < 0) {
-        snprintf(r->reason, sizeof(r->reason), "warm-up before capture failed: %s",
-                 dev->ops->last_error(dev));
-        return rc;
+    if (e->warm_sess != j->sess->id) {
+        if ((rc = exec_warmup(srv, j, e, s, r->scratch)) < 0) {
+            snprintf(r->reason, sizeof(r->reason), "warm-up before capture failed: %s",
+                     dev->ops->last_error(dev));
+            return rc;
+        }
+        r->warmed = true;
     }
     if ((rc = dev->ops->capture_begin(dev, s)) < 0) {
         snprintf(r->reason, sizeof(r->reason), "capture failed: %s", dev->ops->last_error(dev));
@@ -197,6 +202,12 @@ static int exec_validate(gg_server *srv, gg_job *j, gg_cache_entry *e, gg_dev_st
     int rc = (!snap || !graph_out || !eager_out) ? -ENOMEM : 0;
     char why[160];
     size_t off = 0;
+    /* The copies below are not ordered with the session's non-blocking
+     * stream: drain it first (a client event the stream waits on, an
+     * earlier async replay), so the snapshot holds the inputs this replay
+     * is meant to read. */
+    if (rc == 0)
+        rc = dev->ops->stream_sync(dev, s);
     for (int i = 0; i < na && rc == 0; i++) {
         size_t b = exec_tensor_bytes(p, all[i], j->rows, &ptr);
         rc = dev->ops->memcpy_d2h(dev, snap + off, ptr, b);
@@ -284,7 +295,7 @@ static bool exec_should_validate(const gg_server *srv, const gg_cache_entry *e)
 void gg_exec_run(gg_server *srv, gg_job *j)
 {
     gg_device *dev = srv->dev;
-    gg_dev_stream *s = j->sess->stream;
+    gg_dev_stream *s = NULL;
     gg_job_result *res = j->results;
     char why[160] = "";
     int rc = 0;
@@ -293,6 +304,14 @@ void gg_exec_run(gg_server *srv, gg_job *j)
     if (j->kind == GG_JOB_SMOKE) {
         res[0].rc = gg_device_smoke_test(dev, res[0].reason, sizeof(res[0].reason));
         gg_exec_job_done(j, 0);
+        return;
+    }
+    /* The session's jobs run one at a time, so this is never raced. */
+    if ((rc = gg_session_stream(j->sess, &s)) < 0) {
+        j->rc = rc;
+        snprintf(j->reason, sizeof(j->reason), "cannot create a device stream: %s",
+                 dev->ops->last_error(dev));
+        gg_exec_job_done(j, rc);
         return;
     }
     if (j->kind == GG_JOB_PREPARE) {

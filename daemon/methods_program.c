@@ -148,12 +148,8 @@ int gg_method_replay(gg_call *c)
     if (!j)
         return proto_fail(&c->err, -ENOMEM, "out of memory");
     j->async = async;
-    j->wait_ev = wait_ev;
+    j->wait_ev = wait_ev;     /* counted as users once queued (gg_exec_queue) */
     j->signal_ev = signal_ev;
-    if (wait_ev)
-        wait_ev->users++;
-    if (signal_ev)
-        signal_ev->users++;
     j->batch = (int)batch;
     j->branch = (int)branch;
     j->rows = bi < 0 ? (int)batch : p->buckets[bi];

@@ -43,7 +43,7 @@ static void session_destroy(gg_session *s)
     gg_event_release_all(s);
     gg_buffer_release_all(s);
     if (s->stream)
-        srv->dev->ops->stream_destroy(srv->dev, s->stream);
+        gg_exec_release_stream(srv->exec, s->stream);
     gg_log_fields f = {.session = s->id};
     GG_LOG(GG_LOG_DEBUG, &f, "session ended");
     free(s);

@@ -129,6 +129,17 @@ static inline int gg_hip_arch_name(int device, char *buf, size_t len)
     return 0;
 }
 
+/* Errors after which the context cannot be trusted again (every later call
+ * fails the same way).  ROCm 5.2 names fewer of them than CUDA: a GPU memory
+ * fault on ROCm surfaces as an illegal address or a launch failure. */
+static inline int gg_hip_error_is_sticky(hipError_t e)
+{
+    return e == hipErrorIllegalAddress || e == hipErrorLaunchFailure ||
+           e == hipErrorLaunchTimeOut || e == hipErrorAssert || e == hipErrorECCNotCorrectable ||
+           e == hipErrorContextIsDestroyed || e == hipErrorNoDevice ||
+           e == hipErrorInvalidContext || e == hipErrorDeinitialized;
+}
+
 static inline void gg_hip_runtime_string(char *buf, size_t len)
 {
     int v = 0;
@@ -403,6 +414,30 @@ static inline hipError_t hipMemGetAddressRange(hipDeviceptr_t *base, size_t *siz
     if (size)
         *size = s;
     return cudaSuccess;
+}
+
+/* Errors after which the context cannot be trusted again: CUDA's "sticky"
+ * errors (the process must exit to recover) and a device gone. */
+static inline int gg_hip_error_is_sticky(cudaError_t e)
+{
+    switch (e) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorAssert:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorECCUncorrectable:
+    case cudaErrorContextIsDestroyed:
+    case cudaErrorNoDevice:
+    case cudaErrorDeviceUninitialized:
+        return 1;
+    default:
+        return 0;
+    }
 }
 
 /* "sm_90" */

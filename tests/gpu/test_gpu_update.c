@@ -99,6 +99,31 @@ static void client_second(void)
     gg_client_close(c);
 }
 
+/* child 3 (daemon with exec-update-limit=2): after two updates in place the
+ * third rebind instantiates afresh, and the count starts again */
+static void client_limit(void)
+{
+    gg_client *c = gg_client_new();
+    dbuf x1, x2, y;
+    if (!CHECK(gg_client_connect(c, g_sock, "limit") == 0) || !dbuf_new(c, &x1, 0.25f) ||
+        !dbuf_new(c, &x2, 0.75f) || !dbuf_new(c, &y, 0.0f))
+        return;
+    uint64_t p = t_define_silu2x(c, "limit", x1.id, y.id, D);
+    replay_check(c, p, 2, &x1, &y, true, "first capture");
+    uint64_t up0 = stat_u(c, "exec_updates");
+    for (int k = 0; k < 4; k++) {
+        const dbuf *x = k % 2 ? &x1 : &x2;
+        CHECKF(gg_client_program_rebind(c, p, "x", x->id, 0) == 0, "rebind %d: %s", k,
+               gg_client_last_error(c));
+        replay_check(c, p, 2, x, &y, true, "after a rebind");
+    }
+    CHECKF(stat_u(c, "exec_updates") == up0 + 3,
+           "updates 1, 2, then a new instantiate, then update 1 again (%llu updates)",
+           (unsigned long long)(stat_u(c, "exec_updates") - up0));
+    gg_client_program_release(c, p);
+    gg_client_close(c);
+}
+
 static void in_child(void (*fn)(void), const char *name)
 {
     fflush(stdout);
@@ -139,6 +164,16 @@ int main(void)
     h_section("a restarted client adopts the parked graphs");
     in_child(client_second, "second client");
     CHECK_EQ(h_daemon_stop(&d), 0);
+    unlink(d.log);
+    unlink(d.sock);
+
+    h_section("exec-update-limit bounds the updates of one instantiated graph");
+    const char *largs[] = {"--backend", "hip", "--set", "exec-update-limit=2", NULL};
+    if (CHECK(h_daemon_spawn(&d, d.sock, largs, NULL) == 0) &&
+        CHECK(h_daemon_wait_ready(&d, 60000) == 0)) {
+        in_child(client_limit, "limit client");
+        CHECK_EQ(h_daemon_stop(&d), 0);
+    }
     unlink(d.log);
     unlink(d.sock);
     rmdir(dir);
