@@ -525,19 +525,25 @@ static void prepare(gg_client *c, const char *name, uint64_t id)
 int main(int argc, char **argv)
 {
     const char *sock = NULL;
+    bool keep = false;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-v") == 0) {
             verbose = true;
+        } else if (strcmp(argv[i], "--keep") == 0) {
+            keep = true;
         } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            printf("usage: gfxgraph-demo [-v] [SOCKET]\n"
+            printf("usage: gfxgraph-demo [-v] [--keep] [SOCKET]\n"
                    "Replays two programs on gfxgraphd (shared memory on the cpu backend,\n"
                    "device memory on the hip backend) for batch 1..%d and\n"
-                   "checks them against a double-precision reference.\n", MAX_BATCH);
+                   "checks them against a double-precision reference.\n"
+                   "--keep: leave without releasing the programs, so their graphs stay\n"
+                   "parked in the daemon's cache (gfxgraphctl stats shows them, and a\n"
+                   "second run adopts them instead of capturing again).\n", MAX_BATCH);
             return 0;
         } else if (!sock && argv[i][0] != '-') {
             sock = argv[i];
         } else {
-            fprintf(stderr, "usage: gfxgraph-demo [-v] [SOCKET]\n");
+            fprintf(stderr, "usage: gfxgraph-demo [-v] [--keep] [SOCKET]\n");
             return 64;
         }
     }
@@ -593,9 +599,9 @@ int main(int argc, char **argv)
     printf("%s\n", bad ? "FAILED" : "all results match the reference");
 
 out:
-    if (chain.defined && gg_client_connected(c))
+    if (chain.defined && gg_client_connected(c) && !keep)
         gg_client_program_release(c, chain.id);
-    if (mlp.defined && gg_client_connected(c))
+    if (mlp.defined && gg_client_connected(c) && !keep)
         gg_client_program_release(c, mlp.id);
     shm_close_buf(c, &chain.buf);
     shm_close_buf(c, &mlp.buf);

@@ -19,7 +19,12 @@ echo "== gfxgraphd started (pid $pid) on $sock"
 sed 's/^/   daemon: /' "$log"
 echo
 echo "== demo: decode-like chain and MLP, batch 1..40, checked against a reference"
-"$build/client/gfxgraph-demo" "$sock"
+# --keep: the programs' graphs stay parked in the cache when the demo exits,
+# so the stats below show them, and a second run adopts them warm
+"$build/client/gfxgraph-demo" --keep "$sock"
+echo
+echo "== demo again: a restarted client adopts the parked graphs (updated in place, no new instantiate)"
+"$build/client/gfxgraph-demo" --keep "$sock"
 echo
 echo "== gfxgraphctl stats"
 "$build/client/gfxgraphctl" stats --socket "$sock"
