@@ -114,8 +114,9 @@ int gg_method_buffer_release(gg_call *c)
         return rc;
     if (b->users)
         return proto_fail(&c->err, -EBUSY,
-                          "buffer %llu is used by %d tensor(s) of live programs; release the "
-                          "programs first",
+                          "buffer %llu is used by %d tensor(s) of programs (live ones, or "
+                          "released ones whose replays are still running); release the "
+                          "programs first, or retry once their replays are answered",
                           (unsigned long long)id, b->users);
     buffer_free(c->srv, b);
     msgpack_pack_map(c->pk, 1);
