@@ -136,8 +136,10 @@ static int cfg_fault(const char *v, unsigned *out, char *err, size_t errlen)
         if (strcmp(t, "capture") == 0) mask |= GG_FAULT_CAPTURE;
         else if (strcmp(t, "instantiate") == 0) mask |= GG_FAULT_INSTANTIATE;
         else if (strcmp(t, "launch") == 0) mask |= GG_FAULT_LAUNCH;
+        else if (strcmp(t, "device") == 0) mask |= GG_FAULT_DEVICE;
         else if (strcmp(t, "none") == 0) ;
-        else return cfg_bad(err, errlen, "fault", v, "a comma list of capture, instantiate, launch");
+        else return cfg_bad(err, errlen, "fault", v,
+                            "a comma list of capture, instantiate, launch, device");
     }
     *out = mask;
     return 0;

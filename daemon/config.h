@@ -18,7 +18,10 @@ typedef enum { GG_BACKEND_AUTO = 0, GG_BACKEND_CPU, GG_BACKEND_HIP } gg_backend_
 typedef enum { GG_REPLAY_STANDARD = 0, GG_REPLAY_ADAPTIVE, GG_REPLAY_HOT } gg_replay_mode;
 
 /* GFXGRAPH_FAULT bits */
-enum { GG_FAULT_CAPTURE = 1, GG_FAULT_INSTANTIATE = 2, GG_FAULT_LAUNCH = 4 };
+/* GFXGRAPH_FAULT: failures injected at one step.  capture, instantiate and
+ * launch make the graph path fail (eager fallback); device makes a replay
+ * find the device lost, as a sticky GPU error would (the daemon exits 3). */
+enum { GG_FAULT_CAPTURE = 1, GG_FAULT_INSTANTIATE = 2, GG_FAULT_LAUNCH = 4, GG_FAULT_DEVICE = 8 };
 
 typedef struct {
     char socket_path[GG_PATH_MAX];

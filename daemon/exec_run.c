@@ -306,6 +306,12 @@ void gg_exec_run(gg_server *srv, gg_job *j)
         gg_exec_job_done(j, 0);
         return;
     }
+    if (j->kind == GG_JOB_REPLAY && (srv->cfg.fault & GG_FAULT_DEVICE)) {
+        j->rc = -ENODEV;
+        snprintf(j->reason, sizeof(j->reason), "device lost (injected by GFXGRAPH_FAULT=device)");
+        gg_exec_job_done(j, -ENODEV);
+        return;
+    }
     /* The session's jobs run one at a time, so this is never raced. */
     if ((rc = gg_session_stream(j->sess, &s)) < 0) {
         j->rc = rc;

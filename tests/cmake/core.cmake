@@ -35,6 +35,7 @@ gg_core_test(test_client_replay test_client_replay.c integration 600 gg_client_s
 gg_core_test(test_client_fallback test_client_fallback.c integration 600 gg_client_static)
 gg_core_test(test_client_errors test_client_errors.c integration 600 gg_client_static)
 gg_core_test(test_client_layout test_client_layout.c integration 300 gg_client_static)
+gg_core_test(test_daemon_lost test_daemon_lost.c integration 120 gg_client_static)
 gg_core_test(test_client_crash test_client_crash.c integration 600 gg_client_static)
 gg_core_test(test_ctl test_ctl.c integration 600 gg_client_static)
 add_dependencies(test_ctl gfxgraphctl)
