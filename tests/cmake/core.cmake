@@ -1,8 +1,8 @@
 # Core suite: protocol unit tests (framing; envelopes, getters and error
 # codes), the daemon over raw sockets (hello/stats/health and bad input on
 # one daemon; configured limits and queued work), daemon lifecycle, the
-# client library against a real daemon, gfxgraphctl, and the protocol fuzz
-# target (clang only).
+# client library against a real daemon (and the default socket it finds, as
+# a user), gfxgraphctl, and the protocol fuzz target (clang only).
 #
 # Labels: "unit" runs in-process; "integration" starts the real gfxgraphd on
 # a temporary socket (tests/harness.c).
@@ -36,6 +36,8 @@ gg_core_test(test_client_fallback test_client_fallback.c integration 600 gg_clie
 gg_core_test(test_client_errors test_client_errors.c integration 600 gg_client_static)
 gg_core_test(test_client_layout test_client_layout.c integration 300 gg_client_static)
 gg_core_test(test_client_crash test_client_crash.c integration 600 gg_client_static)
+gg_core_test(test_client_socket test_client_socket.c integration 300 gg_client_static)
+add_dependencies(test_client_socket gfxgraphctl)
 gg_core_test(test_ctl test_ctl.c integration 600 gg_client_static)
 add_dependencies(test_ctl gfxgraphctl)
 
