@@ -2,7 +2,8 @@
 # codes), the daemon over raw sockets (hello/stats/health and bad input on
 # one daemon; configured limits and queued work), daemon lifecycle, the
 # client library against a real daemon (and the default socket it finds, as
-# a user), gfxgraphctl, and the protocol fuzz target (clang only).
+# a user), gfxgraphctl (and its exit status 1 against a stand-in daemon
+# that reports itself unhealthy), and the protocol fuzz target (clang only).
 #
 # Labels: "unit" runs in-process; "integration" starts the real gfxgraphd on
 # a temporary socket (tests/harness.c).
@@ -40,6 +41,10 @@ gg_core_test(test_client_socket test_client_socket.c integration 300 gg_client_s
 add_dependencies(test_client_socket gfxgraphctl)
 gg_core_test(test_ctl test_ctl.c integration 600 gg_client_static)
 add_dependencies(test_ctl gfxgraphctl)
+# gfxgraphctl against a stand-in daemon (a thread of the test) that says it
+# is unhealthy
+gg_core_test(test_ctl_health test_ctl_health.c integration 300 Threads::Threads)
+add_dependencies(test_ctl_health gfxgraphctl)
 
 # libFuzzer target for the protocol; libFuzzer comes with clang only, so with
 # another compiler there is nothing to build.  The proto sources are compiled
