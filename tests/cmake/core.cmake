@@ -1,6 +1,7 @@
 # Core suite: protocol unit tests (framing; envelopes, getters and error
 # codes), the daemon over raw sockets (hello/stats/health and bad input on
 # one daemon; configured limits and queued work), daemon lifecycle, the
+# daemon's socket and log-level settings and their precedence, the
 # client library against a real daemon (and the default socket it finds, as
 # a user), gfxgraphctl (and its exit status 1 against a stand-in daemon
 # that reports itself unhealthy), and the protocol fuzz target (clang only).
@@ -32,6 +33,7 @@ gg_core_test(test_proto_message test_proto_message.c unit 300)
 gg_core_test(test_daemon_proto_methods test_daemon_proto_methods.c integration 600)
 gg_core_test(test_daemon_proto_limits test_daemon_proto_limits.c integration 600)
 gg_core_test(test_daemon_life test_daemon_life.c integration 600 gg_client_static Threads::Threads)
+gg_core_test(test_daemon_settings test_daemon_settings.c integration 600)
 gg_core_test(test_client_replay test_client_replay.c integration 600 gg_client_static)
 gg_core_test(test_client_fallback test_client_fallback.c integration 600 gg_client_static)
 gg_core_test(test_client_errors test_client_errors.c integration 600 gg_client_static)
