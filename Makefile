@@ -12,6 +12,11 @@ NVCC    ?= $(shell command -v nvcc 2>/dev/null || ( [ -x /usr/local/cuda/bin/nvc
 DEBS     = gcc g++ make cmake pkgconf libuv1-dev libmsgpack-dev libsystemd-dev systemd \
            hipcc libamdhip64-dev
 SUDO     = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+# The build tree of build, demo, test-main and install.
+BUILD   ?= build
+# NODEPS=1: never look for or install packages (a machine, or a test, that
+# has what it needs and must not run apt-get).
+NODEPS  ?=
 
 .PHONY: all deps build demo test test-main test-asan test-hip test-cuda install clean gpu-check
 
@@ -19,7 +24,8 @@ all: build
 
 # Install only what is missing; a machine that has everything is left alone.
 deps:
-	@missing=""; for p in $(DEBS); do \
+	@if [ -n "$(NODEPS)" ]; then echo "build dependencies: not checked (NODEPS=$(NODEPS))"; exit 0; fi; \
+	missing=""; for p in $(DEBS); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
@@ -28,20 +34,20 @@ deps:
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
 	else echo "build dependencies: all present"; fi
 
-build/CMakeCache.txt:
-	$(CMAKE) -S . -B build -DGFXGRAPH_GPU=$(GPU) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+$(BUILD)/CMakeCache.txt:
+	$(CMAKE) -S . -B $(BUILD) -DGFXGRAPH_GPU=$(GPU) -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
-build: deps build/CMakeCache.txt
-	$(CMAKE) --build build -j $(JOBS)
+build: deps $(BUILD)/CMakeCache.txt
+	$(CMAKE) --build $(BUILD) -j $(JOBS)
 
 demo: build
-	@bash tests/scripts/demo.sh build
+	@bash tests/scripts/demo.sh $(BUILD)
 
 test: deps test-main test-asan test-hip test-cuda
 	@echo "make test: all builds passed"
 
 test-main: build
-	cd build && $(CTEST) --output-on-failure -j $(JOBS) --timeout 300
+	cd $(BUILD) && $(CTEST) --output-on-failure -j $(JOBS) --timeout 300
 
 test-asan: deps
 	$(CMAKE) -S . -B build-asan -DGFXGRAPH_GPU=off -DGFXGRAPH_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
@@ -51,8 +57,8 @@ test-asan: deps
 
 # The AMD build: code objects for gfx1030/gfx1031, checked by a test.
 test-hip: deps
-	@if [ "$$(sed -n 's/^GFXGRAPH_GPU_KIND_RESOLVED:INTERNAL=//p' build/CMakeCache.txt 2>/dev/null)" = hip ]; then \
-	  echo "hip build: build/ is the hip build"; cd build && $(CTEST) --output-on-failure -L build; \
+	@if [ "$$(sed -n 's/^GFXGRAPH_GPU_KIND_RESOLVED:INTERNAL=//p' $(BUILD)/CMakeCache.txt 2>/dev/null)" = hip ]; then \
+	  echo "hip build: $(BUILD)/ is the hip build"; cd $(BUILD) && $(CTEST) --output-on-failure -L build; \
 	else \
 	  $(CMAKE) -S . -B build-hip -DGFXGRAPH_GPU=hip && $(CMAKE) --build build-hip -j $(JOBS) && \
 	  cd build-hip && $(CTEST) --output-on-failure -L 'build|gpu'; \
@@ -61,19 +67,20 @@ test-hip: deps
 # The NVIDIA build through the project's vendor header; needs nvcc.
 test-cuda:
 	@if [ -z "$(NVCC)" ]; then echo "SKIP cuda build: nvcc not found (install CUDA to build for NVIDIA)"; exit 0; fi; \
-	if [ "$$(sed -n 's/^GFXGRAPH_GPU_KIND_RESOLVED:INTERNAL=//p' build/CMakeCache.txt 2>/dev/null)" = cuda ]; then \
-	  echo "cuda build: build/ is the cuda build"; cd build && $(CTEST) --output-on-failure -L build; \
+	if [ "$$(sed -n 's/^GFXGRAPH_GPU_KIND_RESOLVED:INTERNAL=//p' $(BUILD)/CMakeCache.txt 2>/dev/null)" = cuda ]; then \
+	  echo "cuda build: $(BUILD)/ is the cuda build"; cd $(BUILD) && $(CTEST) --output-on-failure -L build; \
 	else \
 	  $(CMAKE) -S . -B build-cuda -DGFXGRAPH_GPU=cuda -DCMAKE_CUDA_COMPILER=$(NVCC) && \
 	  $(CMAKE) --build build-cuda -j $(JOBS) && \
 	  cd build-cuda && $(CTEST) --output-on-failure -L 'build|gpu'; \
 	fi
 
-# make install [DESTDIR=/tmp/stage] [PREFIX=/usr]: cmake --install of build/.
-# PREFIX overrides the configured prefix (default /usr/local); the systemd
-# units are generated for the prefix actually installed to.
+# make install [DESTDIR=/tmp/stage] [PREFIX=/usr] [BUILD=dir]: build, then
+# cmake --install of $(BUILD) (default build/; an up-to-date tree is not
+# rebuilt).  PREFIX overrides the configured prefix (default /usr/local); the
+# systemd units are generated for the prefix actually installed to.
 install: build
-	DESTDIR="$(DESTDIR)" $(CMAKE) --install build $(if $(PREFIX),--prefix "$(PREFIX)")
+	DESTDIR="$(DESTDIR)" $(CMAKE) --install $(BUILD) $(if $(PREFIX),--prefix "$(PREFIX)")
 
 clean:
 	rm -rf build build-asan build-hip build-cuda

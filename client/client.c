@@ -167,43 +167,119 @@ bool gg_client_socket_reached(const gg_client *c)
 
 /* ---- connect ------------------------------------------------------------- */
 
-int gg_client_default_socket(char *buf, size_t len)
+/* The system service's socket.  A variable rather than the macro itself so
+ * that the project's tests can point the fallback at a socket they own
+ * (gg_client_test_set_system_socket, internal.h); nothing outside the tests
+ * sets it, and the shared library does not export the setter. */
+static char client_system_socket[GG_CLIENT_PATH_MAX] = GG_CLIENT_SYSTEM_SOCKET;
+
+int gg_client_test_set_system_socket(const char *path)
 {
-    const char *env = getenv("GFXGRAPH_SOCKET");
-    const char *xdg = getenv("XDG_RUNTIME_DIR");
-    int n;
-    if (env && *env)
-        n = snprintf(buf, len, "%s", env);
-    else if (geteuid() == 0 || !xdg || !*xdg)
-        n = snprintf(buf, len, "%s", GG_CLIENT_SYSTEM_SOCKET);
-    else
-        n = snprintf(buf, len, "%s/gfxgraph/gfxgraphd.sock", xdg);
-    if (n < 0 || (size_t)n >= len)
+    if (!path || !*path)
+        path = GG_CLIENT_SYSTEM_SOCKET;
+    if (strlen(path) >= sizeof client_system_socket)
         return -ENAMETOOLONG;
-    return n;
+    memcpy(client_system_socket, path, strlen(path) + 1);
+    return 0;
 }
 
-static int client_connect_fail(gg_client *c, int err)
+/* buf = dir followed by name; its length or -ENAMETOOLONG. */
+static int client_put_path(char *buf, size_t len, const char *dir, const char *name)
 {
-    const char *hint;
+    int n = snprintf(buf, len, "%s%s", dir, name);
+    return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : n;
+}
+
+int gg_client_socket_candidates(const char *env_socket, const char *xdg_runtime_dir, bool root,
+                                char (*paths)[GG_CLIENT_PATH_MAX], int max)
+{
+    if (max < 1)
+        return -EINVAL;
+    int rc;
+    if (env_socket && *env_socket)
+        rc = client_put_path(paths[0], sizeof paths[0], env_socket, "");
+    else if (root || !xdg_runtime_dir || !*xdg_runtime_dir)
+        rc = client_put_path(paths[0], sizeof paths[0], client_system_socket, "");
+    else {
+        /* A user's own daemon comes first; a user in group gfxgraph who
+         * runs none is served by the system service. */
+        rc = client_put_path(paths[0], sizeof paths[0], xdg_runtime_dir,
+                             "/gfxgraph/gfxgraphd.sock");
+        if (rc < 0)
+            return rc;
+        if (max < 2)
+            return 1;
+        rc = client_put_path(paths[1], sizeof paths[1], client_system_socket, "");
+        return rc < 0 ? rc : 2;
+    }
+    return rc < 0 ? rc : 1;
+}
+
+int gg_client_default_sockets(char (*paths)[GG_CLIENT_PATH_MAX], int max)
+{
+    return gg_client_socket_candidates(getenv("GFXGRAPH_SOCKET"), getenv("XDG_RUNTIME_DIR"),
+                                       geteuid() == 0, paths, max);
+}
+
+int gg_client_default_socket(char *buf, size_t len)
+{
+    char paths[1][GG_CLIENT_PATH_MAX];
+    int rc = gg_client_default_sockets(paths, 1);
+    if (rc < 0) {
+        /* the caller still gets the start of the path, as before */
+        if (len)
+            snprintf(buf, len, "%s", paths[0]);
+        return rc;
+    }
+    return client_put_path(buf, len, paths[0], "");
+}
+
+static const char *client_connect_hint(int err)
+{
     switch (err) {
     case EACCES:
     case EPERM:
-        hint = "is your user allowed to use the socket? (see its owner, group and mode)";
-        break;
+        return "is your user allowed to use the socket? (see its owner, group and mode; the "
+               "system service's socket is for group gfxgraph)";
     case EAGAIN:
-        hint = "gfxgraphd is not accepting connections right now; try again";
-        break;
+        return "gfxgraphd is not accepting connections right now; try again";
     default:
-        hint = NULL;
+        return NULL;
+    }
+}
+
+/* tried paths[0..ntried), errs[i] the errno of each: the message names every
+ * one of them, and how to start a daemon where the client looked. */
+static int client_connect_fail(gg_client *c, char (*paths)[GG_CLIENT_PATH_MAX],
+                               const int *errs, int ntried)
+{
+    int err = errs[ntried - 1];
+    const char *hint = client_connect_hint(err);
+    if (ntried == 1) {
+        if (hint)
+            return client_fail(c, -err, "cannot connect to %s: %s; %s", paths[0],
+                               strerror(err), hint);
+        return client_fail(c, -err,
+                           "cannot connect to %s: %s; is gfxgraphd running? start it with "
+                           "`systemctl start gfxgraphd` or `gfxgraphd --socket %s`",
+                           paths[0], strerror(err), paths[0]);
+    }
+    char tried[GG_CLIENT_ERRLEN / 2];
+    size_t n = 0;
+    for (int i = 0; i < ntried && n < sizeof tried; i++) {
+        int w = snprintf(tried + n, sizeof tried - n, "%s%s (%s)", i ? ", then " : "",
+                         paths[i], strerror(errs[i]));
+        if (w < 0)
+            break;
+        n += (size_t)w;
     }
     if (hint)
-        return client_fail(c, -err, "cannot connect to %s: %s; %s", c->path, strerror(err),
-                           hint);
+        return client_fail(c, -err, "cannot connect to gfxgraphd: tried %s; %s", tried, hint);
     return client_fail(c, -err,
-                       "cannot connect to %s: %s; is gfxgraphd running? start it with "
-                       "`systemctl start gfxgraphd` or `gfxgraphd --socket %s`",
-                       c->path, strerror(err), c->path);
+                       "cannot connect to gfxgraphd: tried %s; is gfxgraphd running? start "
+                       "the system service with `systemctl start gfxgraphd`, or your own "
+                       "with `gfxgraphd --socket %s`",
+                       tried, paths[0]);
 }
 
 /* connect() that survives EINTR: the connection then completes on its own,
@@ -294,6 +370,8 @@ int gg_client_connect(gg_client *c, const char *socket_path, const char *client_
     client_forget_server(c);
     c->notified = false;
     proto_frame_init(&c->frame, c->max_recv);
+    char paths[2][GG_CLIENT_PATH_MAX];
+    int npaths = 1;
     if (socket_path && *socket_path) {
         if (strlen(socket_path) >= sizeof c->path) {
             memcpy(c->path, socket_path, sizeof c->path - 1);
@@ -302,26 +380,41 @@ int gg_client_connect(gg_client *c, const char *socket_path, const char *client_
                              strlen(socket_path), sizeof c->path - 1, socket_path);
             goto out;
         }
-        memcpy(c->path, socket_path, strlen(socket_path) + 1);
-    } else if (gg_client_default_socket(c->path, sizeof c->path) < 0) {
+        memcpy(paths[0], socket_path, strlen(socket_path) + 1);
+    } else if ((npaths = gg_client_default_sockets(paths, 2)) < 0) {
+        snprintf(c->path, sizeof c->path, "%s", paths[0]);
         rc = client_fail(c, -ENAMETOOLONG, "the default socket path is too long: %s... "
                          "(set GFXGRAPH_SOCKET to a shorter one)", c->path);
         goto out;
     }
 
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        rc = client_fail(c, -errno, "cannot create a socket: %s", strerror(errno));
-        goto out;
-    }
-    struct sockaddr_un sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sun_family = AF_UNIX;
-    memcpy(sa.sun_path, c->path, strlen(c->path) + 1);
-    rc = client_socket_connect(fd, &sa);
-    if (rc < 0) {
+    int fd = -1, errs[2];
+    int tried = 0;
+    rc = 0;
+    while (tried < npaths) {
+        memcpy(c->path, paths[tried], strlen(paths[tried]) + 1);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+            rc = client_fail(c, -errno, "cannot create a socket: %s", strerror(errno));
+            goto out;
+        }
+        struct sockaddr_un sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sun_family = AF_UNIX;
+        memcpy(sa.sun_path, c->path, strlen(c->path) + 1);
+        rc = client_socket_connect(fd, &sa);
+        if (rc == 0)
+            break;
         close(fd);
-        rc = client_connect_fail(c, -rc);
+        fd = -1;
+        errs[tried++] = -rc;
+        /* Only a socket that is not there (or that nobody serves) sends the
+         * client on to the next path; any other failure is the answer. */
+        if (rc != -ENOENT && rc != -ECONNREFUSED)
+            break;
+    }
+    if (rc < 0) {
+        rc = client_connect_fail(c, paths, errs, tried);
         goto out;
     }
     c->reached = true;

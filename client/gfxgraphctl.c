@@ -30,9 +30,14 @@ static int ctl_usage_error(void)
 
 static void ctl_usage(FILE *f)
 {
-    char sock[256];
-    if (gg_client_default_socket(sock, sizeof sock) < 0)
+    char paths[2][GG_CLIENT_PATH_MAX], sock[2 * GG_CLIENT_PATH_MAX + 48];
+    int n = gg_client_default_sockets(paths, 2);
+    if (n < 0)
         snprintf(sock, sizeof sock, "(too long)");
+    else if (n == 1)
+        snprintf(sock, sizeof sock, "%s", paths[0]);
+    else
+        snprintf(sock, sizeof sock, "%s,\n                     then %s", paths[0], paths[1]);
     fprintf(f,
             "usage: gfxgraphctl [--json] [--socket PATH] [--timeout SECONDS] COMMAND\n"
             "\n"

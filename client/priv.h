@@ -13,7 +13,8 @@
 #include "internal.h"
 #include "proto.h"
 
-#define GG_CLIENT_ERRLEN 512
+/* room for a connect failure that names two socket paths and their errors */
+#define GG_CLIENT_ERRLEN 1024
 
 struct gg_client {
     pthread_mutex_t mu;
@@ -21,7 +22,7 @@ struct gg_client {
     bool reached;                   /* last connect() reached the socket */
     int timeout_ms;
     uint32_t next_msgid;
-    char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    char path[GG_CLIENT_PATH_MAX];
 
     /* receive side: rbuf[0..rlen) holds bytes read; the current message is
      * rbuf[0..msg_len), unpacked into up (which points into rbuf). */
@@ -52,6 +53,9 @@ struct gg_client {
     int max_batch;
     size_t server_max_msg;
 };
+
+_Static_assert(GG_CLIENT_PATH_MAX == sizeof(((struct sockaddr_un *)0)->sun_path),
+               "GG_CLIENT_PATH_MAX is sun_path's size");
 
 /* Record a failure: code from the errno (neg), message printf-style.
  * Returns neg. */

@@ -15,22 +15,28 @@
 
 static const int default_buckets[] = {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256};
 
-void gg_config_default_socket(char *buf, size_t len)
+int gg_config_default_socket(char *buf, size_t len)
 {
     const char *env = getenv("GFXGRAPH_SOCKET");
     const char *xdg = getenv("XDG_RUNTIME_DIR");
+    int n;
     if (env && *env)
-        snprintf(buf, len, "%s", env);
+        n = snprintf(buf, len, "%s", env);
     else if (geteuid() == 0 || !xdg || !*xdg)
-        snprintf(buf, len, "/run/gfxgraph/gfxgraphd.sock");
+        n = snprintf(buf, len, "/run/gfxgraph/gfxgraphd.sock");
     else
-        snprintf(buf, len, "%s/gfxgraph/gfxgraphd.sock", xdg);
+        n = snprintf(buf, len, "%s/gfxgraph/gfxgraphd.sock", xdg);
+    return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 
 void gg_config_defaults(gg_config *c)
 {
     memset(c, 0, sizeof(*c));
-    gg_config_default_socket(c->socket_path, sizeof(c->socket_path));
+    /* A default that does not fit is no default: its truncated start would
+     * be a socket where no client looks.  Left empty, it stops the start
+     * unless a layer gives a path (or systemd passes the socket). */
+    if (gg_config_default_socket(c->socket_path, sizeof(c->socket_path)) < 0)
+        c->socket_path[0] = '\0';
     c->backend = GG_BACKEND_AUTO;
     c->log_level = GG_LOG_INFO;
     c->log_target = GG_LOG_TARGET_AUTO;

@@ -119,6 +119,12 @@ static int server_listen(gg_server *srv, char *err, size_t errlen)
             snprintf(srv->cfg.socket_path, sizeof(srv->cfg.socket_path), "%s", name);
         }
     } else {
+        if (!*path) {
+            snprintf(err, errlen, "no socket path: the default, "
+                     "$XDG_RUNTIME_DIR/gfxgraph/gfxgraphd.sock, is longer than %d bytes "
+                     "here; give one with --socket or GFXGRAPH_SOCKET", GG_PATH_MAX - 1);
+            return -ENAMETOOLONG;
+        }
         char dir[GG_PATH_MAX];
         snprintf(dir, sizeof(dir), "%s", path);
         if ((rc = server_mkdirs(dirname(dir))) < 0) {

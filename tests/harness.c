@@ -179,28 +179,10 @@ static void h_child_env(const char *const *env)
     }
 }
 
-int h_daemon_spawn(h_daemon *d, const char *sock, const char *const *args,
-                   const char *const *env)
+/* Fork and exec argv (argv[0] the daemon) with the log and environment of
+ * h_daemon_spawn. */
+static int h_spawn_argv(h_daemon *d, const char *const *argv, const char *const *env)
 {
-    if (sock != d->sock)
-        snprintf(d->sock, sizeof d->sock, "%s", sock);
-    if (!d->log[0])
-        snprintf(d->log, sizeof d->log, "%s.log", sock);
-    const char *argv[64];
-    int n = 0;
-    argv[n++] = GG_DAEMON_PATH;
-    argv[n++] = "--socket";
-    argv[n++] = d->sock;
-    argv[n++] = "--log-target";
-    argv[n++] = "stderr";
-    /* These tests drive shared-memory buffers: the cpu backend, even in a
-     * GPU build on a GPU machine.  A test's own --backend comes later and
-     * wins. */
-    argv[n++] = "--backend";
-    argv[n++] = "cpu";
-    for (int i = 0; args && args[i] && n < 63; i++)
-        argv[n++] = args[i];
-    argv[n] = NULL;
     fflush(stdout);
     fflush(stderr);
     pid_t pid = fork();
@@ -224,6 +206,49 @@ int h_daemon_spawn(h_daemon *d, const char *sock, const char *const *args,
     d->status = 0;
     h_track(d);
     return 0;
+}
+
+static void h_spawn_paths(h_daemon *d, const char *sock)
+{
+    if (sock != d->sock)
+        snprintf(d->sock, sizeof d->sock, "%s", sock);
+    if (!d->log[0])
+        snprintf(d->log, sizeof d->log, "%s.log", sock);
+}
+
+int h_daemon_spawn(h_daemon *d, const char *sock, const char *const *args,
+                   const char *const *env)
+{
+    h_spawn_paths(d, sock);
+    const char *argv[64];
+    int n = 0;
+    argv[n++] = GG_DAEMON_PATH;
+    argv[n++] = "--socket";
+    argv[n++] = d->sock;
+    argv[n++] = "--log-target";
+    argv[n++] = "stderr";
+    /* These tests drive shared-memory buffers: the cpu backend, even in a
+     * GPU build on a GPU machine.  A test's own --backend comes later and
+     * wins. */
+    argv[n++] = "--backend";
+    argv[n++] = "cpu";
+    for (int i = 0; args && args[i] && n < 63; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    return h_spawn_argv(d, argv, env);
+}
+
+int h_daemon_spawn_bare(h_daemon *d, const char *sock, const char *const *args,
+                        const char *const *env)
+{
+    h_spawn_paths(d, sock);
+    const char *argv[64];
+    int n = 0;
+    argv[n++] = GG_DAEMON_PATH;
+    for (int i = 0; args && args[i] && n < 63; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    return h_spawn_argv(d, argv, env);
 }
 
 static int h_code(int status)

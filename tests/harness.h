@@ -83,6 +83,12 @@ int h_daemon_start(h_daemon *d, const char *const *args, const char *const *env)
  * Returns 0 or -errno. */
 int h_daemon_spawn(h_daemon *d, const char *sock, const char *const *args,
                    const char *const *env);
+/* The same with only args (no --socket, --log-target or --backend of the
+ * harness's): for tests of the settings that choose those.  sock is where
+ * the daemon is expected to listen (for h_daemon_wait_ready).  The log is
+ * d->log when set, else sock.log; its directory must exist.  0 or -errno. */
+int h_daemon_spawn_bare(h_daemon *d, const char *sock, const char *const *args,
+                        const char *const *env);
 /* 0 when the socket answers; -1 when the daemon exited (d->status holds how);
  * -ETIMEDOUT. */
 int h_daemon_wait_ready(h_daemon *d, int timeout_ms);

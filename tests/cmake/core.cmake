@@ -1,8 +1,10 @@
 # Core suite: protocol unit tests (framing; envelopes, getters and error
 # codes), the daemon over raw sockets (hello/stats/health and bad input on
 # one daemon; configured limits and queued work), daemon lifecycle, the
-# client library against a real daemon, gfxgraphctl, and the protocol fuzz
-# target (clang only).
+# daemon's socket and log-level settings and their precedence, the
+# client library against a real daemon (and the default socket it finds, as
+# a user), gfxgraphctl (and its exit status 1 against a stand-in daemon
+# that reports itself unhealthy), and the protocol fuzz target (clang only).
 #
 # Labels: "unit" runs in-process; "integration" starts the real gfxgraphd on
 # a temporary socket (tests/harness.c).
@@ -31,14 +33,21 @@ gg_core_test(test_proto_message test_proto_message.c unit 300)
 gg_core_test(test_daemon_proto_methods test_daemon_proto_methods.c integration 600)
 gg_core_test(test_daemon_proto_limits test_daemon_proto_limits.c integration 600)
 gg_core_test(test_daemon_life test_daemon_life.c integration 600 gg_client_static Threads::Threads)
+gg_core_test(test_daemon_settings test_daemon_settings.c integration 600)
 gg_core_test(test_client_replay test_client_replay.c integration 600 gg_client_static)
 gg_core_test(test_client_fallback test_client_fallback.c integration 600 gg_client_static)
 gg_core_test(test_client_errors test_client_errors.c integration 600 gg_client_static)
 gg_core_test(test_client_layout test_client_layout.c integration 300 gg_client_static)
 gg_core_test(test_daemon_lost test_daemon_lost.c integration 120 gg_client_static)
 gg_core_test(test_client_crash test_client_crash.c integration 600 gg_client_static)
+gg_core_test(test_client_socket test_client_socket.c integration 300 gg_client_static)
+add_dependencies(test_client_socket gfxgraphctl)
 gg_core_test(test_ctl test_ctl.c integration 600 gg_client_static)
 add_dependencies(test_ctl gfxgraphctl)
+# gfxgraphctl against a stand-in daemon (a thread of the test) that says it
+# is unhealthy
+gg_core_test(test_ctl_health test_ctl_health.c integration 300 Threads::Threads)
+add_dependencies(test_ctl_health gfxgraphctl)
 
 # libFuzzer target for the protocol; libFuzzer comes with clang only, so with
 # another compiler there is nothing to build.  The proto sources are compiled

@@ -11,7 +11,8 @@
 #                              NOTIFY_SOCKET (gg_sd_helper notify)
 #   systemd_journal            --log-target=journal against a stand-in journald
 #                              (private mount namespace; skipped parts say so)
-#   systemd_install_layout     cmake --install with DESTDIR: the file layout
+#   systemd_install_layout     cmake --install and make install (the Makefile,
+#                              BUILD=this tree) with DESTDIR: the file layout
 set(_gg_sd_dir ${PROJECT_SOURCE_DIR}/tests/systemd)
 
 add_executable(gg_sd_helper ${_gg_sd_dir}/sd_helper.c)

@@ -9,6 +9,9 @@
 #  3. Reinstalling does not overwrite an edited config.
 #  4. The example config is accepted by the daemon as it is, and with every
 #     commented "key = value" line uncommented.
+#  5. make install DESTDIR=... PREFIX=/usr, the top-level Makefile's target,
+#     of this build tree (BUILD=; NODEPS=1 so it never runs apt-get): the
+#     same key files, and the source tree's build/ left alone.
 . "$(dirname "$0")/lib.sh"
 gg_need cmake
 gg_mktemp
@@ -16,12 +19,13 @@ T=$gg_tmp
 D=$T/dest
 
 gg_check "cmake --install --prefix /usr with DESTDIR" gg_install "$D" /usr || gg_summary
+key_files="/usr/bin/gfxgraphctl /usr/sbin/gfxgraphd /usr/include/gfxgraph/client.h
+    /usr/lib/systemd/system/gfxgraphd.service /usr/lib/systemd/system/gfxgraphd.socket
+    /usr/lib/systemd/system/gfxgraphd@.service /usr/lib/systemd/system/gfxgraphd@.socket
+    /usr/lib/sysusers.d/gfxgraph.conf /usr/lib/tmpfiles.d/gfxgraph.conf
+    /etc/gfxgraph/gfxgraphd.conf /usr/share/doc/gfxgraph/gfxgraphd.conf.example"
 have() { test -e "$D$1"; }
-for f in /usr/bin/gfxgraphctl /usr/sbin/gfxgraphd /usr/include/gfxgraph/client.h \
-         /usr/lib/systemd/system/gfxgraphd.service /usr/lib/systemd/system/gfxgraphd.socket \
-         /usr/lib/systemd/system/gfxgraphd@.service /usr/lib/systemd/system/gfxgraphd@.socket \
-         /usr/lib/sysusers.d/gfxgraph.conf /usr/lib/tmpfiles.d/gfxgraph.conf \
-         /etc/gfxgraph/gfxgraphd.conf /usr/share/doc/gfxgraph/gfxgraphd.conf.example; do
+for f in $key_files; do
     gg_check "installed: $f" have "$f"
 done
 gg_check "installed: /usr/sbin/gfxgraphd is executable" test -x "$D/usr/sbin/gfxgraphd"
@@ -100,4 +104,41 @@ missing=$(for k in $keys; do grep -qE "^# $k = " "$GG_SOURCE_DIR/etc/gfxgraphd.c
 gg_check "the example config shows every key of daemon/config.c ($(wc -w <<<"$keys") keys)${missing:+; missing: }$(echo $missing)" \
     test -n "$keys" -a -z "$missing"
 gg_check "the daemon starts with every example setting uncommented" starts "$T/all.conf"
+
+# 5: make install.  The variables of an enclosing make (make test-main runs
+# ctest) would hand this one a jobserver it cannot reach.
+if command -v make >/dev/null; then
+    M=$T/mk
+    had_build=no
+    [ -e "$GG_SOURCE_DIR/build" ] && had_build=yes
+    make_install() {
+        env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -C "$GG_SOURCE_DIR" install \
+            BUILD="$GG_BUILD_DIR" DESTDIR="$M" PREFIX=/usr NODEPS=1 JOBS=2 >"$T/make.log" 2>&1 ||
+            { cat "$T/make.log"; return 1; }
+    }
+    gg_check "make install BUILD=<this build> DESTDIR=... PREFIX=/usr NODEPS=1" make_install
+    gg_check "make install: no package step (NODEPS=1)" \
+        eval 'grep -q "not checked (NODEPS=1)" "$T/make.log" && ! grep -q "^installing:" "$T/make.log"'
+    for f in $key_files; do
+        gg_check "make install: $f" test -e "$M$f"
+    done
+    gg_check "make install: /usr/sbin/gfxgraphd is executable" test -x "$M/usr/sbin/gfxgraphd"
+    gg_check "make install: /usr/lib*/libgfxgraph-client.so.0" \
+        test -n "$(compgen -G "$M/usr/lib*/libgfxgraph-client.so.0" | head -1)"
+    gg_check "make install: /usr/lib*/pkgconfig/gfxgraph-client.pc" \
+        test -n "$(compgen -G "$M/usr/lib*/pkgconfig/gfxgraph-client.pc" | head -1)"
+    e=$(execstart "$M/usr/lib/systemd/system/gfxgraphd.service")
+    gg_check "make install: ExecStart=/usr/sbin/gfxgraphd --config /etc/gfxgraph/gfxgraphd.conf ..." \
+        eval '[[ "$e" == "/usr/sbin/gfxgraphd --config /etc/gfxgraph/gfxgraphd.conf "* ]]'
+    gg_check "make install: nothing outside /usr and /etc" \
+        test -z "$(find "$M" -mindepth 1 -maxdepth 1 ! -name usr ! -name etc)"
+    gg_check "make install: the same files as cmake --install" \
+        diff <(cd "$D" && find . ! -type d | sort) <(cd "$M" && find . ! -type d | sort)
+    if [ "$had_build" = no ]; then
+        gg_check "make install BUILD=... left the source tree's build/ alone" \
+            test ! -e "$GG_SOURCE_DIR/build"
+    fi
+else
+    echo "skip - make not found: the make install case did not run"
+fi
 gg_summary

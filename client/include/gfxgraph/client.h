@@ -51,9 +51,18 @@ extern "C" {
  * padding: buffers must have room for them. */
 #define GG_BATCH (-1)
 
-/* Default socket when none is given: $GFXGRAPH_SOCKET if set, else this path
- * for root (or when $XDG_RUNTIME_DIR is unset), else
- * $XDG_RUNTIME_DIR/gfxgraph/gfxgraphd.sock. */
+/* The system service's socket (gfxgraphd.socket / gfxgraphd.service).
+ *
+ * Default socket when none is given:
+ *   1. $GFXGRAPH_SOCKET if set and not empty: that path only;
+ *   2. else, for root or when $XDG_RUNTIME_DIR is unset or empty: this path;
+ *   3. else (a user): $XDG_RUNTIME_DIR/gfxgraph/gfxgraphd.sock, the user's
+ *      own daemon, and when that socket does not exist or nobody listens on
+ *      it (ENOENT, ECONNREFUSED), this path: so a user in group gfxgraph
+ *      reaches the system service with no configuration.  Any other failure
+ *      on the first path (EACCES, ...) is reported without trying further.
+ * The daemon's own default is 1-3 without the fallback: as a user it
+ * listens on the per-user path. */
 #define GG_CLIENT_SYSTEM_SOCKET "/run/gfxgraph/gfxgraphd.sock"
 
 typedef struct gg_client gg_client;
@@ -64,10 +73,13 @@ typedef struct gg_program_def gg_program_def;
 /* A new, unconnected client; NULL when out of memory. */
 GG_CLIENT_API gg_client *gg_client_new(void);
 
-/* Connect to socket_path (NULL or "": the default above) and say hello with
- * client_name (NULL: "libgfxgraph-client").  0 or a negative errno:
- *   -ENOENT, -ECONNREFUSED, -EACCES, ...: the socket could not be reached (the
- *    message names the path and how to start the daemon);
+/* Connect to socket_path (NULL or "": the default above, trying each of its
+ * paths in turn) and say hello with client_name (NULL: "libgfxgraph-client").
+ * gg_client_socket_path() then names the path connected to.  0 or a negative
+ * errno:
+ *   -ENOENT, -ECONNREFUSED, -EACCES, ...: no socket could be reached (the
+ *    error of the last path tried; the message names every path tried and
+ *    how to start the daemon);
  *   -EPROTO: the daemon speaks another protocol;  -EISCONN: already connected. */
 GG_CLIENT_API int gg_client_connect(gg_client *c, const char *socket_path,
                                     const char *client_name);
@@ -82,8 +94,9 @@ GG_CLIENT_API bool gg_client_connected(const gg_client *c);
  * connection stays usable (the late answer is recognised and dropped). */
 GG_CLIENT_API void gg_client_set_timeout(gg_client *c, int timeout_ms);
 
-/* The default socket path (see above) into buf.  Returns its length, or
- * -ENAMETOOLONG when it does not fit (buf then holds a truncated copy). */
+/* The first default socket path (see above: the one tried first) into buf.
+ * Returns its length, or -ENAMETOOLONG when it does not fit (buf then holds
+ * a truncated copy). */
 GG_CLIENT_API int gg_client_default_socket(char *buf, size_t len);
 
 /* ---- errors -------------------------------------------------------------- */
