@@ -199,7 +199,7 @@ static int ctl_print_stats(const msgpack_object *r)
         {"PROGRAM", "program", false},  {"NAME", "program_name", true},
         {"SESSION", "session", false},  {"BRANCH", "branch", false},
         {"BUCKET", "bucket", false},    {"STATE", "state", true},
-        {"CAPTURES", "captures", false}, {"REPLAYS", "replays", false},
+        {"PARKED", "parked", true},     {"CAPTURES", "captures", false}, {"REPLAYS", "replays", false},
         {"FALLBACKS", "fallbacks", false}, {"AVG_US", "avg_replay_us", false},
         {"IDLE_S", "idle_s", false},    {"REASON", "reason", true},
     };

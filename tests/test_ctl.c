@@ -103,6 +103,18 @@ static void test_healthy(const h_daemon *d)
         l = strstr(out, "fallback_count");
         CHECKF(l && strtoul(l + strlen("fallback_count"), NULL, 10) == 0,
                "fallback_count shows 0");
+        /* the cache table: one row per entry with its own figures */
+        CHECK_CONTAINS(out, "PARKED");
+        bool row8 = false;
+        for (l = strstr(out, "ctl-prog"); l && !row8; l = strstr(l + 1, "ctl-prog")) {
+            unsigned long sess, branch, bucket, captures, replays, fallbacks;
+            char state[16], parked[8];
+            row8 = sscanf(l, "ctl-prog %lu %lu %lu %15s %7s %lu %lu %lu", &sess, &branch,
+                          &bucket, state, parked, &captures, &replays, &fallbacks) == 8 &&
+                   bucket == 8 && strcmp(state, "ready") == 0 && strcmp(parked, "no") == 0 &&
+                   captures == 1 && replays == 3 && fallbacks == 0;
+        }
+        CHECKF(row8, "the bucket-8 row: ready, not parked, 1 capture, 3 replays, 0 fallbacks");
     }
     free(out);
     free(err);
