@@ -28,6 +28,7 @@ endfunction()
 
 gg_core_test(test_proto_frame test_proto_frame.c unit 300)
 gg_core_test(test_proto_message test_proto_message.c unit 300)
+gg_core_test(test_proto_utf8 test_proto_utf8.c unit 300)
 gg_core_test(test_daemon_proto_methods test_daemon_proto_methods.c integration 600)
 gg_core_test(test_daemon_proto_limits test_daemon_proto_limits.c integration 600)
 gg_core_test(test_daemon_life test_daemon_life.c integration 600 gg_client_static Threads::Threads)
@@ -45,7 +46,8 @@ add_dependencies(test_ctl gfxgraphctl)
 if(CMAKE_C_COMPILER_ID MATCHES "Clang")
   add_executable(fuzz_proto ${GG_TESTS_DIR}/fuzz/fuzz_proto.c
     ${CMAKE_SOURCE_DIR}/proto/frame.c ${CMAKE_SOURCE_DIR}/proto/message.c
-    ${CMAKE_SOURCE_DIR}/proto/args.c ${CMAKE_SOURCE_DIR}/proto/errors.c)
+    ${CMAKE_SOURCE_DIR}/proto/args.c ${CMAKE_SOURCE_DIR}/proto/errors.c
+    ${CMAKE_SOURCE_DIR}/proto/utf8.c)
   target_include_directories(fuzz_proto PRIVATE ${GG_TESTS_DIR} ${CMAKE_SOURCE_DIR}/proto)
   target_compile_options(fuzz_proto PRIVATE -fsanitize=fuzzer)
   target_link_options(fuzz_proto PRIVATE -fsanitize=fuzzer)
