@@ -206,8 +206,10 @@ static void conn_handle_request(gg_conn *c, const proto_msg *m)
     }
     const gg_method *method = gg_dispatch_find(m->method, m->method_len);
     if (!method) {
-        snprintf(errmsg, sizeof(errmsg), "unknown method '%.*s'",
-                 (int)(m->method_len > 64 ? 64 : m->method_len), m->method);
+        /* the name is the client's bytes: at most 64 of them, cleaned */
+        char name[65];
+        proto_utf8_clean(name, sizeof(name), m->method, m->method_len);
+        snprintf(errmsg, sizeof(errmsg), "unknown method '%s'", name);
         srv->stats.errors++;
         s->errors++;
         conn_send_error(c, m->msgid, -ENOSYS, errmsg);

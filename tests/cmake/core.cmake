@@ -1,6 +1,7 @@
 # Core suite: protocol unit tests (framing; envelopes, getters and error
 # codes), the daemon over raw sockets (hello/stats/health and bad input on
-# one daemon; configured limits and queued work), daemon lifecycle, the
+# one daemon; configured limits and queued work; client text, timeouts and
+# per-uid limits on connections), daemon lifecycle, the
 # client library against a real daemon, gfxgraphctl, and the protocol fuzz
 # target (clang only).
 #
@@ -31,6 +32,7 @@ gg_core_test(test_proto_message test_proto_message.c unit 300)
 gg_core_test(test_proto_utf8 test_proto_utf8.c unit 300)
 gg_core_test(test_daemon_proto_methods test_daemon_proto_methods.c integration 600)
 gg_core_test(test_daemon_proto_limits test_daemon_proto_limits.c integration 600)
+gg_core_test(test_daemon_conn test_daemon_conn.c integration 600 rt)
 gg_core_test(test_daemon_life test_daemon_life.c integration 600 gg_client_static Threads::Threads)
 gg_core_test(test_client_replay test_client_replay.c integration 600 gg_client_static)
 gg_core_test(test_client_fallback test_client_fallback.c integration 600 gg_client_static)

@@ -1,0 +1,214 @@
+/* gfxgraphd connections over raw sockets: client text echoed in replies and
+ * logs is valid UTF-8.  Each part starts its own daemon. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "test_daemon_proto_util.h"
+
+#define R "\xef\xbf\xbd"   /* U+FFFD */
+
+static bool str_is(const msgpack_object *o, const char *want)
+{
+    return o && o->type == MSGPACK_OBJECT_STR && o->via.str.size == strlen(want) &&
+           memcmp(o->via.str.ptr, want, o->via.str.size) == 0;
+}
+
+static bool str_valid(const msgpack_object *o)
+{
+    return o && o->type == MSGPACK_OBJECT_STR && proto_utf8_valid(o->via.str.ptr, o->via.str.size);
+}
+
+/* hello with a client name of len raw bytes; the session id */
+static uint64_t hello_as(h_conn *c, uint32_t msgid, const char *client, size_t len)
+{
+    mp p;
+    mp_init(&p);
+    msgpack_pack_map(&p.pk, 2);
+    proto_pack_kv_u64(&p.pk, "protocol", 1);
+    proto_pack_key(&p.pk, "client");
+    proto_pack_strn(&p.pk, client, len);
+    const msgpack_object *r;
+    uint64_t id = call_ok(c, msgid, "hello", &p, &r) ? h_getu(r, "session") : 0;
+    mp_free(&p);
+    return id;
+}
+
+static const msgpack_object *stats_session(const msgpack_object *stats, uint64_t id)
+{
+    const msgpack_object *ss = h_get(stats, "sessions");
+    for (uint32_t i = 0; ss && ss->type == MSGPACK_OBJECT_ARRAY && i < ss->via.array.size; i++)
+        if (h_getu(&ss->via.array.ptr[i], "id") == id)
+            return &ss->via.array.ptr[i];
+    return NULL;
+}
+
+/* ---- UTF-8 ---------------------------------------------------------------- */
+
+static void utf8_unknown_methods(h_conn *c)
+{
+    char long_name[80], long_want[120];
+    memset(long_name, 'a', 63);
+    strcpy(long_name + 63, "\xc3\xa9tc");      /* é straddles the 64-byte cut */
+    snprintf(long_want, sizeof long_want, "unknown method '%.63s'", long_name);
+    const struct {
+        const char *method, *want;
+    } cases[] = {
+        {"bad\xff\xfename", "unknown method 'bad" R R "name'"},
+        {long_name, long_want},
+        {"two\nlines", "unknown method 'two" R "lines'"},
+        {"caf\xc3\xa9", "unknown method 'caf\xc3\xa9'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const msgpack_object *res, *err;
+        if (call(c, 100 + (uint32_t)i, cases[i].method, NULL, &res, &err) != 1)
+            continue;
+        char code[32];
+        CHECK_STR(h_err_code(err, code, sizeof code), "ENOSYS");
+        const msgpack_object *m = h_get(err, "message");
+        CHECKF(str_valid(m), "unknown method %zu: the message is valid UTF-8", i);
+        CHECKF(str_is(m, cases[i].want), "unknown method %zu: the message is \"%s\"", i,
+               cases[i].want);
+    }
+}
+
+static void utf8_client_names(h_conn *c, const char *sock)
+{
+    char name[80], want[80];
+    memset(name, 'n', 62);
+    memcpy(name + 62, "\xe2\x82\xac", 3);      /* € across the 63-byte limit */
+    memset(want, 'n', 62);
+    want[62] = '\0';
+    uint64_t id1 = hello_as(c, 1, name, 65);
+    h_conn c2;
+    if (!CHECK(h_conn_open(&c2, sock) == 0))
+        return;
+    uint64_t id2 = hello_as(&c2, 1, "x\xffy\tz\xc3", 6);
+    const msgpack_object *st;
+    if (id1 && id2 && call_ok(c, 2, "stats", NULL, &st)) {
+        const msgpack_object *n1 = h_get(stats_session(st, id1), "client");
+        const msgpack_object *n2 = h_get(stats_session(st, id2), "client");
+        CHECKF(str_valid(n1) && str_valid(n2), "stats: client names are valid UTF-8");
+        CHECKF(str_is(n1, want), "a name cut at 63 bytes keeps whole characters (62 bytes)");
+        CHECKF(str_is(n2, "x" R "y" R "z" R), "invalid bytes and controls become U+FFFD");
+    }
+    h_conn_close(&c2);
+}
+
+static void utf8_shm_handles(h_conn *c)
+{
+    char n1[96], n2[96];
+    snprintf(n1, sizeof n1, "/ggtest-\xc3\xa9-\xff-%d", (int)getpid());
+    memset(n2, 'h', sizeof n2);
+    n2[0] = '/';
+    memcpy(n2 + 69, "\xc3\xa9", 2);             /* é at bytes 69..70, past the 70 shown */
+    n2[71] = '\0';
+    const char *names[2] = {n1, n2};
+    char want1[96];
+    snprintf(want1, sizeof want1, "/ggtest-\xc3\xa9-" R "-%d", (int)getpid());
+    char want2[80];
+    memcpy(want2, n2, 69);
+    want2[69] = '\0';
+    const char *wants[2] = {want1, want2};
+    for (int i = 0; i < 2; i++) {
+        int fd = shm_open(names[i], O_CREAT | O_EXCL | O_RDWR, 0600);
+        if (!CHECKF(fd >= 0 && ftruncate(fd, 4096) == 0, "shm %d: %s", i, strerror(errno)))
+            return;
+        close(fd);
+        mp p;
+        mp_init(&p);
+        msgpack_pack_map(&p.pk, 2);
+        proto_pack_key(&p.pk, "handle");
+        proto_pack_str(&p.pk, names[i]);
+        proto_pack_kv_u64(&p.pk, "size", 4096);
+        const msgpack_object *r;
+        call_ok(c, 10 + (uint32_t)i, "buffer.register", &p, &r);
+        mp_free(&p);
+        shm_unlink(names[i]);
+    }
+    const msgpack_object *r;
+    if (!call_ok(c, 12, "buffer.list", NULL, &r))
+        return;
+    const msgpack_object *bl = h_get(r, "buffers");
+    CHECK(bl && bl->type == MSGPACK_OBJECT_ARRAY && bl->via.array.size == 2);
+    for (uint32_t i = 0; bl && i < bl->via.array.size && i < 2; i++) {
+        const msgpack_object *h = h_get(&bl->via.array.ptr[i], "handle");
+        CHECKF(str_valid(h), "buffer.list: handle %u is valid UTF-8", i);
+        CHECKF(str_is(h, wants[i]), "buffer.list: handle %u is \"%s\"", i, wants[i]);
+    }
+}
+
+static void utf8_program_names(h_conn *c)
+{
+    char msg[256];
+    mp p;
+    mp_init(&p);
+    msgpack_pack_map(&p.pk, 3);
+    proto_pack_kv_str(&p.pk, "name", "prog\xff");
+    proto_pack_key(&p.pk, "tensors");
+    msgpack_pack_map(&p.pk, 0);
+    proto_pack_key(&p.pk, "nodes");
+    msgpack_pack_array(&p.pk, 0);
+    call_fails(c, 20, "program.define", &p, "EINVAL", msg, sizeof msg);
+    CHECK_CONTAINS(msg, "UTF-8");
+    mp_free(&p);
+
+    /* an error quoting the client's bytes: the reply and the log get them clean */
+    mp_init(&p);
+    msgpack_pack_map(&p.pk, 3);
+    proto_pack_kv_str(&p.pk, "name", "prog");
+    proto_pack_key(&p.pk, "tensors");
+    msgpack_pack_map(&p.pk, 1);
+    proto_pack_key(&p.pk, "s");
+    msgpack_pack_map(&p.pk, 3);
+    proto_pack_kv_bool(&p.pk, "scratch", true);
+    proto_pack_kv_str(&p.pk, "dtype", "f32");
+    proto_pack_key(&p.pk, "shape");
+    msgpack_pack_array(&p.pk, 1);
+    msgpack_pack_uint8(&p.pk, 4);
+    proto_pack_key(&p.pk, "nodes");
+    msgpack_pack_array(&p.pk, 1);
+    msgpack_pack_map(&p.pk, 1);
+    proto_pack_kv_str(&p.pk, "op", "x\xffy\nz");
+    call_fails(c, 21, "program.define", &p, "EINVAL", msg, sizeof msg);
+    CHECK_CONTAINS(msg, "unknown op 'x" R "y" R "z'");
+    mp_free(&p);
+}
+
+static void test_utf8(void)
+{
+    h_section("client text in replies and logs is valid UTF-8");
+    const char *args[] = {"--log-level", "debug", NULL};
+    h_daemon d;
+    if (h_daemon_start(&d, args, NULL) < 0)
+        return;
+    h_conn c;
+    if (CHECK(h_conn_open(&c, d.sock) == 0)) {
+        utf8_unknown_methods(&c);
+        utf8_client_names(&c, d.sock);
+        utf8_shm_handles(&c);
+        utf8_program_names(&c);
+        h_conn_close(&c);
+    }
+    /* every record is valid UTF-8 and one line */
+    char *log = h_read_file(d.log);
+    CHECKF(proto_utf8_valid(log, strlen(log)), "the daemon's log is valid UTF-8");
+    CHECK_CONTAINS(log, "unknown op 'x" R "y" R "z'");
+    int bad = 0;
+    for (const char *l = log; *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : l + strlen(l))
+        bad += !(l[0] >= '0' && l[0] <= '9');
+    CHECKF(bad == 0, "every log line starts with its timestamp (%d do not)", bad);
+    free(log);
+    h_daemon_stop(&d);
+}
+
+int main(void)
+{
+    h_init("test_daemon_conn", 600);
+    test_utf8();
+    return h_finish();
+}
