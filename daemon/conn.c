@@ -123,8 +123,9 @@ bool gg_conn_send(gg_conn *c, msgpack_sbuffer *sb)
         return false;
     }
     if (uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) > CONN_MAX_WRITE_QUEUE) {
-        gg_warn("client pid %d is not reading its responses; closing its connection",
-                c->sess ? (int)c->sess->pid : -1);
+        gg_log_fields f = {.session = c->sess ? c->sess->id : 0};
+        GG_LOG(GG_LOG_WARN, &f, "client pid %d is not reading its responses; closing its "
+               "connection", c->sess ? (int)c->sess->pid : -1);
         msgpack_sbuffer_destroy(sb);
         msgpack_sbuffer_init(sb);
         conn_close_now(c);
@@ -170,8 +171,8 @@ static void conn_fatal(gg_conn *c, int err, const char *msg)
     proto_pack_error_notify(&pk, err, msg);
     gg_conn_send(c, &sb);
     msgpack_sbuffer_destroy(&sb);
-    gg_info("closing connection (session %llu): %s",
-            c->sess ? (unsigned long long)c->sess->id : 0ULL, msg);
+    gg_log_fields f = {.session = c->sess ? c->sess->id : 0};
+    GG_LOG(GG_LOG_INFO, &f, "closing connection: %s", msg);
     gg_conn_close(c);
 }
 

@@ -1,5 +1,6 @@
 /* gfxgraphd connections over raw sockets: client text echoed in replies and
- * logs is valid UTF-8.  Each part starts its own daemon. */
+ * logs is valid UTF-8; records about closing a connection carry its session
+ * as a field.  Each part starts its own daemon. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -206,9 +207,98 @@ static void test_utf8(void)
     h_daemon_stop(&d);
 }
 
+/* ---- records about closing a connection --------------------------------- */
+
+/* Wait (up to 60 s) for the daemon's log to contain needle. */
+static bool log_has(const h_daemon *d, const char *needle)
+{
+    for (int64_t end = h_now_ms() + 60000;; h_sleep_ms(20)) {
+        char *log = h_read_file(d->log);
+        bool found = strstr(log, needle) != NULL;
+        free(log);
+        if (found || h_now_ms() > end)
+            return found;
+    }
+}
+
+/* A connection that never reads: buffer.list of many buffers, over and over,
+ * until the daemon has more than 64 MiB queued for it and cuts it off. */
+static void close_not_reading(const char *sock, const h_daemon *d)
+{
+    h_conn c;
+    if (!CHECK(h_conn_open(&c, sock) == 0))
+        return;
+    uint64_t sid = hello_as(&c, 1, "not-reading", 11);
+    char name[96];
+    snprintf(name, sizeof name, "/ggtest-conn-%d-%s", (int)getpid(),
+             "padded-so-that-each-buffer-list-entry-is-long");
+    int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (!CHECKF(fd >= 0 && ftruncate(fd, 4096) == 0, "shm: %s", strerror(errno))) {
+        h_conn_close(&c);
+        return;
+    }
+    close(fd);
+    mp p;
+    mp_init(&p);
+    msgpack_pack_map(&p.pk, 2);
+    proto_pack_kv_str(&p.pk, "handle", name);
+    proto_pack_kv_u64(&p.pk, "size", 4096);
+    const msgpack_object *r;
+    bool ok = true;
+    for (uint32_t i = 0; i < 256 && ok; i++)
+        ok = call_ok(&c, 10 + i, "buffer.register", &p, &r);
+    mp_free(&p);
+    shm_unlink(name);
+    size_t one = 0;
+    if (ok && call_ok(&c, 300, "buffer.list", NULL, &r))
+        one = c.msg_len;
+    if (!CHECKF(one > 10000, "one buffer.list answer is large (%zu bytes)", one)) {
+        h_conn_close(&c);
+        return;
+    }
+    /* 100 requests a write; 80 MiB of answers is past the bound */
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    for (int i = 0; i < 100; i++)
+        h_pack_request(&sb, 1000 + (uint32_t)i, "buffer.list", NULL, 0);
+    size_t batches = (80u << 20) / (one * 100) + 1, sent = 0;
+    while (sent < batches && h_conn_send(&c, sb.data, sb.size) == 0)
+        sent++;
+    msgpack_sbuffer_destroy(&sb);
+    char want[160];
+    snprintf(want, sizeof want, "warn: session=%llu client pid %d is not reading its responses",
+             (unsigned long long)sid, (int)getpid());
+    CHECKF(log_has(d, want), "the log names the session as a field: \"%s\"", want);
+    h_conn_close(&c);
+}
+
+static void test_close_records(void)
+{
+    h_section("records about closing a connection carry the session field");
+    h_daemon d;
+    if (h_daemon_start(&d, NULL, NULL) < 0)
+        return;
+    h_conn c;
+    if (CHECK(h_conn_open(&c, d.sock) == 0)) {
+        uint64_t sid = hello_as(&c, 1, "bad-bytes", 9);
+        CHECK(h_conn_send(&c, "\xc1", 1) == 0);
+        char msg[256];
+        expect_notify(&c, "EPROTO", msg, sizeof msg);
+        expect_eof(&c);
+        h_conn_close(&c);
+        char want[160];
+        snprintf(want, sizeof want, "info: session=%llu closing connection: %s",
+                 (unsigned long long)sid, msg);
+        CHECKF(log_has(&d, want), "the log names the session as a field: \"%s\"", want);
+    }
+    close_not_reading(d.sock, &d);
+    h_daemon_stop(&d);
+}
+
 int main(void)
 {
     h_init("test_daemon_conn", 600);
     test_utf8();
+    test_close_records();
     return h_finish();
 }
