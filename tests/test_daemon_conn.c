@@ -1,12 +1,16 @@
 /* gfxgraphd connections over raw sockets: client text echoed in replies and
  * logs is valid UTF-8; records about closing a connection carry its session
- * as a field.  Each part starts its own daemon. */
+ * as a field; request-timeout-ms cuts off a stalled partial request but not
+ * an idle connection; max-connections-per-uid.  Each part starts its own
+ * daemon. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "test_daemon_proto_util.h"
@@ -286,7 +290,7 @@ static void test_close_records(void)
         expect_notify(&c, "EPROTO", msg, sizeof msg);
         expect_eof(&c);
         h_conn_close(&c);
-        char want[160];
+        char want[400];
         snprintf(want, sizeof want, "info: session=%llu closing connection: %s",
                  (unsigned long long)sid, msg);
         CHECKF(log_has(&d, want), "the log names the session as a field: \"%s\"", want);
@@ -295,9 +299,239 @@ static void test_close_records(void)
     h_daemon_stop(&d);
 }
 
+/* ---- request-timeout-ms -------------------------------------------------- */
+
+/* A whole hello request, packed. */
+static void hello_bytes(msgpack_sbuffer *sb, uint32_t msgid)
+{
+    mp p;
+    mp_init(&p);
+    msgpack_pack_map(&p.pk, 1);
+    proto_pack_kv_u64(&p.pk, "protocol", 1);
+    h_pack_request(sb, msgid, "hello", p.sb.data, p.sb.size);
+    mp_free(&p);
+}
+
+/* The next message is the response to msgid, without an error. */
+static bool expect_answer(h_conn *c, uint32_t msgid, const char *what)
+{
+    const msgpack_object *o;
+    int rc = h_conn_recv(c, T_RECV_MS, &o);
+    return CHECKF(rc == 1 && o->type == MSGPACK_OBJECT_ARRAY && o->via.array.size == 4 &&
+                      o->via.array.ptr[0].via.u64 == 1 && o->via.array.ptr[1].via.u64 == msgid &&
+                      o->via.array.ptr[2].type == MSGPACK_OBJECT_NIL,
+                  "%s: answered (rc %d)", what, rc);
+}
+
+static void test_request_timeout(void)
+{
+    h_section("request-timeout-ms: a stalled partial request is cut off, idle connections are not");
+    const char *args[] = {"--set", "request-timeout-ms=300", NULL};
+    h_daemon d;
+    if (h_daemon_start(&d, args, NULL) < 0)
+        return;
+    h_conn idle, done, partial, pieces, tail;
+    if (!CHECK(h_conn_open(&idle, d.sock) == 0 && h_conn_open(&done, d.sock) == 0 &&
+               h_conn_open(&partial, d.sock) == 0 && h_conn_open(&pieces, d.sock) == 0 &&
+               h_conn_open(&tail, d.sock) == 0)) {
+        h_daemon_stop(&d);
+        return;
+    }
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    hello_bytes(&sb, 1);
+    size_t n = sb.size;
+    CHECK(hello(&done, 1));
+    int64_t t0 = h_now_ms();
+    CHECK(h_conn_send(&partial, sb.data, 5) == 0);
+    /* a whole request and the start of the next in one write */
+    msgpack_sbuffer two;
+    msgpack_sbuffer_init(&two);
+    hello_bytes(&two, 7);
+    CHECK(h_conn_send(&tail, two.data, two.size) == 0 && h_conn_send(&tail, sb.data, 3) == 0);
+    msgpack_sbuffer_destroy(&two);
+    /* a request in three pieces, all within the limit */
+    CHECK(h_conn_send(&pieces, sb.data, 4) == 0);
+    h_sleep_ms(80);
+    CHECK(h_conn_send(&pieces, sb.data + 4, 4) == 0);
+    h_sleep_ms(80);
+    CHECK(h_conn_send(&pieces, sb.data + 8, n - 8) == 0);
+    expect_answer(&pieces, 1, "a request sent in pieces within the limit");
+
+    char msg[256];
+    expect_notify(&partial, "ETIMEDOUT", msg, sizeof msg);
+    int64_t took = h_now_ms() - t0;
+    CHECKF(took >= 250, "not before the limit (%lld ms)", (long long)took);
+    CHECK_CONTAINS(msg, "request-timeout-ms");
+    expect_eof(&partial);
+    expect_answer(&tail, 7, "the whole request before a partial one");
+    expect_notify(&tail, "ETIMEDOUT", msg, sizeof msg);
+    expect_eof(&tail);
+
+    /* three times the limit later: connections with nothing pending live */
+    while (h_now_ms() < t0 + 1000)
+        h_sleep_ms(20);
+    CHECKF(hello(&idle, 2), "a connection that never sent anything is still served");
+    CHECKF(hello(&done, 3), "a connection idle after its answer is still served");
+    CHECKF(hello(&pieces, 4), "the connection that sent in pieces is still served");
+    h_conn_close(&idle);
+    h_conn_close(&done);
+    h_conn_close(&partial);
+    h_conn_close(&pieces);
+    h_conn_close(&tail);
+    h_daemon_stop(&d);
+
+    /* 0: no limit */
+    const char *off[] = {"--set", "request-timeout-ms=0", NULL};
+    if (h_daemon_start(&d, off, NULL) < 0) {
+        msgpack_sbuffer_destroy(&sb);
+        return;
+    }
+    if (CHECK(h_conn_open(&partial, d.sock) == 0)) {
+        CHECK(h_conn_send(&partial, sb.data, 5) == 0);
+        h_sleep_ms(800);
+        CHECK(h_conn_send(&partial, sb.data + 5, n - 5) == 0);
+        expect_answer(&partial, 1, "request-timeout-ms=0: a slow request");
+        h_conn_close(&partial);
+    }
+    msgpack_sbuffer_destroy(&sb);
+    h_daemon_stop(&d);
+}
+
+/* ---- max-connections-per-uid --------------------------------------------- */
+
+/* Wait until stats shows n open connections (closed ones may linger a moment
+ * after the client let go). */
+static bool wait_sessions(h_conn *c, uint64_t n)
+{
+    const msgpack_object *r, *e;
+    for (int64_t end = h_now_ms() + 10000; h_now_ms() < end; h_sleep_ms(10))
+        if (h_conn_call(c, 99, "stats", NULL, 0, &r, &e) == 1 && !e &&
+            h_getu(r, "sessions_active") == n)
+            return true;
+    return CHECKF(false, "stats shows %llu open connections", (unsigned long long)n);
+}
+
+/* Open connections until one is refused; how many were served.  The
+ * refusal's message goes to msg. */
+static int open_until_refused(const char *sock, h_conn *conns, int max, char *msg, size_t len)
+{
+    msg[0] = '\0';
+    for (int i = 0; i < max; i++) {
+        if (!CHECK(h_conn_open(&conns[i], sock) == 0))
+            return i;
+        msgpack_sbuffer sb;
+        msgpack_sbuffer_init(&sb);
+        h_pack_request(&sb, 1, "stats", NULL, 0);
+        h_conn_send_sb(&conns[i], &sb);
+        msgpack_sbuffer_destroy(&sb);
+        /* the answer, or instead the refusal and the end */
+        const msgpack_object *o;
+        if (h_conn_recv(&conns[i], T_RECV_MS, &o) == 1 && o->type == MSGPACK_OBJECT_ARRAY &&
+            o->via.array.size == 4 && o->via.array.ptr[0].via.u64 == GG_MSG_RESPONSE)
+            continue;
+        proto_msg m;
+        bool idok;
+        char why[128];
+        CHECKF(proto_msg_decode(o, &m, &idok, why, sizeof why) == 0 && m.type == GG_MSG_NOTIFY,
+               "connection %d: refused with a notification", i + 1);
+        char code[32];
+        CHECK_STR(h_gets(m.params, "code", code, sizeof code), "EBUSY");
+        h_gets(m.params, "message", msg, len);
+        expect_eof(&conns[i]);
+        h_conn_close(&conns[i]);
+        return i;
+    }
+    return max;
+}
+
+/* As another uid (root only): can it connect and say hello? */
+static int other_uid_hello(const h_daemon *d)
+{
+    chmod(d->dir, 0711);
+    chmod(d->sock, 0666);
+    pid_t pid = fork();
+    if (pid == 0) {
+        h_conn c;
+        bool ok = setgid(65534) == 0 && setuid(65534) == 0 && h_conn_open(&c, d->sock) == 0;
+        const msgpack_object *r, *e;
+        static const uint8_t params[] = {0x81, 0xa8, 'p', 'r', 'o', 't', 'o', 'c', 'o', 'l', 1};
+        ok = ok && h_conn_call(&c, 1, "hello", params, sizeof params, &r, &e) == 1 && !e;
+        _exit(ok ? 0 : 1);   /* not exit(): the parent's daemons are not ours */
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+static void test_per_uid(void)
+{
+    h_section("max-connections-per-uid");
+    enum { N = 24 };
+    h_conn conns[N];
+    char msg[256], uidtxt[32];
+    snprintf(uidtxt, sizeof uidtxt, "from uid %d", (int)getuid());
+    const char *env[] = {"GFXGRAPH_MAX_CONNECTIONS_PER_UID=3", NULL};
+    h_daemon d;
+    if (h_daemon_start(&d, NULL, env) < 0)
+        return;
+    h_conn first;
+    if (CHECK(h_conn_open(&first, d.sock) == 0) && wait_sessions(&first, 1)) {
+        int got = open_until_refused(d.sock, conns, N, msg, sizeof msg);
+        CHECKF(got == 2, "a limit of 3: 3 connections served (got %d)", got + 1);
+        CHECK_CONTAINS(msg, "max-connections-per-uid");
+        CHECK_CONTAINS(msg, uidtxt);
+        if (geteuid() == 0)
+            CHECKF(other_uid_hello(&d) == 0, "another uid still gets in");
+        else
+            printf("SKIP: not root: cannot connect as another uid\n");
+        for (int i = 0; i < got; i++)
+            h_conn_close(&conns[i]);
+        wait_sessions(&first, 1);
+        got = open_until_refused(d.sock, conns, 1, msg, sizeof msg);
+        CHECKF(got == 1, "once they close, the uid gets in again");
+        for (int i = 0; i < got; i++)
+            h_conn_close(&conns[i]);
+        h_conn_close(&first);
+    }
+    h_daemon_stop(&d);
+
+    /* the default: a quarter of max-connections, at least 16 */
+    const char *args[] = {"--set", "max-connections=40", NULL};
+    if (h_daemon_start(&d, args, NULL) < 0)
+        return;
+    if (CHECK(h_conn_open(&first, d.sock) == 0) && wait_sessions(&first, 1)) {
+        int got = open_until_refused(d.sock, conns, N, msg, sizeof msg);
+        CHECKF(got + 1 == 16, "max-connections 40: 16 per uid by default (got %d)", got + 1);
+        CHECK_CONTAINS(msg, "max-connections-per-uid");
+        for (int i = 0; i < got; i++)
+            h_conn_close(&conns[i]);
+        h_conn_close(&first);
+    }
+    h_daemon_stop(&d);
+
+    /* 0: off, max-connections still holds */
+    const char *none[] = {"--set", "max-connections=20", "--set", "max-connections-per-uid=0",
+                          NULL};
+    if (h_daemon_start(&d, none, NULL) < 0)
+        return;
+    if (CHECK(h_conn_open(&first, d.sock) == 0) && wait_sessions(&first, 1)) {
+        int got = open_until_refused(d.sock, conns, N, msg, sizeof msg);
+        CHECKF(got + 1 == 20, "max-connections-per-uid 0: max-connections (20) is the limit "
+               "(got %d)", got + 1);
+        CHECK_CONTAINS(msg, "(max-connections)");
+        for (int i = 0; i < got; i++)
+            h_conn_close(&conns[i]);
+        h_conn_close(&first);
+    }
+    h_daemon_stop(&d);
+}
+
 int main(void)
 {
     h_init("test_daemon_conn", 600);
+    test_request_timeout();
+    test_per_uid();
     test_utf8();
     test_close_records();
     return h_finish();
