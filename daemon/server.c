@@ -7,8 +7,12 @@
  * Failure modes: another daemon answering on the socket path, a path that
  * exists and is not a socket, or a device that will not open stop start-up
  * with one line saying so.  A stop that outlasts shutdown-timeout-ms closes
- * what is left by force.  A lost device ends the daemon with
- * GG_EXIT_DEVICE_LOST so the service manager restarts it. */
+ * what is left by force; device work still running then gets a bounded
+ * grace, after which the daemon exits (GG_EXIT_STOP_FORCED) naming it: a
+ * job the device never finishes cannot hold the stop for ever.  A second
+ * SIGTERM/SIGINT during a stop exits at once, the same way.  A lost device
+ * ends the daemon with GG_EXIT_DEVICE_LOST so the service manager restarts
+ * it. */
 #include "server.h"
 
 #include <errno.h>
@@ -158,10 +162,31 @@ static int server_listen(gg_server *srv, char *err, size_t errlen)
     return 0;
 }
 
+/* Exit now, without waiting for what is still running: worker threads may
+ * be stuck in the device, so nothing is joined or freed.  The socket was
+ * removed when the stop began. */
+_Noreturn static void server_exit_now(gg_server *srv, const char *why)
+{
+    char jobs[768];
+    unsigned n = srv->exec ? gg_exec_describe(srv->exec, jobs, sizeof(jobs)) : 0;
+    int code = srv->exit_code == GG_EXIT_DEVICE_LOST ? GG_EXIT_DEVICE_LOST : GG_EXIT_STOP_FORCED;
+    if (n)
+        gg_error("%s: exiting (status %d) with %u job(s) unfinished: %s", why, code, n, jobs);
+    else
+        gg_error("%s: exiting (status %d) with %u connection(s) open", why, code, srv->nconns);
+    _exit(code);
+}
+
 static void server_on_signal(uv_signal_t *h, int signum)
 {
     gg_server *srv = h->data;
-    gg_info("received %s: stopping", signum == SIGTERM ? "SIGTERM" : "SIGINT");
+    const char *name = signum == SIGTERM ? "SIGTERM" : "SIGINT";
+    if (srv->stopping) {
+        char why[64];
+        snprintf(why, sizeof(why), "received %s again while stopping", name);
+        server_exit_now(srv, why);
+    }
+    gg_info("received %s: stopping (a second SIGTERM or SIGINT exits at once)", name);
     gg_server_stop(srv, GG_EXIT_OK);
 }
 
@@ -220,11 +245,31 @@ int gg_server_init(gg_server *srv, const gg_config *cfg, char *err, size_t errle
     return 0;
 }
 
+static unsigned server_grace_ms(const gg_server *srv)
+{
+    unsigned t = srv->cfg.shutdown_timeout_ms;
+    return t < GG_STOP_GRACE_MAX_MS ? t : GG_STOP_GRACE_MAX_MS;
+}
+
+static void server_on_grace_timeout(uv_timer_t *t)
+{
+    gg_server *srv = t->data;
+    char why[160];
+    snprintf(why, sizeof(why),
+             "device work still running %u ms after the stop began (shutdown-timeout-ms %u "
+             "and a grace of %u ms)", srv->cfg.shutdown_timeout_ms + server_grace_ms(srv),
+             srv->cfg.shutdown_timeout_ms, server_grace_ms(srv));
+    server_exit_now(srv, why);
+}
+
 static void server_on_shutdown_timeout(uv_timer_t *t)
 {
     gg_server *srv = t->data;
-    gg_warn("stop took longer than %u ms: closing the remaining %u connection(s)",
-            srv->cfg.shutdown_timeout_ms, srv->nconns);
+    gg_warn("stop took longer than %u ms: closing the remaining %u connection(s); device work "
+            "still running gets %u ms more", srv->cfg.shutdown_timeout_ms, srv->nconns,
+            server_grace_ms(srv));
+    /* a job the device never finishes would keep the loop for ever */
+    uv_timer_start(&srv->shutdown_timer, server_on_grace_timeout, server_grace_ms(srv), 0);
     gg_conn_force_close_all(srv);
 }
 
