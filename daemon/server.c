@@ -1,7 +1,7 @@
 /* The loop: listen (or adopt systemd's socket), accept, tick, stop.
  *
- * Happy path: gg_server_init opens the device and binds the socket; run
- * says READY=1 and serves; SIGTERM/SIGINT stop accepting, let in-flight
+ * Happy path: gg_server_init checks that no other daemon serves the socket
+ * path, opens the device, then binds the socket; run says READY=1 and serves; SIGTERM/SIGINT stop accepting, let in-flight
  * requests finish and flush, close every handle, and uv_run returns 0.
  *
  * Failure modes: another daemon answering on the socket path, a path that
@@ -97,7 +97,23 @@ static void server_on_connection(uv_stream_t *l, int status)
         gg_warn("accept failed: %s", strerror(-rc));
 }
 
-static int server_listen(gg_server *srv, char *err, size_t errlen)
+/* Refuse a path that another daemon serves or that is not a socket.  1: a
+ * stale socket is there; 0: nothing is. */
+static int server_check_path(const char *path, char *err, size_t errlen)
+{
+    int rc = server_probe(path);
+    if (rc == 1) {
+        snprintf(err, errlen, "another gfxgraphd is already serving on %s", path);
+        return -EADDRINUSE;
+    }
+    if (rc == -EEXIST) {
+        snprintf(err, errlen, "%s exists and is not a socket; refusing to replace it", path);
+        return rc;
+    }
+    return rc == 0 && access(path, F_OK) == 0 ? 1 : 0;
+}
+
+static int server_listen(gg_server *srv, int fd, char *err, size_t errlen)
 {
     const char *path = srv->cfg.socket_path;
     int rc = uv_pipe_init(srv->loop, &srv->listener, 0);
@@ -106,9 +122,6 @@ static int server_listen(gg_server *srv, char *err, size_t errlen)
     srv->listener.data = srv;
     srv->listening = true;
 
-    int fd = gg_notify_listen_fd(err, errlen);
-    if (fd == -2)
-        return -EINVAL;
     if (fd >= 0) {
         if ((rc = uv_pipe_open(&srv->listener, fd)) < 0) {
             snprintf(err, errlen, "cannot use the socket passed by systemd: %s", uv_strerror(rc));
@@ -130,16 +143,10 @@ static int server_listen(gg_server *srv, char *err, size_t errlen)
                      strerror(-rc));
             return rc;
         }
-        rc = server_probe(path);
-        if (rc == 1) {
-            snprintf(err, errlen, "another gfxgraphd is already serving on %s", path);
-            return -EADDRINUSE;
-        }
-        if (rc == -EEXIST) {
-            snprintf(err, errlen, "%s exists and is not a socket; refusing to replace it", path);
+        /* again: another daemon may have started while the device opened */
+        if ((rc = server_check_path(path, err, errlen)) < 0)
             return rc;
-        }
-        if (rc == 0 && unlink(path) < 0 && errno != ENOENT) {
+        if (rc == 1 && unlink(path) < 0 && errno != ENOENT) {
             snprintf(err, errlen, "cannot remove the stale socket %s: %s", path, strerror(errno));
             return -errno;
         }
@@ -210,7 +217,16 @@ int gg_server_init(gg_server *srv, const gg_config *cfg, char *err, size_t errle
     gg_idmap_init(&srv->programs);
     gg_idmap_init(&srv->events);
 
-    int rc = gg_device_open(&srv->cfg, &srv->dev, err, errlen);
+    /* An accidental second start is refused before it touches the device:
+     * opening a GPU can take seconds and disturb the one in use. */
+    int fd = gg_notify_listen_fd(err, errlen);
+    if (fd == -2)
+        return -EINVAL;
+    int rc;
+    if (fd < 0 && (rc = server_check_path(srv->cfg.socket_path, err, errlen)) < 0)
+        return rc;
+
+    rc = gg_device_open(&srv->cfg, &srv->dev, err, errlen);
     if (rc < 0)
         return rc;
     snprintf(srv->backend, sizeof(srv->backend), "%s", srv->dev->ops->name);
@@ -222,7 +238,7 @@ int gg_server_init(gg_server *srv, const gg_config *cfg, char *err, size_t errle
         snprintf(err, errlen, "cannot start the executor: %s", strerror(-rc));
         return rc;
     }
-    if ((rc = server_listen(srv, err, errlen)) < 0)
+    if ((rc = server_listen(srv, fd, err, errlen)) < 0)
         return rc;
 
     uv_signal_init(srv->loop, &srv->sigterm);

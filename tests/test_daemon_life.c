@@ -93,6 +93,9 @@ static void test_another_daemon(void)
         char *log = h_read_file(b.log);
         CHECK_CONTAINS(log, "another gfxgraphd is already serving on");
         CHECK_CONTAINS(log, a.sock);
+        /* refused before it touched the device: nothing about one */
+        CHECKF(!strstr(log, "device:") && count_lines(log) == 1,
+               "the refusal is the only line: no device was opened (\"%s\")", log);
         free(log);
         if (code == -ETIMEDOUT)
             h_daemon_kill(&b);
