@@ -15,16 +15,24 @@
 
 static const int default_buckets[] = {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256};
 
-void gg_config_default_socket(char *buf, size_t len)
+int gg_config_default_socket(char *buf, size_t len)
 {
     const char *env = getenv("GFXGRAPH_SOCKET");
     const char *xdg = getenv("XDG_RUNTIME_DIR");
+    int n;
     if (env && *env)
-        snprintf(buf, len, "%s", env);
+        n = snprintf(buf, len, "%s", env);
     else if (geteuid() == 0 || !xdg || !*xdg)
-        snprintf(buf, len, "/run/gfxgraph/gfxgraphd.sock");
+        n = snprintf(buf, len, "/run/gfxgraph/gfxgraphd.sock");
     else
-        snprintf(buf, len, "%s/gfxgraph/gfxgraphd.sock", xdg);
+        n = snprintf(buf, len, "%s/gfxgraph/gfxgraphd.sock", xdg);
+    if (n < 0 || (size_t)n >= len) {
+        /* a cut path would name another socket: never use one */
+        if (len)
+            buf[0] = '\0';
+        return -ENAMETOOLONG;
+    }
+    return 0;
 }
 
 /* A quarter of the connections, so that one user (a client stuck in a
@@ -435,5 +443,17 @@ int gg_config_load(gg_config *c, int argc, char **argv, char *err, size_t errlen
     /* whatever layer set max-connections */
     if (!c->max_conn_per_uid_set)
         c->max_conn_per_uid = cfg_per_uid_default(c->max_connections);
+    /* the default path did not fit and no layer gave one (an explicit one
+     * that is too long was refused where it was read) */
+    if (!c->socket_path[0]) {
+        const char *xdg = getenv("XDG_RUNTIME_DIR");
+        snprintf(err, errlen,
+                 "the default socket path $XDG_RUNTIME_DIR/gfxgraph/gfxgraphd.sock is %zu bytes "
+                 "long with XDG_RUNTIME_DIR=%s: a socket path must be shorter than %d bytes; "
+                 "give a shorter one with --socket, GFXGRAPH_SOCKET or 'socket =' in the "
+                 "config file", (xdg ? strlen(xdg) : 0) + strlen("/gfxgraph/gfxgraphd.sock"),
+                 xdg ? xdg : "", GG_PATH_MAX);
+        return -EINVAL;
+    }
     return 0;
 }

@@ -63,7 +63,8 @@ int gg_config_set(gg_config *c, const char *key, const char *value, char *err, s
 int gg_config_parse_buckets(const char *s, int *out, int *n, char *err, size_t errlen);
 const char *gg_backend_name(gg_backend_kind k);
 const char *gg_replay_mode_name(gg_replay_mode m);
-/* The default socket path for this user (see README). */
-void gg_config_default_socket(char *buf, size_t len);
+/* The default socket path for this user (see README): 0, or -ENAMETOOLONG
+ * (buf "") when it does not fit in len bytes. */
+int gg_config_default_socket(char *buf, size_t len);
 
 #endif

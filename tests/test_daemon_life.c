@@ -1,14 +1,18 @@
 /* gfxgraphd start-up: another daemon on the socket, a stale socket, a path
  * that is a regular file, the socket's mode, a backend this build lacks, bad
- * flags and settings, and the precedence flags > environment > config file >
- * defaults.  Stopping: test_daemon_stop.c. */
+ * flags and settings, the precedence flags > environment > config file >
+ * defaults, and a default socket path too long for sun_path.  Stopping:
+ * test_daemon_stop.c. */
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -75,6 +79,19 @@ static bool hello_ok(const char *sock)
     char b[256];
     hello_buckets(sock, b, sizeof b);
     return b[0] != '\0';
+}
+
+/* Does a daemon answer on sock?  No checks counted: for polling. */
+static bool hello_ok_quiet(const char *sock)
+{
+    h_conn c;
+    if (h_conn_open(&c, sock) < 0)
+        return false;
+    static const uint8_t params[] = {0x81, 0xa8, 'p', 'r', 'o', 't', 'o', 'c', 'o', 'l', 0x01};
+    const msgpack_object *r, *e;
+    bool ok = h_conn_call(&c, 1, "hello", params, sizeof params, &r, &e) == 1 && !e;
+    h_conn_close(&c);
+    return ok;
 }
 
 /* ---- the socket path ----------------------------------------------------- */
@@ -310,6 +327,91 @@ static void test_start_failures(void)
     free(log);
 }
 
+/* ---- the default socket path --------------------------------------------- */
+
+/* Start gfxgraphd with exactly args (no --socket) and env (GFXGRAPH_CONFIG
+ * is /dev/null), stderr to errfile; as uid 65534 when run as root, since
+ * root's default path ignores XDG_RUNTIME_DIR. */
+static pid_t spawn_user(const char *const *args, const char *const *env, const char *errfile)
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid != 0)
+        return pid;
+    int fd = open(errfile, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (fd >= 0)
+        dup2(fd, 2);
+    if (geteuid() == 0 && (setgid(65534) < 0 || setuid(65534) < 0))
+        _exit(126);
+    clearenv();
+    setenv("GFXGRAPH_CONFIG", "/dev/null", 1);
+    for (int i = 0; env && env[i]; i++)
+        putenv((char *)env[i]);
+    const char *argv[16] = {GG_DAEMON_PATH, "--backend", "cpu", "--log-target", "stderr"};
+    int n = 5;
+    for (int i = 0; args && args[i] && n < 15; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    execv(argv[0], (char *const *)argv);
+    _exit(127);
+}
+
+/* Its exit code, 128+signal, or -ETIMEDOUT (then killed). */
+static int wait_user(pid_t pid, int timeout_ms)
+{
+    int st;
+    for (int64_t end = h_now_ms() + timeout_ms; h_now_ms() < end; h_sleep_ms(10))
+        if (waitpid(pid, &st, WNOHANG) == pid)
+            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+    return -ETIMEDOUT;
+}
+
+static void test_long_runtime_dir(void)
+{
+    h_section("a default socket path too long for sun_path is refused, not cut");
+    char dir[64], errfile[128], xdg[200], xdgenv[220], cut[120];
+    mkdir_tmp(dir, sizeof dir);
+    chmod(dir, 0777);   /* the unprivileged daemon below may write here */
+    snprintf(errfile, sizeof errfile, "%s/err", dir);
+    int n = snprintf(xdg, sizeof xdg, "%s/", dir);
+    memset(xdg + n, 'x', 120 - (size_t)n);
+    xdg[120] = '\0';
+    snprintf(xdgenv, sizeof xdgenv, "XDG_RUNTIME_DIR=%s", xdg);
+    /* where a cut path would land: inside dir, so it is cleaned up */
+    snprintf(cut, sizeof cut, "%.107s", xdg);
+    const char *env[] = {xdgenv, NULL};
+    pid_t pid = spawn_user(NULL, env, errfile);
+    int code = pid > 0 ? wait_user(pid, 20000) : -1;
+    char *log = h_read_file(errfile);
+    CHECKF(code == 2, "exit status 2 (got %d)", code);
+    CHECK_CONTAINS(log, "XDG_RUNTIME_DIR");
+    CHECK_CONTAINS(log, "shorter than 108 bytes");
+    CHECK_CONTAINS(log, "--socket");
+    CHECKF(count_lines(log) == 1, "one line (\"%s\")", log);
+    free(log);
+    unlink(cut);
+
+    /* a path given explicitly makes the long XDG_RUNTIME_DIR harmless */
+    char sock[128], sockenv[160];
+    snprintf(sock, sizeof sock, "%s/given.sock", dir);
+    snprintf(sockenv, sizeof sockenv, "GFXGRAPH_SOCKET=%s", sock);
+    const char *env2[] = {xdgenv, sockenv, NULL};
+    pid = spawn_user(NULL, env2, errfile);
+    bool up = false;
+    for (int64_t end = h_now_ms() + 20000; pid > 0 && !up && h_now_ms() < end; h_sleep_ms(10))
+        up = hello_ok_quiet(sock) || waitpid(pid, NULL, WNOHANG) == pid;
+    CHECKF(up && hello_ok(sock), "with GFXGRAPH_SOCKET set the daemon serves");
+    if (pid > 0) {
+        kill(pid, SIGTERM);
+        CHECK_EQ(wait_user(pid, 20000), 0);
+    }
+    unlink(sock);
+    unlink(errfile);
+    rmdir(dir);
+}
+
 /* ---- settings precedence ------------------------------------------------- */
 
 static void test_precedence(void)
@@ -414,5 +516,6 @@ int main(void)
     test_regular_file();
     test_start_failures();
     test_precedence();
+    test_long_runtime_dir();
     return h_finish();
 }
