@@ -70,10 +70,13 @@ test-cuda:
 	fi
 
 # make install [DESTDIR=/tmp/stage] [PREFIX=/usr]: cmake --install of build/.
-# PREFIX overrides the configured prefix (default /usr/local); the systemd
-# units are generated for the prefix actually installed to.
+# PREFIX (default: the configured one, /usr/local) is configured into build/
+# first and the daemon rebuilt, so that its built-in config path
+# (<sysconfdir>/gfxgraph/gfxgraphd.conf; /etc/... for /usr) is the file this
+# install writes.
 install: build
-	DESTDIR="$(DESTDIR)" $(CMAKE) --install build $(if $(PREFIX),--prefix "$(PREFIX)")
+	$(if $(PREFIX),$(CMAKE) -S . -B build -DCMAKE_INSTALL_PREFIX="$(PREFIX)" && $(CMAKE) --build build -j $(JOBS))
+	DESTDIR="$(DESTDIR)" $(CMAKE) --install build
 
 clean:
 	rm -rf build build-asan build-hip build-cuda

@@ -11,7 +11,11 @@
 #include <string.h>
 #include <unistd.h>
 
+/* The build sets it from the configured sysconfdir, so that the daemon
+ * reads the file `make install` wrote; this is only for other builds. */
+#ifndef GG_DEFAULT_CONFIG
 #define GG_DEFAULT_CONFIG "/etc/gfxgraph/gfxgraphd.conf"
+#endif
 
 static const int default_buckets[] = {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256};
 

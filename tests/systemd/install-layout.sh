@@ -9,6 +9,8 @@
 #  3. Reinstalling does not overwrite an edited config.
 #  4. The example config is accepted by the daemon as it is, and with every
 #     commented "key = value" line uncommented.
+#  5. Installed with the configured prefix (what `make install` does), the
+#     example config is where the daemon looks without --config.
 . "$(dirname "$0")/lib.sh"
 gg_need cmake
 gg_mktemp
@@ -100,4 +102,12 @@ missing=$(for k in $keys; do grep -qE "^# $k = " "$GG_SOURCE_DIR/etc/gfxgraphd.c
 gg_check "the example config shows every key of daemon/config.c ($(wc -w <<<"$keys") keys)${missing:+; missing: }$(echo $missing)" \
     test -n "$keys" -a -z "$missing"
 gg_check "the daemon starts with every example setting uncommented" starts "$T/all.conf"
+
+# 5: the built-in config path follows the configured prefix
+prefix=$(sed -n 's/^CMAKE_INSTALL_PREFIX:PATH=//p' "$GG_BUILD_DIR/CMakeCache.txt")
+builtin=$("$GFXGRAPHD" --help | sed -n 's/.*config file (default \(.*\)) over defaults.*/\1/p')
+C=$T/configured
+gg_check "cmake --install with the configured prefix ($prefix)" gg_install "$C" "$prefix"
+gg_check "without --config the daemon reads ${builtin:-?}, the installed example config" \
+    test -n "$builtin" -a -f "$C$builtin"
 gg_summary
