@@ -1,9 +1,9 @@
 # Core suite: protocol unit tests (framing; envelopes, getters and error
 # codes), the daemon over raw sockets (hello/stats/health and bad input on
 # one daemon; configured limits and queued work; client text, timeouts and
-# per-uid limits on connections), daemon lifecycle, the
-# client library against a real daemon, gfxgraphctl, and the protocol fuzz
-# target (clang only).
+# per-uid limits on connections; PROTOCOL.md's worked example), daemon
+# start-up and stop, the client library against a real daemon, gfxgraphctl,
+# and the protocol fuzz target (clang only).
 #
 # Labels: "unit" runs in-process; "integration" starts the real gfxgraphd on
 # a temporary socket (tests/harness.c).
@@ -33,6 +33,9 @@ gg_core_test(test_proto_utf8 test_proto_utf8.c unit 300)
 gg_core_test(test_daemon_proto_methods test_daemon_proto_methods.c integration 600)
 gg_core_test(test_daemon_proto_limits test_daemon_proto_limits.c integration 600)
 gg_core_test(test_daemon_conn test_daemon_conn.c integration 600 rt)
+gg_core_test(test_daemon_doc test_daemon_doc.c integration 300)
+target_compile_definitions(test_daemon_doc PRIVATE
+  GG_PROTOCOL_MD="${CMAKE_SOURCE_DIR}/proto/PROTOCOL.md")
 gg_core_test(test_daemon_life test_daemon_life.c integration 600)
 gg_core_test(test_daemon_stop test_daemon_stop.c integration 600 gg_client_static Threads::Threads)
 gg_core_test(test_client_replay test_client_replay.c integration 600 gg_client_static)
