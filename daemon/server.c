@@ -1,8 +1,9 @@
 /* The loop: listen (or adopt systemd's socket), accept, tick, stop.
  *
  * Happy path: gg_server_init checks that no other daemon serves the socket
- * path, opens the device, then binds the socket; run says READY=1 and serves; SIGTERM/SIGINT stop accepting, let in-flight
- * requests finish and flush, close every handle, and uv_run returns 0.
+ * path, opens the device, then binds the socket; run says READY=1 and
+ * serves; SIGTERM/SIGINT stop accepting, let in-flight requests finish and
+ * flush, close every handle, and uv_run returns 0.
  *
  * Failure modes: another daemon answering on the socket path, a path that
  * exists and is not a socket, or a device that will not open stop start-up

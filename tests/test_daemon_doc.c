@@ -146,9 +146,10 @@ static void compare_hello(const msgpack_object *doc, const msgpack_object *live)
         } else if (strcmp(key, "device") == 0) {
             bool same = dk->val.type == MSGPACK_OBJECT_MAP && lk->val.type == MSGPACK_OBJECT_MAP &&
                         dk->val.via.map.size == lk->val.via.map.size;
-            for (uint32_t j = 0; same && j < dk->val.via.map.size; j++)
-                same = msgpack_object_equal(dk->val.via.map.ptr[j].key, lk->val.via.map.ptr[j].key) &&
-                       dk->val.via.map.ptr[j].val.type == lk->val.via.map.ptr[j].val.type;
+            for (uint32_t j = 0; same && j < dk->val.via.map.size; j++) {
+                const msgpack_object_kv *a = &dk->val.via.map.ptr[j], *b = &lk->val.via.map.ptr[j];
+                same = msgpack_object_equal(a->key, b->key) && a->val.type == b->val.type;
+            }
             CHECKF(same, "device: the same keys, in order, with values of the same types");
         } else {
             CHECKF(msgpack_object_equal(dk->val, lk->val), "\"%s\" is as shown", key);
@@ -210,7 +211,8 @@ int main(void)
     proto_pack_kv_u64(&p.pk, "id", 99);
     h_pack_request(&req2, 2, "buffer.release", p.sb.data, p.sb.size);
     mp_free(&p);
-    CHECKF(same_bytes(&d[0], req1.data, req1.size), "request 1 is hello {protocol: 1, client: \"doc\"}");
+    CHECKF(same_bytes(&d[0], req1.data, req1.size),
+           "request 1 is hello {protocol: 1, client: \"doc\"}");
     CHECKF(same_bytes(&d[2], req2.data, req2.size), "request 2 is buffer.release {id: 99}");
 
     const char *args[] = {"--backend", "cpu", NULL};

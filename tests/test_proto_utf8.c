@@ -84,8 +84,8 @@ static void test_clean(void)
     memcpy(name + 62, "\xe2\x82\xac", 3);
     char got[64];
     size_t n = proto_utf8_clean(got, sizeof got, name, 65);
-    CHECKF(n == 62 && proto_utf8_valid(got, n), "a 65-byte name cut for 64 bytes keeps 62 (got %zu)",
-           n);
+    CHECKF(n == 62 && proto_utf8_valid(got, n),
+           "a 65-byte name cut for 64 bytes keeps 62 (got %zu)", n);
 }
 
 /* the str packed for text */
