@@ -20,7 +20,7 @@
 static bool str_is(const msgpack_object *o, const char *want)
 {
     return o && o->type == MSGPACK_OBJECT_STR && o->via.str.size == strlen(want) &&
-           memcmp(o->via.str.ptr, want, o->via.str.size) == 0;
+           (!*want || memcmp(o->via.str.ptr, want, o->via.str.size) == 0);
 }
 
 static bool str_valid(const msgpack_object *o)

@@ -100,7 +100,7 @@ static void packed_is(const char *in, size_t inlen, const char *want)
     bool ok = msgpack_unpack_next(&up, b.sb.data, b.sb.size, &off) == MSGPACK_UNPACK_SUCCESS &&
               off == b.sb.size && up.data.type == MSGPACK_OBJECT_STR &&
               up.data.via.str.size == strlen(want) &&
-              memcmp(up.data.via.str.ptr, want, strlen(want)) == 0;
+              (!*want || memcmp(up.data.via.str.ptr, want, strlen(want)) == 0);
     CHECKF(ok, "pack_text(%zu bytes) is the str \"%s\"", inlen, want);
     msgpack_unpacked_destroy(&up);
     buf_free(&b);
