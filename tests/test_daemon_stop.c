@@ -226,7 +226,7 @@ static void test_second_signal(void)
         int code = h_daemon_wait_exit(&f.d, 60000);
         int64_t now = h_now_ms();
         CHECKF(code == 4, "exit status 4 (got %d)", code);
-        CHECKF(now - t1 < 1500, "promptly after the second signal (%lld ms; it came %lld ms "
+        CHECKF(now - t1 < 2000, "promptly after the second signal (%lld ms; it came %lld ms "
                "into a replay of %d layers)", (long long)(now - t1), (long long)(t1 - t0),
                f.layers);
         char *log = h_read_file(f.d.log);
@@ -254,7 +254,7 @@ static void test_stop_grace(void)
         int code = h_daemon_wait_exit(&f.d, 60000);
         int64_t took = h_now_ms() - t0;
         CHECKF(code == 4, "exit status 4 (got %d)", code);
-        CHECKF(took >= 550 && took < 2500, "after 300 ms and a grace of 300 ms (%lld ms)",
+        CHECKF(took >= 550 && took < 5000, "after 300 ms and a grace of 300 ms (%lld ms)",
                (long long)took);
         char *log = h_read_file(f.d.log);
         CHECK_CONTAINS(log, "device work still running 600 ms after the stop began");
