@@ -75,12 +75,15 @@ test-cuda:
 	  cd build-cuda && $(CTEST) --output-on-failure -L 'build|gpu'; \
 	fi
 
-# make install [DESTDIR=/tmp/stage] [PREFIX=/usr] [BUILD=dir]: build, then
-# cmake --install of $(BUILD) (default build/; an up-to-date tree is not
-# rebuilt).  PREFIX overrides the configured prefix (default /usr/local); the
-# systemd units are generated for the prefix actually installed to.
+# make install [DESTDIR=/tmp/stage] [PREFIX=/usr] [BUILD=dir]: cmake --install
+# of $(BUILD) (default build/; an up-to-date tree is not rebuilt).  PREFIX
+# (default: the configured one, /usr/local) is configured into $(BUILD) first
+# and the daemon rebuilt, so that its built-in config path
+# (<sysconfdir>/gfxgraph/gfxgraphd.conf; /etc/... for /usr) is the file this
+# install writes; the systemd units are generated for that prefix too.
 install: build
-	DESTDIR="$(DESTDIR)" $(CMAKE) --install $(BUILD) $(if $(PREFIX),--prefix "$(PREFIX)")
+	$(if $(PREFIX),$(CMAKE) -S . -B $(BUILD) -DCMAKE_INSTALL_PREFIX="$(PREFIX)" && $(CMAKE) --build $(BUILD) -j $(JOBS))
+	DESTDIR="$(DESTDIR)" $(CMAKE) --install $(BUILD)
 
 clean:
 	rm -rf build build-asan build-hip build-cuda

@@ -11,7 +11,11 @@
 #include <string.h>
 #include <unistd.h>
 
+/* The build sets it from the configured sysconfdir, so that the daemon
+ * reads the file `make install` wrote; this is only for other builds. */
+#ifndef GG_DEFAULT_CONFIG
 #define GG_DEFAULT_CONFIG "/etc/gfxgraph/gfxgraphd.conf"
+#endif
 
 static const int default_buckets[] = {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256};
 
@@ -26,7 +30,22 @@ int gg_config_default_socket(char *buf, size_t len)
         n = snprintf(buf, len, "/run/gfxgraph/gfxgraphd.sock");
     else
         n = snprintf(buf, len, "%s/gfxgraph/gfxgraphd.sock", xdg);
-    return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+    if (n < 0 || (size_t)n >= len) {
+        /* a cut path would name another socket: never use one */
+        if (len)
+            buf[0] = '\0';
+        return -ENAMETOOLONG;
+    }
+    return 0;
+}
+
+/* A quarter of the connections, so that one user (a client stuck in a
+ * reconnect loop, say) leaves room for at least three others; but at least
+ * 16, so that small limits do not get smaller still for a single user. */
+static unsigned cfg_per_uid_default(unsigned max_connections)
+{
+    unsigned n = max_connections / 4 < 16 ? 16 : max_connections / 4;
+    return n < max_connections ? n : max_connections;
 }
 
 void gg_config_defaults(gg_config *c)
@@ -43,6 +62,8 @@ void gg_config_defaults(gg_config *c)
     c->max_message = 16u << 20;
     c->max_inflight = 64;
     c->max_connections = 256;
+    c->max_conn_per_uid = cfg_per_uid_default(c->max_connections);
+    c->request_timeout_ms = 10000;
     c->shutdown_timeout_ms = 10000;
     memcpy(c->buckets, default_buckets, sizeof(default_buckets));
     c->nbuckets = (int)(sizeof(default_buckets) / sizeof(default_buckets[0]));
@@ -179,6 +200,13 @@ int gg_config_set(gg_config *c, const char *key, const char *v, char *err, size_
     } else if (strcmp(key, "max-connections") == 0) {
         if ((rc = cfg_uint(key, v, 1, 65536, &u, err, errlen)) < 0) return rc;
         c->max_connections = (unsigned)u;
+    } else if (strcmp(key, "max-connections-per-uid") == 0) {
+        if ((rc = cfg_uint(key, v, 0, 65536, &u, err, errlen)) < 0) return rc;
+        c->max_conn_per_uid = (unsigned)u;
+        c->max_conn_per_uid_set = true;
+    } else if (strcmp(key, "request-timeout-ms") == 0) {
+        if ((rc = cfg_uint(key, v, 0, 3600000, &u, err, errlen)) < 0) return rc;
+        c->request_timeout_ms = (unsigned)u;
     } else if (strcmp(key, "shutdown-timeout-ms") == 0) {
         if ((rc = cfg_uint(key, v, 0, 3600000, &u, err, errlen)) < 0) return rc;
         c->shutdown_timeout_ms = (unsigned)u;
@@ -304,6 +332,8 @@ static const struct {
     {"GFXGRAPH_CACHE_ENTRIES", "cache-entries"},
     {"GFXGRAPH_DEVICE", "device"},
     {"GFXGRAPH_COMPLETION", "completion"},
+    {"GFXGRAPH_REQUEST_TIMEOUT_MS", "request-timeout-ms"},
+    {"GFXGRAPH_MAX_CONNECTIONS_PER_UID", "max-connections-per-uid"},
 };
 
 static int cfg_load_env(gg_config *c, char *err, size_t errlen)
@@ -420,5 +450,10 @@ int gg_config_load(gg_config *c, int argc, char **argv, char *err, size_t errlen
             return -EINVAL;
         }
     }
+    /* whatever layer set max-connections */
+    if (!c->max_conn_per_uid_set)
+        c->max_conn_per_uid = cfg_per_uid_default(c->max_connections);
+    /* a default path that did not fit stays empty: the server refuses to
+     * bind it, unless systemd passed the socket (gg_server_init) */
     return 0;
 }

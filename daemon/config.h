@@ -33,6 +33,9 @@ typedef struct {
     size_t max_message;          /* bytes */
     unsigned max_inflight;       /* requests per connection */
     unsigned max_connections;
+    unsigned max_conn_per_uid;   /* 0: no per-uid limit */
+    bool max_conn_per_uid_set;   /* else derived from max_connections */
+    unsigned request_timeout_ms; /* a started request must be complete; 0: off */
     unsigned shutdown_timeout_ms;
 
     int buckets[GG_MAX_BUCKETS];

@@ -11,11 +11,17 @@
  * notification) and the connection is closed after its queued writes
  * flush.  A well-framed message of the wrong shape is answered with EPROTO
  * and the connection stays usable.  A peer that stops reading its
- * responses is cut off once its write queue passes a bound.  Nothing a
- * client sends touches another connection.
+ * responses is cut off once its write queue passes a bound.  A request
+ * whose first byte has arrived must be whole within request-timeout-ms, or
+ * the connection gets an ETIMEDOUT notification and is closed, so a stalled
+ * sender cannot hold a slot (or its buffer) for ever; a connection with no
+ * partial request may stay idle as long as it likes.  A uid past
+ * max-connections-per-uid is refused at accept, so one user cannot take
+ * every slot.  Nothing a client sends touches another connection.
  *
- * Lifetime: the conn is freed in its close callback; jobs in flight hold the
- * session, not the conn, so a close never waits on the device. */
+ * Lifetime: the conn is freed when both its handles (the pipe and the
+ * request timer) have closed; jobs in flight hold the session, not the
+ * conn, so a close never waits on the device. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +46,8 @@ typedef struct gg_conn {
     proto_frame frame;
     unsigned inflight;
     bool closing;
-    bool read_stopped;
+    int handles;                    /* open: freed when the last one closes */
+    uv_timer_t req_timer;           /* request-timeout-ms of a partial request */
     uv_shutdown_t shutdown_req;
 } gg_conn;
 
@@ -65,6 +72,8 @@ static void conn_on_close(uv_handle_t *h)
 {
     gg_conn *c = h->data;
     gg_server *srv = c->srv;
+    if (--c->handles > 0)
+        return;
     if (c->sess) {
         gg_log_fields f = {.session = c->sess->id};
         GG_LOG(GG_LOG_DEBUG, &f, "connection closed");
@@ -83,6 +92,7 @@ static void conn_close_now(gg_conn *c)
         return;
     c->closing = true;
     uv_close((uv_handle_t *)&c->pipe, conn_on_close);
+    uv_close((uv_handle_t *)&c->req_timer, conn_on_close);
 }
 
 static void conn_on_shutdown(uv_shutdown_t *req, int status)
@@ -97,6 +107,7 @@ void gg_conn_close(gg_conn *c)
         return;
     c->closing = true;
     uv_read_stop((uv_stream_t *)&c->pipe);
+    uv_timer_stop(&c->req_timer);
     c->shutdown_req.data = c;
     /* shutdown waits for queued writes, so the last error reaches the peer */
     if (uv_shutdown(&c->shutdown_req, (uv_stream_t *)&c->pipe, conn_on_shutdown) < 0)
@@ -123,8 +134,9 @@ bool gg_conn_send(gg_conn *c, msgpack_sbuffer *sb)
         return false;
     }
     if (uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) > CONN_MAX_WRITE_QUEUE) {
-        gg_warn("client pid %d is not reading its responses; closing its connection",
-                c->sess ? (int)c->sess->pid : -1);
+        gg_log_fields f = {.session = c->sess ? c->sess->id : 0};
+        GG_LOG(GG_LOG_WARN, &f, "client pid %d is not reading its responses; closing its "
+               "connection", c->sess ? (int)c->sess->pid : -1);
         msgpack_sbuffer_destroy(sb);
         msgpack_sbuffer_init(sb);
         conn_close_now(c);
@@ -170,9 +182,33 @@ static void conn_fatal(gg_conn *c, int err, const char *msg)
     proto_pack_error_notify(&pk, err, msg);
     gg_conn_send(c, &sb);
     msgpack_sbuffer_destroy(&sb);
-    gg_info("closing connection (session %llu): %s",
-            c->sess ? (unsigned long long)c->sess->id : 0ULL, msg);
+    gg_log_fields f = {.session = c->sess ? c->sess->id : 0};
+    GG_LOG(GG_LOG_INFO, &f, "closing connection: %s", msg);
     gg_conn_close(c);
+}
+
+static void conn_on_request_timeout(uv_timer_t *t)
+{
+    gg_conn *c = t->data;
+    char msg[200];
+    snprintf(msg, sizeof(msg),
+             "a request was not complete within %u ms (request-timeout-ms): %zu bytes of it "
+             "arrived", c->srv->cfg.request_timeout_ms, c->rlen);
+    c->srv->stats.errors++;
+    conn_fatal(c, -ETIMEDOUT, msg);
+}
+
+/* After a read: time the partial request left in the buffer, if any.
+ * started: a message was taken out, so what is left began in this read. */
+static void conn_time_request(gg_conn *c, bool started)
+{
+    unsigned ms = c->srv->cfg.request_timeout_ms;
+    if (ms == 0 || c->closing)
+        return;
+    if (c->rlen == 0)
+        uv_timer_stop(&c->req_timer);
+    else if (started || !uv_is_active((uv_handle_t *)&c->req_timer))
+        uv_timer_start(&c->req_timer, conn_on_request_timeout, ms, 0);
 }
 
 static void conn_send_error(gg_conn *c, uint32_t msgid, int err, const char *msg)
@@ -206,8 +242,10 @@ static void conn_handle_request(gg_conn *c, const proto_msg *m)
     }
     const gg_method *method = gg_dispatch_find(m->method, m->method_len);
     if (!method) {
-        snprintf(errmsg, sizeof(errmsg), "unknown method '%.*s'",
-                 (int)(m->method_len > 64 ? 64 : m->method_len), m->method);
+        /* the name is the client's bytes: at most 64 of them, cleaned */
+        char name[65];
+        proto_utf8_clean(name, sizeof(name), m->method, m->method_len);
+        snprintf(errmsg, sizeof(errmsg), "unknown method '%s'", name);
         srv->stats.errors++;
         s->errors++;
         conn_send_error(c, m->msgid, -ENOSYS, errmsg);
@@ -344,16 +382,29 @@ static void conn_on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
         off += (size_t)r;
         proto_frame_reset(&c->frame);
     }
+    if (c->closing)
+        return;
     if (off) {
         memmove(c->rbuf, c->rbuf + off, c->rlen - off);
         c->rlen -= off;
     }
+    conn_time_request(c, off > 0);
     /* Keep an idle connection's buffer small. */
     if (c->rlen == 0 && c->rcap > 4 * CONN_READ_CHUNK) {
         free(c->rbuf);
         c->rbuf = NULL;
         c->rcap = 0;
     }
+}
+
+/* Open connections of uid, the new one included; those already being
+ * closed (refused ones among them) do not count. */
+static unsigned conn_count_uid(gg_server *srv, uid_t uid)
+{
+    unsigned n = 0;
+    for (gg_conn *c = srv->conns; c; c = c->next)
+        n += !c->closing && c->sess && c->sess->uid == uid;
+    return n;
 }
 
 int gg_conn_accept(gg_server *srv)
@@ -369,6 +420,9 @@ int gg_conn_accept(gg_server *srv)
         return rc;
     }
     c->pipe.data = c;
+    uv_timer_init(srv->loop, &c->req_timer);   /* cannot fail */
+    c->req_timer.data = c;
+    c->handles = 2;
     c->next = srv->conns;
     if (srv->conns)
         srv->conns->prev = c;
@@ -393,6 +447,16 @@ int gg_conn_accept(gg_server *srv)
         conn_fatal(c, -EBUSY, "too many connections (max-connections); try again later");
         return 0;
     }
+    unsigned same = conn_count_uid(srv, cred.uid);
+    if (srv->cfg.max_conn_per_uid && same > srv->cfg.max_conn_per_uid) {
+        char msg[200];
+        snprintf(msg, sizeof(msg),
+                 "too many connections from uid %d: %u open, the limit is %u "
+                 "(max-connections-per-uid); close some and try again",
+                 (int)cred.uid, same - 1, srv->cfg.max_conn_per_uid);
+        conn_fatal(c, -EBUSY, msg);
+        return 0;
+    }
     gg_log_fields f = {.session = c->sess->id};
     GG_LOG(GG_LOG_DEBUG, &f, "client connected: pid %d uid %d", (int)cred.pid, (int)cred.uid);
     rc = uv_read_start((uv_stream_t *)&c->pipe, conn_alloc, conn_on_read);
@@ -408,8 +472,10 @@ void gg_conn_stop_all(gg_server *srv)
         if (c->inflight == 0)
             gg_conn_close(c);
         else {
-            /* stop reading; the last reply closes it (gg_conn_request_done) */
+            /* stop reading; the last reply closes it (gg_conn_request_done).
+             * A partial request will not be read now: no timeout for it. */
             uv_read_stop((uv_stream_t *)&c->pipe);
+            uv_timer_stop(&c->req_timer);
         }
     }
 }

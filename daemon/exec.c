@@ -45,6 +45,7 @@ struct gg_exec {
     pthread_cond_t cond;
     gg_list queue;               /* jobs for the workers */
     gg_list releases;            /* graphs and scratch to free */
+    gg_list live;                /* submitted, not yet ended (loop-side) */
     gg_job *enqueued;            /* work on the stream, for the loop */
     gg_job *done;                /* finished, for the loop */
     pthread_t *threads;
@@ -71,6 +72,7 @@ gg_job *gg_job_new(gg_job_kind kind, gg_session *s, uint32_t msgid, gg_program *
     if (!j)
         return NULL;
     gg_list_init(&j->link);
+    gg_list_init(&j->live_link);
     j->kind = kind;
     j->sess = s;
     j->msgid = msgid;
@@ -241,6 +243,7 @@ int gg_exec_new(gg_server *srv, gg_exec **out)
     x->srv = srv;
     gg_list_init(&x->queue);
     gg_list_init(&x->releases);
+    gg_list_init(&x->live);
     pthread_mutex_init(&x->lock, NULL);
     pthread_cond_init(&x->cond, NULL);
     int rc = uv_async_init(srv->loop, &x->async, exec_on_async);
@@ -311,6 +314,35 @@ bool gg_exec_idle(const gg_exec *x)
     return x->pending == 0;
 }
 
+unsigned gg_exec_describe(const gg_exec *x, char *buf, size_t len)
+{
+    static const char *const kinds[] = {"replay", "prepare", "health smoke test"};
+    unsigned n = 0;
+    size_t off = 0;
+    buf[0] = '\0';
+    for (const gg_list *l = x->live.next; l != &x->live; l = l->next, n++) {
+        const gg_job *j = gg_container_of(l, gg_job, live_link);
+        const gg_session *s = j->sess;
+        char what[100] = "", batch[24] = "", one[320];
+        if (j->prog)
+            snprintf(what, sizeof(what), " of program %llu '%s'",
+                     (unsigned long long)j->prog->id, j->prog->name);
+        if (j->kind == GG_JOB_REPLAY)
+            snprintf(batch, sizeof(batch), "batch %d, ", j->batch);
+        /* past its enqueued news a job is on the device, even when the
+         * session has started its next one */
+        bool running = s->running == j || j->applied;
+        snprintf(one, sizeof(one), "%s%s (%s%s) for session %llu (pid %d, client '%s')",
+                 kinds[j->kind], what, batch, running ? "running" : "queued",
+                 (unsigned long long)s->id, (int)s->pid, s->client);
+        if (off + 1 < len) {
+            int w = snprintf(buf + off, len - off, "%s%s", n ? "; " : "", one);
+            off += w < 0 ? 0 : (size_t)w < len - off ? (size_t)w : len - off - 1;
+        }
+    }
+    return n;
+}
+
 static void exec_start(gg_exec *x, gg_job *j)
 {
     j->sess->running = j;
@@ -323,6 +355,7 @@ static void exec_start(gg_exec *x, gg_job *j)
 void gg_exec_submit(gg_exec *x, gg_job *j)
 {
     x->pending++;
+    gg_list_add_tail(&x->live, &j->live_link);
     gg_session_ref(j->sess);
     if (j->sess->running)
         gg_list_add_tail(&j->sess->jobs, &j->link);
@@ -344,6 +377,7 @@ static void exec_job_end(gg_exec *x, gg_job *j)
     if (j->tmp_scratch)
         gg_exec_release_graph(x, NULL, j->tmp_scratch);
     gg_session *s = j->sess;
+    gg_list_del(&j->live_link);
     gg_job_free(j);
     x->pending--;
     gg_session_unref(s);

@@ -35,6 +35,7 @@ typedef struct gg_job_result {
 
 typedef struct gg_job {
     gg_list link;
+    gg_list live_link;              /* the executor's jobs not yet ended */
     gg_job_kind kind;
     gg_session *sess;
     uint32_t msgid;
@@ -76,6 +77,10 @@ int gg_exec_new(struct gg_server *srv, gg_exec **out);
 void gg_exec_close(gg_exec *x);     /* stop workers, close the async handle */
 void gg_exec_free(gg_exec *x);
 bool gg_exec_idle(const gg_exec *x);
+/* The jobs not yet ended, for a stop that will not wait for them: "replay
+ * of program 3 'slow' (batch 64, running) for session 2 (pid 41, client
+ * 'app'); ...".  Returns the number of jobs. */
+unsigned gg_exec_describe(const gg_exec *x, char *buf, size_t len);
 /* Queue a job; the session's next job starts when its current one is done. */
 void gg_exec_submit(gg_exec *x, gg_job *job);
 /* Drop a session's queued (not running) jobs: its client has gone. */

@@ -17,6 +17,8 @@
 #include <systemd/sd-journal.h>
 #include <time.h>
 
+#include "proto.h"
+
 static gg_log_level log_level = GG_LOG_INFO;
 static gg_log_target log_target = GG_LOG_TARGET_STDERR;
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -113,11 +115,15 @@ static int log_priority(gg_log_level l)
 void gg_log_write(gg_log_level level, const char *file, int line, const gg_log_fields *f,
                   const char *fmt, ...)
 {
-    char msg[1024];
+    char raw[1024], msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    int len = vsnprintf(raw, sizeof(raw), fmt, ap);
     va_end(ap);
+    /* Records quote client text and may have been cut mid-character: only
+     * valid UTF-8 goes out, and no control character can start a line. */
+    proto_utf8_clean(msg, sizeof(msg), raw,
+                     len < 0 ? 0 : (size_t)len < sizeof(raw) ? (size_t)len : sizeof(raw) - 1);
 
     if (log_target == GG_LOG_TARGET_JOURNAL) {
         /* Native journal protocol: MESSAGE, PRIORITY, CODE_FILE, CODE_LINE,

@@ -80,8 +80,8 @@ int gg_method_buffer_register(gg_call *c)
     b->offset = offset;
     b->size = size;
     if (srv->dev->ops->name[0] == 'c') {
-        snprintf(b->handle, sizeof(b->handle), "%.*s", (int)(hlen < 70 ? hlen : 70),
-                 (const char *)handle);
+        /* the shm name is the client's bytes; buffer.list shows it */
+        proto_utf8_clean(b->handle, 71, handle, hlen);
     } else {
         const uint8_t *h = handle;
         for (size_t i = 0; i < hlen && i < 16; i++)

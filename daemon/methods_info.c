@@ -40,7 +40,8 @@ int gg_method_hello(gg_call *c)
     if (rc < 0 && rc != -ENOENT)
         return rc;
     gg_session *s = c->sess;
-    snprintf(s->client, sizeof(s->client), "%.*s", (int)(clen < 63 ? clen : 63), client);
+    /* shown in stats: cleaned, and cut at a character boundary */
+    proto_utf8_clean(s->client, sizeof(s->client), client, clen);
     s->said_hello = true;
 
     gg_server *srv = c->srv;

@@ -138,8 +138,11 @@ void gg_program_bind(const gg_program *p, const gg_pnode *n, int rows, uint8_t *
 static int prog_name(const msgpack_object *o, char *dst, size_t cap, const char *what,
                      proto_errbuf *e)
 {
-    if (o->type != MSGPACK_OBJECT_STR || o->via.str.size == 0 || o->via.str.size >= cap)
-        return proto_fail(e, -EINVAL, "%s must be a string of 1 to %zu bytes", what, cap - 1);
+    /* names come back in program.list and stats: only valid UTF-8 */
+    if (o->type != MSGPACK_OBJECT_STR || o->via.str.size == 0 || o->via.str.size >= cap ||
+        !proto_utf8_valid(o->via.str.ptr, o->via.str.size))
+        return proto_fail(e, -EINVAL, "%s must be a UTF-8 string of 1 to %zu bytes", what,
+                          cap - 1);
     memcpy(dst, o->via.str.ptr, o->via.str.size);
     dst[o->via.str.size] = '\0';
     return 0;

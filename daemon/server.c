@@ -1,14 +1,19 @@
 /* The loop: listen (or adopt systemd's socket), accept, tick, stop.
  *
- * Happy path: gg_server_init opens the device and binds the socket; run
- * says READY=1 and serves; SIGTERM/SIGINT stop accepting, let in-flight
- * requests finish and flush, close every handle, and uv_run returns 0.
+ * Happy path: gg_server_init checks that no other daemon serves the socket
+ * path, opens the device, then binds the socket; run says READY=1 and
+ * serves; SIGTERM/SIGINT stop accepting, let in-flight requests finish and
+ * flush, close every handle, and uv_run returns 0.
  *
  * Failure modes: another daemon answering on the socket path, a path that
  * exists and is not a socket, or a device that will not open stop start-up
  * with one line saying so.  A stop that outlasts shutdown-timeout-ms closes
- * what is left by force.  A lost device ends the daemon with
- * GG_EXIT_DEVICE_LOST so the service manager restarts it. */
+ * what is left by force; device work still running then gets a bounded
+ * grace, after which the daemon exits (GG_EXIT_STOP_FORCED) naming it: a
+ * job the device never finishes cannot hold the stop for ever.  A second
+ * SIGTERM/SIGINT during a stop exits at once, the same way.  A lost device
+ * ends the daemon with GG_EXIT_DEVICE_LOST so the service manager restarts
+ * it. */
 #include "server.h"
 
 #include <errno.h>
@@ -93,7 +98,23 @@ static void server_on_connection(uv_stream_t *l, int status)
         gg_warn("accept failed: %s", strerror(-rc));
 }
 
-static int server_listen(gg_server *srv, char *err, size_t errlen)
+/* Refuse a path that another daemon serves or that is not a socket.  1: a
+ * stale socket is there; 0: nothing is. */
+static int server_check_path(const char *path, char *err, size_t errlen)
+{
+    int rc = server_probe(path);
+    if (rc == 1) {
+        snprintf(err, errlen, "another gfxgraphd is already serving on %s", path);
+        return -EADDRINUSE;
+    }
+    if (rc == -EEXIST) {
+        snprintf(err, errlen, "%s exists and is not a socket; refusing to replace it", path);
+        return rc;
+    }
+    return rc == 0 && access(path, F_OK) == 0 ? 1 : 0;
+}
+
+static int server_listen(gg_server *srv, int fd, char *err, size_t errlen)
 {
     const char *path = srv->cfg.socket_path;
     int rc = uv_pipe_init(srv->loop, &srv->listener, 0);
@@ -102,9 +123,6 @@ static int server_listen(gg_server *srv, char *err, size_t errlen)
     srv->listener.data = srv;
     srv->listening = true;
 
-    int fd = gg_notify_listen_fd(err, errlen);
-    if (fd == -2)
-        return -EINVAL;
     if (fd >= 0) {
         if ((rc = uv_pipe_open(&srv->listener, fd)) < 0) {
             snprintf(err, errlen, "cannot use the socket passed by systemd: %s", uv_strerror(rc));
@@ -132,16 +150,10 @@ static int server_listen(gg_server *srv, char *err, size_t errlen)
                      strerror(-rc));
             return rc;
         }
-        rc = server_probe(path);
-        if (rc == 1) {
-            snprintf(err, errlen, "another gfxgraphd is already serving on %s", path);
-            return -EADDRINUSE;
-        }
-        if (rc == -EEXIST) {
-            snprintf(err, errlen, "%s exists and is not a socket; refusing to replace it", path);
+        /* again: another daemon may have started while the device opened */
+        if ((rc = server_check_path(path, err, errlen)) < 0)
             return rc;
-        }
-        if (rc == 0 && unlink(path) < 0 && errno != ENOENT) {
+        if (rc == 1 && unlink(path) < 0 && errno != ENOENT) {
             snprintf(err, errlen, "cannot remove the stale socket %s: %s", path, strerror(errno));
             return -errno;
         }
@@ -164,10 +176,31 @@ static int server_listen(gg_server *srv, char *err, size_t errlen)
     return 0;
 }
 
+/* Exit now, without waiting for what is still running: worker threads may
+ * be stuck in the device, so nothing is joined or freed.  The socket was
+ * removed when the stop began. */
+_Noreturn static void server_exit_now(gg_server *srv, const char *why)
+{
+    char jobs[768];
+    unsigned n = srv->exec ? gg_exec_describe(srv->exec, jobs, sizeof(jobs)) : 0;
+    int code = srv->exit_code == GG_EXIT_DEVICE_LOST ? GG_EXIT_DEVICE_LOST : GG_EXIT_STOP_FORCED;
+    if (n)
+        gg_error("%s: exiting (status %d) with %u job(s) unfinished: %s", why, code, n, jobs);
+    else
+        gg_error("%s: exiting (status %d) with %u connection(s) open", why, code, srv->nconns);
+    _exit(code);
+}
+
 static void server_on_signal(uv_signal_t *h, int signum)
 {
     gg_server *srv = h->data;
-    gg_info("received %s: stopping", signum == SIGTERM ? "SIGTERM" : "SIGINT");
+    const char *name = signum == SIGTERM ? "SIGTERM" : "SIGINT";
+    if (srv->stopping) {
+        char why[64];
+        snprintf(why, sizeof(why), "received %s again while stopping", name);
+        server_exit_now(srv, why);
+    }
+    gg_info("received %s: stopping (a second SIGTERM or SIGINT exits at once)", name);
     gg_server_stop(srv, GG_EXIT_OK);
 }
 
@@ -191,7 +224,16 @@ int gg_server_init(gg_server *srv, const gg_config *cfg, char *err, size_t errle
     gg_idmap_init(&srv->programs);
     gg_idmap_init(&srv->events);
 
-    int rc = gg_device_open(&srv->cfg, &srv->dev, err, errlen);
+    /* An accidental second start is refused before it touches the device:
+     * opening a GPU can take seconds and disturb the one in use. */
+    int fd = gg_notify_listen_fd(err, errlen);
+    if (fd == -2)
+        return -EINVAL;
+    int rc;
+    if (fd < 0 && (rc = server_check_path(srv->cfg.socket_path, err, errlen)) < 0)
+        return rc;
+
+    rc = gg_device_open(&srv->cfg, &srv->dev, err, errlen);
     if (rc < 0)
         return rc;
     snprintf(srv->backend, sizeof(srv->backend), "%s", srv->dev->ops->name);
@@ -203,7 +245,7 @@ int gg_server_init(gg_server *srv, const gg_config *cfg, char *err, size_t errle
         snprintf(err, errlen, "cannot start the executor: %s", strerror(-rc));
         return rc;
     }
-    if ((rc = server_listen(srv, err, errlen)) < 0)
+    if ((rc = server_listen(srv, fd, err, errlen)) < 0)
         return rc;
 
     uv_signal_init(srv->loop, &srv->sigterm);
@@ -226,11 +268,31 @@ int gg_server_init(gg_server *srv, const gg_config *cfg, char *err, size_t errle
     return 0;
 }
 
+static unsigned server_grace_ms(const gg_server *srv)
+{
+    unsigned t = srv->cfg.shutdown_timeout_ms;
+    return t < GG_STOP_GRACE_MAX_MS ? t : GG_STOP_GRACE_MAX_MS;
+}
+
+static void server_on_grace_timeout(uv_timer_t *t)
+{
+    gg_server *srv = t->data;
+    char why[160];
+    snprintf(why, sizeof(why),
+             "device work still running %u ms after the stop began (shutdown-timeout-ms %u "
+             "and a grace of %u ms)", srv->cfg.shutdown_timeout_ms + server_grace_ms(srv),
+             srv->cfg.shutdown_timeout_ms, server_grace_ms(srv));
+    server_exit_now(srv, why);
+}
+
 static void server_on_shutdown_timeout(uv_timer_t *t)
 {
     gg_server *srv = t->data;
-    gg_warn("stop took longer than %u ms: closing the remaining %u connection(s)",
-            srv->cfg.shutdown_timeout_ms, srv->nconns);
+    gg_warn("stop took longer than %u ms: closing the remaining %u connection(s); device work "
+            "still running gets %u ms more", srv->cfg.shutdown_timeout_ms, srv->nconns,
+            server_grace_ms(srv));
+    /* a job the device never finishes would keep the loop for ever */
+    uv_timer_start(&srv->shutdown_timer, server_on_grace_timeout, server_grace_ms(srv), 0);
     gg_conn_force_close_all(srv);
 }
 

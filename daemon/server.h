@@ -24,7 +24,13 @@ enum {
     GG_EXIT_FAILURE = 1,      /* could not start: socket, device, another daemon */
     GG_EXIT_USAGE = 2,        /* bad flag, environment or config value */
     GG_EXIT_DEVICE_LOST = 3,  /* sticky device error while serving */
+    GG_EXIT_STOP_FORCED = 4,  /* a second SIGTERM/SIGINT, or device work that
+                                 outlasted the stop's time limit */
 };
+
+/* After shutdown-timeout-ms, device work still running gets this long
+ * again, at most this much, before the daemon exits without it. */
+#define GG_STOP_GRACE_MAX_MS 5000
 
 typedef struct gg_server {
     uv_loop_t *loop;

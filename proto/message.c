@@ -130,7 +130,10 @@ static void proto_pack_error_map(msgpack_packer *pk, int neg_errno, const char *
 {
     msgpack_pack_map(pk, 2);
     proto_pack_kv_str(pk, "code", proto_errno_code(neg_errno));
-    proto_pack_kv_str(pk, "message", message ? message : "");
+    /* Messages often quote what the client sent, or were cut to fit a
+     * buffer: cleaned here, so no error can carry invalid UTF-8. */
+    proto_pack_key(pk, "message");
+    proto_pack_text(pk, message ? message : "", message ? strlen(message) : 0);
 }
 
 void proto_pack_error_response(msgpack_packer *pk, uint32_t msgid, int neg_errno,

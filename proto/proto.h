@@ -65,6 +65,19 @@ typedef struct {
 int proto_msg_decode(const msgpack_object *o, proto_msg *m, bool *msgid_ok, char *err,
                      size_t errlen);
 
+/* ---- UTF-8 (utf8.c) -----------------------------------------------------
+ * Client text can be any bytes; what the daemon sends or logs is valid
+ * UTF-8.  Cleaning replaces each invalid sequence, C0 control character and
+ * DEL with U+FFFD, and cuts only at character boundaries. */
+/* Strictly valid UTF-8 (RFC 3629); control characters are valid. */
+bool proto_utf8_valid(const char *s, size_t len);
+/* Clean len bytes of s into dst (cap bytes, always NUL-terminated when cap
+ * > 0), dropping whole characters at the end that do not fit.  Returns the
+ * bytes written, not counting the NUL. */
+size_t proto_utf8_clean(char *dst, size_t cap, const char *s, size_t len);
+/* Pack len bytes of s as a str, cleaned (never cut). */
+void proto_pack_text(msgpack_packer *pk, const char *s, size_t len);
+
 /* ---- encoding ------------------------------------------------------------ */
 void proto_pack_str(msgpack_packer *pk, const char *s);
 void proto_pack_strn(msgpack_packer *pk, const char *s, size_t n);

@@ -51,7 +51,7 @@ endfunction()
 
 # Install-time part: called from the install(CODE) in CMakeLists.txt.
 function(gg_systemd_install)
-  cmake_parse_arguments(A "" "SRC;CONF;DOC;SBINDIR;SYSCONFDIR;DOCDIR;UNITDIR;SYSUSERSDIR;TMPFILESDIR" "" ${ARGN})
+  cmake_parse_arguments(A "" "SRC;CONF;DOC;SBINDIR;SYSCONFDIR;DOCDIR;UNITDIR;SYSUSERSDIR;TMPFILESDIR;DAEMON_CONF" "" ${ARGN})
   set(_prefix "${CMAKE_INSTALL_PREFIX}")
   # Generated in a private temporary directory (the build tree may be
   # read-only for the installing user; concurrent installs must not mix).
@@ -83,6 +83,13 @@ function(gg_systemd_install)
          PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ FILES "${A_DOC}")
   endif()
   set(_conf "$ENV{DESTDIR}${GG_SYSTEMD_FULL_SYSCONFDIR}/gfxgraph/gfxgraphd.conf")
+  # The units name the config with --config; a daemon started by hand reads
+  # the path built in from the configured prefix, which --prefix cannot move.
+  if(A_DAEMON_CONF AND NOT A_DAEMON_CONF STREQUAL "${GG_SYSTEMD_FULL_SYSCONFDIR}/gfxgraph/gfxgraphd.conf")
+    message(STATUS "Note: the config goes to ${GG_SYSTEMD_FULL_SYSCONFDIR}/gfxgraph/gfxgraphd.conf, "
+                   "but gfxgraphd without --config reads ${A_DAEMON_CONF} (configured prefix); "
+                   "configure with -DCMAKE_INSTALL_PREFIX=${_prefix} to match")
+  endif()
   if(EXISTS "${_conf}")
     file(READ "${_conf}" _have)
     file(READ "${A_CONF}" _ship)

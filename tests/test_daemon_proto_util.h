@@ -1,7 +1,7 @@
 /* Helpers shared by the daemon protocol tests over raw sockets
- * (test_daemon_proto_methods.c, test_daemon_proto_limits.c): a msgpack
- * buffer, calls with their expected outcome, error notifications, the
- * connection's end, hello and stats. */
+ * (test_daemon_proto_methods.c, test_daemon_proto_limits.c,
+ * test_daemon_conn.c): a msgpack buffer, calls with their expected outcome,
+ * error notifications, the connection's end, hello and stats. */
 #ifndef GG_TEST_DAEMON_PROTO_UTIL_H
 #define GG_TEST_DAEMON_PROTO_UTIL_H
 

@@ -1,10 +1,12 @@
 # Core suite: protocol unit tests (framing; envelopes, getters and error
 # codes), the daemon over raw sockets (hello/stats/health and bad input on
-# one daemon; configured limits and queued work), daemon lifecycle, the
-# daemon's socket and log-level settings and their precedence, the
-# client library against a real daemon (and the default socket it finds, as
-# a user), gfxgraphctl (and its exit status 1 against a stand-in daemon
-# that reports itself unhealthy), and the protocol fuzz target (clang only).
+# one daemon; configured limits and queued work; client text, timeouts and
+# per-uid limits on connections; PROTOCOL.md's worked example), daemon
+# start-up and stop, the daemon's socket and log-level settings and their
+# precedence, the client library against a real daemon (and the default
+# socket it finds, as a user), gfxgraphctl (and its exit status 1 against a
+# stand-in daemon that reports itself unhealthy), and the protocol fuzz
+# target (clang only).
 #
 # Labels: "unit" runs in-process; "integration" starts the real gfxgraphd on
 # a temporary socket (tests/harness.c).
@@ -30,9 +32,15 @@ endfunction()
 
 gg_core_test(test_proto_frame test_proto_frame.c unit 300)
 gg_core_test(test_proto_message test_proto_message.c unit 300)
+gg_core_test(test_proto_utf8 test_proto_utf8.c unit 300)
 gg_core_test(test_daemon_proto_methods test_daemon_proto_methods.c integration 600)
 gg_core_test(test_daemon_proto_limits test_daemon_proto_limits.c integration 600)
-gg_core_test(test_daemon_life test_daemon_life.c integration 600 gg_client_static Threads::Threads)
+gg_core_test(test_daemon_conn test_daemon_conn.c integration 600 rt)
+gg_core_test(test_daemon_doc test_daemon_doc.c integration 300)
+target_compile_definitions(test_daemon_doc PRIVATE
+  GG_PROTOCOL_MD="${CMAKE_SOURCE_DIR}/proto/PROTOCOL.md")
+gg_core_test(test_daemon_life test_daemon_life.c integration 600)
+gg_core_test(test_daemon_stop test_daemon_stop.c integration 600 gg_client_static Threads::Threads)
 gg_core_test(test_daemon_settings test_daemon_settings.c integration 600)
 gg_core_test(test_client_replay test_client_replay.c integration 600 gg_client_static)
 gg_core_test(test_client_fallback test_client_fallback.c integration 600 gg_client_static)
@@ -55,7 +63,8 @@ add_dependencies(test_ctl_health gfxgraphctl)
 if(CMAKE_C_COMPILER_ID MATCHES "Clang")
   add_executable(fuzz_proto ${GG_TESTS_DIR}/fuzz/fuzz_proto.c
     ${CMAKE_SOURCE_DIR}/proto/frame.c ${CMAKE_SOURCE_DIR}/proto/message.c
-    ${CMAKE_SOURCE_DIR}/proto/args.c ${CMAKE_SOURCE_DIR}/proto/errors.c)
+    ${CMAKE_SOURCE_DIR}/proto/args.c ${CMAKE_SOURCE_DIR}/proto/errors.c
+    ${CMAKE_SOURCE_DIR}/proto/utf8.c)
   target_include_directories(fuzz_proto PRIVATE ${GG_TESTS_DIR} ${CMAKE_SOURCE_DIR}/proto)
   target_compile_options(fuzz_proto PRIVATE -fsanitize=fuzzer)
   target_link_options(fuzz_proto PRIVATE -fsanitize=fuzzer)
