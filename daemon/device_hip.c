@@ -8,7 +8,7 @@
  * non-blocking stream with its own kernel context (BLAS handle and
  * workspace, created before any capture).  Capture runs in thread-local mode
  * on an executor thread; the graph is instantiated and launched there too;
- * completion reaches the loop through notify().
+ * completion reaches the loop through notify() (device_hip_done.c).
  *
  * AMD-specific choices, made here because this is where they bite:
  *   - Capture mode is hipStreamCaptureModeThreadLocal.  Relaxed mode from a
@@ -33,87 +33,24 @@
  * Everything else is -EIO with the runtime's message for the client. */
 #include <errno.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "device.h"
 #include "gg_hip.h"
 #include "gpu_ops.h"
 #include "log.h"
 
-#define HIP_HANDLE_SIZE ((size_t)sizeof(hipIpcMemHandle_t))
+#include "device_hip.h"
 
-typedef struct hip_import {
-    struct hip_import *next;
-    hipIpcMemHandle_t handle;
-    uint8_t *base;
-    size_t size;
-    int refs;
-} hip_import;
-
-typedef struct hip_wait {
-    struct hip_wait *next;
-    hipEvent_t ev;
-    gg_done_fn fn;
-    void *arg;
-} hip_wait;
-
-typedef enum { HIP_NOTIFY_POLL = 0, HIP_NOTIFY_HOSTFN } hip_notify_mode;
-
-typedef struct {
-    int device;
-    hip_notify_mode notify;
-    pthread_mutex_t lock;          /* imports, waits */
-    hip_import *imports;
-    /* event-polling completion thread */
-    pthread_t poller;
-    pthread_cond_t poll_cond;
-    hip_wait *waits, *free_waits;
-    bool poller_started, quit;
-    int lost;                      /* a sticky error was seen (under lock) */
-    char lost_why[256];            /* the first one, set once */
-} hip_priv;
-
-struct gg_dev_buffer {
-    hip_import *imp;
-};
-
-struct gg_dev_stream {
-    hipStream_t s;
-    gg_gpu_ctx *ctx;
-    int launches;                  /* made during the current capture */
-    bool capturing;
-};
-
-struct gg_dev_graph {
-    hipGraph_t g;
-};
-
-struct gg_dev_exec {
-    hipGraphExec_t x;
-    size_t nodes;
-};
-
-struct gg_dev_event {
-    hipEvent_t e;
-};
-
-static __thread char hip_errbuf[256];
+__thread char hipdev_errbuf[256];
 static __thread int hip_bound_device = -1;
-
-static hip_priv *hip_p(gg_device *dev)
-{
-    return dev->priv;
-}
 
 static const char *hip_last_error(gg_device *dev)
 {
     (void)dev;
-    return hip_errbuf[0] ? hip_errbuf : "no error";
+    return hipdev_errbuf[0] ? hipdev_errbuf : "no error";
 }
 
 /* Errors after which the context cannot be trusted again (gg_hip.h keeps the
@@ -131,7 +68,7 @@ static void hip_mark_lost(gg_device *dev)
     hip_priv *p = hip_p(dev);
     pthread_mutex_lock(&p->lock);
     if (!p->lost)
-        snprintf(p->lost_why, sizeof(p->lost_why), "%s", hip_errbuf);
+        snprintf(p->lost_why, sizeof(p->lost_why), "%s", hipdev_errbuf);
     p->lost = 1;
     pthread_mutex_unlock(&p->lock);
 }
@@ -145,9 +82,9 @@ static const char *hip_lost(gg_device *dev)
     return why;   /* set once, never changed after: safe to read unlocked */
 }
 
-static int hip_fail(gg_device *dev, hipError_t e, const char *what)
+int hipdev_fail(gg_device *dev, hipError_t e, const char *what)
 {
-    snprintf(hip_errbuf, sizeof(hip_errbuf), "%s: %s (%s)", what, hipGetErrorString(e),
+    snprintf(hipdev_errbuf, sizeof(hipdev_errbuf), "%s: %s (%s)", what, hipGetErrorString(e),
              hipGetErrorName(e));
     if (hip_sticky(e)) {
         hip_mark_lost(dev);
@@ -161,14 +98,14 @@ static int hip_fail(gg_device *dev, hipError_t e, const char *what)
 }
 
 /* The current device is per thread: bind each thread once. */
-static int hip_bind(gg_device *dev)
+int hipdev_bind(gg_device *dev)
 {
     hip_priv *p = hip_p(dev);
     if (hip_bound_device == p->device)
         return 0;
     hipError_t e = hipSetDevice(p->device);
     if (e != hipSuccess)
-        return hip_fail(dev, e, "hipSetDevice");
+        return hipdev_fail(dev, e, "hipSetDevice");
     hip_bound_device = p->device;
     return 0;
 }
@@ -177,14 +114,14 @@ static int hip_bind(gg_device *dev)
     do {                                                                                    \
         hipError_t e_ = (call);                                                             \
         if (e_ != hipSuccess)                                                               \
-            return hip_fail((dev), e_, (what));                                             \
+            return hipdev_fail((dev), e_, (what));                                             \
     } while (0)
 
 static int hip_info(gg_device *dev, gg_device_info *out)
 {
     hip_priv *p = hip_p(dev);
     memset(out, 0, sizeof(*out));
-    int rc = hip_bind(dev);
+    int rc = hipdev_bind(dev);
     if (rc < 0)
         return rc;
     hipDeviceProp_t prop;
@@ -216,9 +153,9 @@ static int hip_buffer_import(gg_device *dev, const gg_import_desc *d, gg_dev_buf
                  "bytes", HIP_HANDLE_SIZE, d->handle_len);
         return -EINVAL;
     }
-    int rc = hip_bind(dev);
+    int rc = hipdev_bind(dev);
     if (rc < 0) {
-        snprintf(err, errlen, "%s", hip_errbuf);
+        snprintf(err, errlen, "%s", hipdev_errbuf);
         return rc;
     }
     gg_dev_buffer *b = malloc(sizeof(*b));
@@ -241,7 +178,7 @@ static int hip_buffer_import(gg_device *dev, const gg_import_desc *d, gg_dev_buf
         void *base = NULL;
         hipError_t e = hipIpcOpenMemHandle(&base, imp->handle, hipIpcMemLazyEnablePeerAccess);
         if (e != hipSuccess) {
-            rc = hip_fail(dev, e, "hipIpcOpenMemHandle");
+            rc = hipdev_fail(dev, e, "hipIpcOpenMemHandle");
             snprintf(err, errlen, "cannot open the IPC memory handle (%s); the handle must come "
                      "from hipIpcGetMemHandle in another process on this GPU",
                      hipGetErrorString(e));
@@ -254,7 +191,7 @@ static int hip_buffer_import(gg_device *dev, const gg_import_desc *d, gg_dev_buf
         size_t asize = 0;
         e = hipMemGetAddressRange(&abase, &asize, base);
         if (e != hipSuccess) {
-            rc = hip_fail(dev, e, "hipMemGetAddressRange");
+            rc = hipdev_fail(dev, e, "hipMemGetAddressRange");
             snprintf(err, errlen, "cannot find the allocation behind the handle: %s",
                      hipGetErrorString(e));
             hipIpcCloseMemHandle(base);
@@ -304,7 +241,7 @@ static void hip_buffer_release(gg_device *dev, gg_dev_buffer *b)
                 *pp = imp->next;
                 break;
             }
-        hip_bind(dev);
+        hipdev_bind(dev);
         hipIpcCloseMemHandle(imp->base);
         free(imp);
     }
@@ -314,7 +251,7 @@ static void hip_buffer_release(gg_device *dev, gg_dev_buffer *b)
 
 static int hip_scratch_alloc(gg_device *dev, size_t bytes, void **ptr)
 {
-    int rc = hip_bind(dev);
+    int rc = hipdev_bind(dev);
     if (rc < 0)
         return rc;
     HIP_CALL(dev, hipMalloc(ptr, bytes ? bytes : 256), "hipMalloc");
@@ -323,13 +260,13 @@ static int hip_scratch_alloc(gg_device *dev, size_t bytes, void **ptr)
 
 static void hip_scratch_free(gg_device *dev, void *ptr)
 {
-    if (ptr && hip_bind(dev) == 0)
+    if (ptr && hipdev_bind(dev) == 0)
         hipFree(ptr);
 }
 
 static int hip_memset(gg_device *dev, gg_dev_stream *s, void *ptr, int byte, size_t bytes)
 {
-    int rc = hip_bind(dev);
+    int rc = hipdev_bind(dev);
     if (rc < 0)
         return rc;
     HIP_CALL(dev, hipMemsetAsync(ptr, byte, bytes, s->s), "hipMemsetAsync");
@@ -338,7 +275,7 @@ static int hip_memset(gg_device *dev, gg_dev_stream *s, void *ptr, int byte, siz
 
 static int hip_memcpy_d2h(gg_device *dev, void *dst, const void *src, size_t bytes)
 {
-    int rc = hip_bind(dev);
+    int rc = hipdev_bind(dev);
     if (rc < 0)
         return rc;
     HIP_CALL(dev, hipMemcpy(dst, src, bytes, hipMemcpyDeviceToHost), "hipMemcpy");
@@ -347,7 +284,7 @@ static int hip_memcpy_d2h(gg_device *dev, void *dst, const void *src, size_t byt
 
 static int hip_memcpy_h2d(gg_device *dev, void *dst, const void *src, size_t bytes)
 {
-    int rc = hip_bind(dev);
+    int rc = hipdev_bind(dev);
     if (rc < 0)
         return rc;
     HIP_CALL(dev, hipMemcpy(dst, src, bytes, hipMemcpyHostToDevice), "hipMemcpy");
@@ -362,7 +299,7 @@ static int hip_memcpy_h2d(gg_device *dev, void *dst, const void *src, size_t byt
 
 static int hip_stream_create(gg_device *dev, gg_dev_stream **out)
 {
-    int rc = hip_bind(dev);
+    int rc = hipdev_bind(dev);
     if (rc < 0)
         return rc;
     gg_dev_stream *s = calloc(1, sizeof(*s));
@@ -371,11 +308,11 @@ static int hip_stream_create(gg_device *dev, gg_dev_stream **out)
     hipError_t e = hipStreamCreateWithFlags(&s->s, hipStreamNonBlocking);
     if (e != hipSuccess) {
         free(s);
-        return hip_fail(dev, e, "hipStreamCreateWithFlags");
+        return hipdev_fail(dev, e, "hipStreamCreateWithFlags");
     }
     /* The BLAS handle and workspace exist before any capture on this stream. */
     if ((rc = gg_gpu_ctx_create((void *)s->s, &s->ctx)) < 0) {
-        snprintf(hip_errbuf, sizeof(hip_errbuf), "kernel context: %s", gg_gpu_last_error());
+        snprintf(hipdev_errbuf, sizeof(hipdev_errbuf), "kernel context: %s", gg_gpu_last_error());
         hipStreamDestroy(s->s);
         free(s);
         return rc;
@@ -388,7 +325,7 @@ static void hip_stream_destroy(gg_device *dev, gg_dev_stream *s)
 {
     if (!s)
         return;
-    hip_bind(dev);
+    hipdev_bind(dev);
     gg_gpu_ctx_destroy(s->ctx);
     hipStreamDestroy(s->s);
     free(s);
@@ -396,7 +333,7 @@ static void hip_stream_destroy(gg_device *dev, gg_dev_stream *s)
 
 static int hip_stream_sync(gg_device *dev, gg_dev_stream *s)
 {
-    int rc = hip_bind(dev);
+    int rc = hipdev_bind(dev);
     if (rc < 0)
         return rc;
     HIP_CALL(dev, hipStreamSynchronize(s->s), "hipStreamSynchronize");
@@ -405,7 +342,7 @@ static int hip_stream_sync(gg_device *dev, gg_dev_stream *s)
 
 static int hip_event_create(gg_device *dev, gg_dev_event **out)
 {
-    int rc = hip_bind(dev);
+    int rc = hipdev_bind(dev);
     if (rc < 0)
         return rc;
     gg_dev_event *ev = calloc(1, sizeof(*ev));
@@ -414,7 +351,7 @@ static int hip_event_create(gg_device *dev, gg_dev_event **out)
     hipError_t e = hipEventCreateWithFlags(&ev->e, hipEventDisableTiming);
     if (e != hipSuccess) {
         free(ev);
-        return hip_fail(dev, e, "hipEventCreateWithFlags");
+        return hipdev_fail(dev, e, "hipEventCreateWithFlags");
     }
     *out = ev;
     return 0;
@@ -428,9 +365,9 @@ static int hip_event_import(gg_device *dev, const void *handle, size_t len, gg_d
                  sizeof(hipIpcEventHandle_t), len);
         return -EINVAL;
     }
-    int rc = hip_bind(dev);
+    int rc = hipdev_bind(dev);
     if (rc < 0) {
-        snprintf(err, errlen, "%s", hip_errbuf);
+        snprintf(err, errlen, "%s", hipdev_errbuf);
         return rc;
     }
     gg_dev_event *ev = calloc(1, sizeof(*ev));
@@ -442,7 +379,7 @@ static int hip_event_import(gg_device *dev, const void *handle, size_t len, gg_d
     memcpy(&h, handle, sizeof(h));
     hipError_t e = hipIpcOpenEventHandle(&ev->e, h);
     if (e != hipSuccess) {
-        rc = hip_fail(dev, e, "hipIpcOpenEventHandle");
+        rc = hipdev_fail(dev, e, "hipIpcOpenEventHandle");
         snprintf(err, errlen, "cannot open the IPC event handle: %s (create the event with "
                  "hipEventInterprocess | hipEventDisableTiming)", hipGetErrorString(e));
         free(ev);
@@ -454,7 +391,7 @@ static int hip_event_import(gg_device *dev, const void *handle, size_t len, gg_d
 
 static int hip_event_record(gg_device *dev, gg_dev_event *ev, gg_dev_stream *s)
 {
-    int rc = hip_bind(dev);
+    int rc = hipdev_bind(dev);
     if (rc < 0)
         return rc;
     HIP_CALL(dev, hipEventRecord(ev->e, s->s), "hipEventRecord");
@@ -463,7 +400,7 @@ static int hip_event_record(gg_device *dev, gg_dev_event *ev, gg_dev_stream *s)
 
 static int hip_stream_wait_event(gg_device *dev, gg_dev_stream *s, gg_dev_event *ev)
 {
-    int rc = hip_bind(dev);
+    int rc = hipdev_bind(dev);
     if (rc < 0)
         return rc;
     HIP_CALL(dev, hipStreamWaitEvent(s->s, ev->e, 0), "hipStreamWaitEvent");
@@ -474,7 +411,7 @@ static void hip_event_destroy(gg_device *dev, gg_dev_event *ev)
 {
     if (!ev)
         return;
-    hip_bind(dev);
+    hipdev_bind(dev);
     hipEventDestroy(ev->e);
     free(ev);
 }
@@ -483,7 +420,7 @@ static void hip_event_destroy(gg_device *dev, gg_dev_event *ev)
 
 static int hip_capture_begin(gg_device *dev, gg_dev_stream *s)
 {
-    int rc = hip_bind(dev);
+    int rc = hipdev_bind(dev);
     if (rc < 0)
         return rc;
     hipGetLastError();   /* start from a clean slate: errors below are ours */
@@ -498,7 +435,7 @@ static int hip_capture_end(gg_device *dev, gg_dev_stream *s, gg_dev_graph **out)
 {
     *out = NULL;
     if (!s->capturing) {
-        snprintf(hip_errbuf, sizeof(hip_errbuf), "the stream is not capturing");
+        snprintf(hipdev_errbuf, sizeof(hipdev_errbuf), "the stream is not capturing");
         return -EINVAL;
     }
     s->capturing = false;
@@ -509,23 +446,23 @@ static int hip_capture_end(gg_device *dev, gg_dev_stream *s, gg_dev_graph **out)
     hipGraph_t g = NULL;
     hipError_t e = hipStreamEndCapture(s->s, &g);
     if (e != hipSuccess || !g)
-        return hip_fail(dev, e != hipSuccess ? e : hipErrorStreamCaptureInvalidated,
+        return hipdev_fail(dev, e != hipSuccess ? e : hipErrorStreamCaptureInvalidated,
                         "hipStreamEndCapture");
     if (qe != hipSuccess || st != hipStreamCaptureStatusActive) {
         hipGraphDestroy(g);
-        return hip_fail(dev, qe != hipSuccess ? qe : hipErrorStreamCaptureInvalidated,
+        return hipdev_fail(dev, qe != hipSuccess ? qe : hipErrorStreamCaptureInvalidated,
                         "capture status");
     }
     hipError_t le = hipGetLastError();
     if (le != hipSuccess) {
         hipGraphDestroy(g);
-        return hip_fail(dev, le, "launch during capture");
+        return hipdev_fail(dev, le, "launch during capture");
     }
     size_t nodes = 0;
     e = hipGraphGetNodes(g, NULL, &nodes);
     if (e != hipSuccess || (int)nodes < s->launches) {
         hipGraphDestroy(g);
-        snprintf(hip_errbuf, sizeof(hip_errbuf),
+        snprintf(hipdev_errbuf, sizeof(hipdev_errbuf),
                  "the captured graph has %zu node(s) for %d launch(es)", nodes, s->launches);
         return -EIO;
     }
@@ -550,7 +487,7 @@ static void hip_graph_destroy(gg_device *dev, gg_dev_graph *g)
 
 static int hip_instantiate(gg_device *dev, gg_dev_graph *g, gg_dev_exec **out)
 {
-    int rc = hip_bind(dev);
+    int rc = hipdev_bind(dev);
     if (rc < 0)
         return rc;
     gg_dev_exec *x = calloc(1, sizeof(*x));
@@ -560,9 +497,9 @@ static int hip_instantiate(gg_device *dev, gg_dev_graph *g, gg_dev_exec **out)
     hipError_t e = hipGraphInstantiate(&x->x, g->g, NULL, log, sizeof(log));
     if (e != hipSuccess) {
         free(x);
-        rc = hip_fail(dev, e, "hipGraphInstantiate");
+        rc = hipdev_fail(dev, e, "hipGraphInstantiate");
         if (log[0])
-            snprintf(hip_errbuf + strlen(hip_errbuf), sizeof(hip_errbuf) - strlen(hip_errbuf),
+            snprintf(hipdev_errbuf + strlen(hipdev_errbuf), sizeof(hipdev_errbuf) - strlen(hipdev_errbuf),
                      ": %.120s", log);
         return rc;
     }
@@ -573,7 +510,7 @@ static int hip_instantiate(gg_device *dev, gg_dev_graph *g, gg_dev_exec **out)
 
 static int hip_exec_update(gg_device *dev, gg_dev_exec *x, gg_dev_graph *g)
 {
-    int rc = hip_bind(dev);
+    int rc = hipdev_bind(dev);
     if (rc < 0)
         return rc;
     hipGraphNode_t bad = NULL;
@@ -581,7 +518,7 @@ static int hip_exec_update(gg_device *dev, gg_dev_exec *x, gg_dev_graph *g)
     hipError_t e = hipGraphExecUpdate(x->x, g->g, &bad, &res);
     if (e != hipSuccess || res != hipGraphExecUpdateSuccess) {
         hipGetLastError();   /* an update failure is not sticky */
-        snprintf(hip_errbuf, sizeof(hip_errbuf), "graph update refused (result %d): %s",
+        snprintf(hipdev_errbuf, sizeof(hipdev_errbuf), "graph update refused (result %d): %s",
                  (int)res, hipGetErrorString(e));
         return -EINVAL;
     }
@@ -590,7 +527,7 @@ static int hip_exec_update(gg_device *dev, gg_dev_exec *x, gg_dev_graph *g)
 
 static int hip_graph_launch(gg_device *dev, gg_dev_exec *x, gg_dev_stream *s)
 {
-    int rc = hip_bind(dev);
+    int rc = hipdev_bind(dev);
     if (rc < 0)
         return rc;
     HIP_CALL(dev, hipGraphLaunch(x->x, s->s), "hipGraphLaunch");
@@ -601,7 +538,7 @@ static void hip_exec_destroy(gg_device *dev, gg_dev_exec *x)
 {
     if (!x)
         return;
-    hip_bind(dev);
+    hipdev_bind(dev);
     hipGraphExecDestroy(x->x);
     free(x);
 }
@@ -618,12 +555,12 @@ static size_t hip_exec_footprint(gg_device *dev, gg_dev_exec *x)
 static int hip_op_launch(gg_device *dev, gg_dev_stream *s, const gg_op_def *op, const gg_tensor *in,
                          int nin, const gg_tensor *out, int nout, const gg_op_attrs *attrs)
 {
-    int rc = hip_bind(dev);
+    int rc = hipdev_bind(dev);
     if (rc < 0)
         return rc;
     rc = gg_gpu_op_launch(s->ctx, op, in, nin, out, nout, attrs);
     if (rc < 0) {
-        snprintf(hip_errbuf, sizeof(hip_errbuf), "%s", gg_gpu_last_error());
+        snprintf(hipdev_errbuf, sizeof(hipdev_errbuf), "%s", gg_gpu_last_error());
         hipError_t e = hipPeekAtLastError();
         if (e != hipSuccess && hip_sticky(e)) {
             hip_mark_lost(dev);
@@ -642,169 +579,11 @@ static bool hip_op_needs_warmup(gg_device *dev, const gg_op_def *op)
     return gg_gpu_op_needs_warmup(op) != 0;
 }
 
-/* ---- completion ------------------------------------------------------------
- * Two ways to learn that a stream has drained, measured against each other
- * on the H100 (bench/bench_replay, see the README): a host function enqueued
- * behind the work, or an event recorded behind it and watched by a polling
- * thread.  Polling is the default: it is faster there, and it sees a failed
- * stream as an error from hipEventQuery, where a host function behind a
- * faulted stream may never run. */
-
-static void hip_hostfn_done(void *arg)
-{
-    hip_wait *w = arg;
-    w->fn(w->arg, 0);
-    free(w);
-}
-
-/* While work is in flight the poller yields between passes for this long
- * after the last completion or new work (a decode step finishes well inside
- * it, and its completion is seen at once), then sleeps briefly between
- * passes, so that a long job (a prefill, a large batch) does not keep a host
- * core busy; the sleep adds at most about its length to such a job.  On
- * the H100, 200 us of spinning then 50 us sleeps cost a 64-node eager chain
- * (~370 us of device work) about 50 us at the median. */
-#define HIP_POLL_SPIN_US 1000
-#define HIP_POLL_SLEEP_US 20
-
-static uint64_t hip_now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
-static void *hip_poller_main(void *arg)
-{
-    gg_device *dev = arg;
-    hip_priv *p = hip_p(dev);
-    hip_bind(dev);
-    uint64_t last_progress = 0;
-    int kept = 0;   /* waits still pending after the last pass */
-    pthread_mutex_lock(&p->lock);
-    for (;;) {
-        while (!p->waits && !p->quit)
-            pthread_cond_wait(&p->poll_cond, &p->lock);
-        if (!p->waits && p->quit)
-            break;
-        /* take the list, query without the lock */
-        hip_wait *list = p->waits;
-        p->waits = NULL;
-        pthread_mutex_unlock(&p->lock);
-        hip_wait *keep = NULL, **tail = &keep;
-        int taken = 0, pending = 0;
-        bool any = false;
-        while (list) {
-            hip_wait *w = list;
-            list = w->next;
-            taken++;
-            hipError_t e = hipEventQuery(w->ev);
-            if (e == hipErrorNotReady) {
-                w->next = NULL;
-                *tail = w;
-                tail = &w->next;
-                pending++;
-                continue;
-            }
-            any = true;
-            int status = 0;
-            if (e != hipSuccess)
-                status = hip_fail(dev, e, "stream work");
-            w->fn(w->arg, status);
-            pthread_mutex_lock(&p->lock);
-            w->next = p->free_waits;
-            p->free_waits = w;
-            pthread_mutex_unlock(&p->lock);
-        }
-        /* new work or a completion restarts the spinning phase */
-        uint64_t now = hip_now_us();
-        if (any || taken > kept)
-            last_progress = now;
-        kept = pending;
-        if (pending && now - last_progress < HIP_POLL_SPIN_US)
-            sched_yield();
-        else if (pending)
-            usleep(HIP_POLL_SLEEP_US);
-        pthread_mutex_lock(&p->lock);
-        /* put the unfinished ones back in front of newcomers */
-        if (keep) {
-            *tail = p->waits;
-            p->waits = keep;
-        }
-    }
-    pthread_mutex_unlock(&p->lock);
-    return NULL;
-}
-
-static int hip_notify(gg_device *dev, gg_dev_stream *s, gg_done_fn fn, void *arg)
-{
-    hip_priv *p = hip_p(dev);
-    hip_wait *w = NULL;
-    int rc = hip_bind(dev);
-    if (rc < 0)
-        return rc;
-    if (p->notify == HIP_NOTIFY_HOSTFN) {
-        w = malloc(sizeof(*w));
-        if (!w)
-            return -ENOMEM;
-        w->fn = fn;
-        w->arg = arg;
-        hipError_t e = hipLaunchHostFunc(s->s, hip_hostfn_done, w);
-        if (e != hipSuccess) {
-            free(w);
-            return hip_fail(dev, e, "hipLaunchHostFunc");
-        }
-        return 0;
-    }
-    pthread_mutex_lock(&p->lock);
-    if (p->free_waits) {
-        w = p->free_waits;
-        p->free_waits = w->next;
-    }
-    pthread_mutex_unlock(&p->lock);
-    if (!w) {
-        w = calloc(1, sizeof(*w));
-        if (!w)
-            return -ENOMEM;
-        hipError_t e = hipEventCreateWithFlags(&w->ev, hipEventDisableTiming);
-        if (e != hipSuccess) {
-            free(w);
-            return hip_fail(dev, e, "hipEventCreateWithFlags");
-        }
-    }
-    w->fn = fn;
-    w->arg = arg;
-    hipError_t e = hipEventRecord(w->ev, s->s);
-    if (e != hipSuccess) {
-        hipEventDestroy(w->ev);
-        free(w);
-        return hip_fail(dev, e, "hipEventRecord");
-    }
-    pthread_mutex_lock(&p->lock);
-    w->next = p->waits;
-    p->waits = w;
-    pthread_cond_signal(&p->poll_cond);
-    pthread_mutex_unlock(&p->lock);
-    return 0;
-}
-
 static void hip_destroy(gg_device *dev)
 {
     hip_priv *p = hip_p(dev);
-    if (p->poller_started) {
-        pthread_mutex_lock(&p->lock);
-        p->quit = true;
-        pthread_cond_signal(&p->poll_cond);
-        pthread_mutex_unlock(&p->lock);
-        pthread_join(p->poller, NULL);
-    }
-    hip_bind(dev);
-    while (p->free_waits) {
-        hip_wait *w = p->free_waits;
-        p->free_waits = w->next;
-        hipEventDestroy(w->ev);
-        free(w);
-    }
+    hipdev_completion_stop(dev);
+    hipdev_bind(dev);
     while (p->imports) {
         hip_import *imp = p->imports;
         p->imports = imp->next;
@@ -846,7 +625,7 @@ static const gg_device_ops hip_ops = {
     .exec_footprint = hip_exec_footprint,
     .op_needs_warmup = hip_op_needs_warmup,
     .op_launch = hip_op_launch,
-    .notify = hip_notify,
+    .notify = hipdev_notify,
     .last_error = hip_last_error,
     .lost = hip_lost,
 };
@@ -883,22 +662,18 @@ int gg_device_hip_open(const gg_config *cfg, gg_device **out, char *err, size_t 
     p->notify = cfg->completion_hostfn ? HIP_NOTIFY_HOSTFN : HIP_NOTIFY_POLL;
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->poll_cond, NULL);
-    int rc = hip_bind(dev);
+    int rc = hipdev_bind(dev);
     if (rc == 0) {
         /* Touch the context now so a broken driver fails start-up, not the
          * first request. */
         e = hipFree(NULL);
         if (e != hipSuccess)
-            rc = hip_fail(dev, e, "initialising the device");
+            rc = hipdev_fail(dev, e, "initialising the device");
     }
-    if (rc == 0 && p->notify == HIP_NOTIFY_POLL) {
-        if (pthread_create(&p->poller, NULL, hip_poller_main, dev) != 0)
-            rc = -EAGAIN;
-        else
-            p->poller_started = true;
-    }
+    if (rc == 0)
+        rc = hipdev_completion_start(dev);
     if (rc < 0) {
-        snprintf(err, errlen, "cannot use GPU %d: %s", p->device, hip_errbuf);
+        snprintf(err, errlen, "cannot use GPU %d: %s", p->device, hipdev_errbuf);
         hip_destroy(dev);
         return rc;
     }
