@@ -4,8 +4,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <math.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -130,6 +132,53 @@ int h_finish(void)
     printf("%s: %d passed, %d failed\n", h_name, h_pass, h_fail);
     printf("%d passed, %d failed\n", h_pass, h_fail);
     return h_fail ? 1 : 0;
+}
+
+/* ---- as an unprivileged user ------------------------------------------------ */
+
+#define H_AS_USER_SKIP 77
+
+static int h_become_nobody(void)
+{
+    if (geteuid() != 0)
+        return 0;
+    struct passwd *pw = getpwnam("nobody");
+    uid_t uid = pw ? pw->pw_uid : 65534;
+    gid_t gid = pw ? pw->pw_gid : 65534;
+    if (setgroups(0, NULL) < 0 || setgid(gid) < 0 || setuid(uid) < 0)
+        return -errno;
+    return 0;
+}
+
+void h_as_user(const char *name, void (*fn)(void *), void *arg, const char *const *need)
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int rc = h_become_nobody();
+        h_init(name, 300);
+        if (rc < 0) {
+            h_note("cannot become nobody (%s): skipped", strerror(-rc));
+            _exit(H_AS_USER_SKIP);
+        }
+        for (int i = 0; need && need[i]; i++)
+            if (access(need[i], X_OK) < 0) {
+                h_note("uid %d cannot run %s: skipped", (int)getuid(), need[i]);
+                _exit(H_AS_USER_SKIP);
+            }
+        fn(arg);
+        _exit(h_finish());
+    }
+    if (!CHECK(pid > 0))
+        return;
+    int st = 0;
+    waitpid(pid, &st, 0);
+    if (WIFEXITED(st) && WEXITSTATUS(st) == H_AS_USER_SKIP) {
+        h_note("the checks as a user were skipped (see above)");
+        return;
+    }
+    CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: the checks as a user passed (status 0x%x)",
+           name, st);
 }
 
 /* ---- time ---------------------------------------------------------------- */

@@ -103,6 +103,15 @@ void h_daemon_dump_log(const h_daemon *d);
 /* The log file's contents (malloc'd, NUL-terminated; "" if unreadable). */
 char *h_read_file(const char *path);
 
+/* ---- as an unprivileged user ------------------------------------------------ */
+
+/* Run fn(arg) in a child process as "nobody" (when this process is root;
+ * as itself otherwise), counted as a test of its own named name.  The child
+ * is skipped with a note, not failed, when it cannot become that user or
+ * cannot execute each path in need (NULL-terminated; a build under a 0700
+ * home, say).  Records one check here: the child's checks passed. */
+void h_as_user(const char *name, void (*fn)(void *), void *arg, const char *const *need);
+
 /* ---- raw connections ----------------------------------------------------- */
 
 typedef struct {
