@@ -373,7 +373,9 @@ int h_daemon_wait_ready(h_daemon *d, int timeout_ms)
     }
 }
 
-int h_daemon_start(h_daemon *d, const char *const *args, const char *const *env)
+/* quiet: a daemon that does not come up is no failure (the caller skips) */
+static int h_daemon_launch(h_daemon *d, const char *const *args, const char *const *env,
+                           bool quiet)
 {
     memset(d, 0, sizeof *d);
     snprintf(d->dir, sizeof d->dir, "/tmp/ggtest.XXXXXX");
@@ -390,6 +392,13 @@ int h_daemon_start(h_daemon *d, const char *const *args, const char *const *env)
         return -1;
     }
     rc = h_daemon_wait_ready(d, 60000);
+    if (rc < 0 && quiet) {
+        char *log = h_read_file(d->log);
+        printf("SKIP: gfxgraphd did not start (no GPU?): %s\n", log ? log : "");
+        free(log);
+        h_daemon_kill(d);
+        return -1;
+    }
     if (rc < 0) {
         h_check(false, __FILE__, __LINE__, "gfxgraphd did not come up on %s (%s)", d->sock,
                 rc == -ETIMEDOUT ? "timed out" : "it exited");
@@ -398,6 +407,37 @@ int h_daemon_start(h_daemon *d, const char *const *args, const char *const *env)
         return -1;
     }
     return 0;
+}
+
+int h_daemon_start(h_daemon *d, const char *const *args, const char *const *env)
+{
+    return h_daemon_launch(d, args, env, false);
+}
+
+int h_daemon_start_hip(h_daemon *d, const char *const *args, const char *const *env)
+{
+    const char *all[32] = {"--backend", "hip"};
+    int n = 2;
+    for (int i = 0; args && args[i] && n < 31; i++)
+        all[n++] = args[i];
+    all[n] = NULL;
+    return h_daemon_launch(d, all, env, true);
+}
+
+void h_in_child(const char *name, void (*fn)(void))
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        h_init(name, 120);
+        fn();
+        _exit(h_finish());
+    }
+    int st = 0;
+    if (CHECK(pid > 0))
+        waitpid(pid, &st, 0);
+    CHECKF(pid > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: its checks passed (status 0x%x)",
+           name, st);
 }
 
 void h_daemon_kill(h_daemon *d)

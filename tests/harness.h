@@ -78,6 +78,14 @@ typedef struct h_daemon {
  * env are NULL-terminated lists (either may be NULL).  Returns 0, or -1
  * after printing the daemon's log (a failed check). */
 int h_daemon_start(h_daemon *d, const char *const *args, const char *const *env);
+/* The same with --backend hip first.  A daemon that does not come up (no
+ * GPU) is no failure: "SKIP: ..." and its log are printed and -1 returned,
+ * for the test to exit 77. */
+int h_daemon_start_hip(h_daemon *d, const char *const *args, const char *const *env);
+/* Run fn() in a child process, counted as a test of its own named name (a
+ * GPU client must not share the runtime with its parent); one check here:
+ * the child's checks passed. */
+void h_in_child(const char *name, void (*fn)(void));
 /* Start on sock (in dir, which the caller owns) without waiting: for tests of
  * start-up itself.  Always passes --socket sock --log-target stderr first.
  * Returns 0 or -errno. */

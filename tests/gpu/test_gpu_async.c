@@ -13,8 +13,6 @@
  * when the hip backend does not start (no device). */
 #include <math.h>
 #include <stdlib.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "gg_hip.h"
 #include "test_client_util.h"
@@ -123,34 +121,10 @@ static bool run_mode(const char *what, const char *const *env, uint64_t want_val
 {
     h_section(what);
     h_daemon d;
-    memset(&d, 0, sizeof d);
-    char dir[] = "/tmp/gg-gpu-async-XXXXXX";
-    if (!mkdtemp(dir))
+    if (h_daemon_start_hip(&d, NULL, env) < 0)
         return false;
-    snprintf(d.sock, sizeof d.sock, "%s/gfxgraphd.sock", dir);
-    snprintf(d.log, sizeof d.log, "%s/gfxgraphd.log", dir);
-    const char *args[] = {"--backend", "hip", NULL};
-    if (h_daemon_spawn(&d, d.sock, args, env) < 0 || h_daemon_wait_ready(&d, 60000) < 0) {
-        char *log = h_read_file(d.log);
-        printf("SKIP: gfxgraphd --backend hip did not start (no GPU?): %s\n", log ? log : "");
-        free(log);
-        h_daemon_kill(&d);
-        unlink(d.log);
-        rmdir(dir);
-        return false;
-    }
     g_sock = d.sock;
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        h_init(what, 120);
-        client_pipeline();
-        _exit(h_finish());
-    }
-    int st = 0;
-    waitpid(pid, &st, 0);
-    CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: the client's checks passed (0x%x)", what,
-           st);
+    h_in_child(what, client_pipeline);
     if (want_validations_min) {
         h_conn hc;
         const msgpack_object *r, *e;
@@ -163,9 +137,6 @@ static bool run_mode(const char *what, const char *const *env, uint64_t want_val
         }
     }
     CHECK_EQ(h_daemon_stop(&d), 0);
-    unlink(d.log);
-    unlink(d.sock);
-    rmdir(dir);
     return true;
 }
 

@@ -5,10 +5,7 @@
  * runtime must not be touched before fork), against gfxgraphd --backend hip.
  * SKIP (77) when the hip backend does not start (no device). */
 #include <math.h>
-#include <signal.h>
 #include <stdlib.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "gg_hip.h"
 #include "test_client_util.h"
@@ -124,58 +121,25 @@ static void client_limit(void)
     gg_client_close(c);
 }
 
-static void in_child(void (*fn)(void), const char *name)
-{
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        h_init(name, 120);
-        fn();
-        _exit(h_finish());
-    }
-    int st = 0;
-    waitpid(pid, &st, 0);
-    CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: its checks passed (status 0x%x)", name, st);
-}
-
 int main(void)
 {
     h_init("test_gpu_update", 300);
     h_daemon d;
-    memset(&d, 0, sizeof d);
-    char dir[] = "/tmp/gg-gpu-update-XXXXXX";
-    if (!mkdtemp(dir))
-        return 1;
-    snprintf(d.sock, sizeof d.sock, "%s/gfxgraphd.sock", dir);
-    snprintf(d.log, sizeof d.log, "%s/gfxgraphd.log", dir);
-    const char *args[] = {"--backend", "hip", NULL};
-    if (h_daemon_spawn(&d, d.sock, args, NULL) < 0 || h_daemon_wait_ready(&d, 60000) < 0) {
-        char *log = h_read_file(d.log);
-        printf("SKIP: gfxgraphd --backend hip did not start (no GPU?): %s\n", log ? log : "");
-        free(log);
-        h_daemon_kill(&d);
-        unlink(d.log);
-        rmdir(dir);
+    if (h_daemon_start_hip(&d, NULL, NULL) < 0)
         return 77;
-    }
     g_sock = d.sock;
     h_section("rebind: the graph is updated in place");
-    in_child(client_first, "first client");
+    h_in_child("first client", client_first);
     h_section("a restarted client adopts the parked graphs");
-    in_child(client_second, "second client");
+    h_in_child("second client", client_second);
     CHECK_EQ(h_daemon_stop(&d), 0);
-    unlink(d.log);
-    unlink(d.sock);
 
     h_section("exec-update-limit bounds the updates of one instantiated graph");
-    const char *largs[] = {"--backend", "hip", "--set", "exec-update-limit=2", NULL};
-    if (CHECK(h_daemon_spawn(&d, d.sock, largs, NULL) == 0) &&
-        CHECK(h_daemon_wait_ready(&d, 60000) == 0)) {
-        in_child(client_limit, "limit client");
+    static const char *const largs[] = {"--set", "exec-update-limit=2", NULL};
+    if (CHECK(h_daemon_start_hip(&d, largs, NULL) == 0)) {
+        g_sock = d.sock;
+        h_in_child("limit client", client_limit);
         CHECK_EQ(h_daemon_stop(&d), 0);
     }
-    unlink(d.log);
-    unlink(d.sock);
-    rmdir(dir);
     return h_finish();
 }
