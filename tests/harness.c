@@ -134,6 +134,34 @@ int h_finish(void)
     return h_fail ? 1 : 0;
 }
 
+/* ---- JSON output checked by python3 ------------------------------------------ */
+
+bool h_have_python(void)
+{
+    static int have = -1;
+    if (have < 0) {
+        const char *argv[] = {"python3", "-c", "import json", NULL};
+        have = h_run(argv, NULL, NULL, NULL, NULL, 60000) == 0;
+    }
+    return have;
+}
+
+bool h_py_json_check(const char *json, const char *code)
+{
+    char prog[2048];
+    snprintf(prog, sizeof prog, "import json, sys\nd = json.load(sys.stdin)\n%s\nprint('ok')\n",
+             code);
+    const char *argv[] = {"python3", "-c", prog, NULL};
+    char *out = NULL, *err = NULL;
+    int rc = h_run(argv, NULL, json, &out, &err, 60000);
+    bool ok = rc == 0 && out && strstr(out, "ok");
+    if (!ok)
+        printf("   python3 (exit %d): %s%s\n", rc, out ? out : "", err ? err : "");
+    free(out);
+    free(err);
+    return ok;
+}
+
 /* ---- as an unprivileged user ------------------------------------------------ */
 
 #define H_AS_USER_SKIP 77

@@ -111,6 +111,14 @@ void h_daemon_dump_log(const h_daemon *d);
 /* The log file's contents (malloc'd, NUL-terminated; "" if unreadable). */
 char *h_read_file(const char *path);
 
+/* ---- JSON output checked by python3 ------------------------------------------ */
+
+/* Whether python3 runs here (looked up once). */
+bool h_have_python(void);
+/* Load json with python3's json module as d, run code (asserts on d); true
+ * when it all passed.  Prints python's output when it did not. */
+bool h_py_json_check(const char *json, const char *code);
+
 /* ---- as an unprivileged user ------------------------------------------------ */
 
 /* Run fn(arg) in a child process as "nobody" (when this process is root;

@@ -28,29 +28,6 @@ static int ctl(const char *const *args, const char *const *env, char **out, char
     return code;
 }
 
-static bool have_python;
-
-/* Run a python3 check on json text; true when it prints "ok". */
-static bool py_check(const char *json, const char *code)
-{
-    char prog[2048];
-    snprintf(prog, sizeof prog,
-             "import json, sys\n"
-             "d = json.load(sys.stdin)\n"
-             "%s\n"
-             "print('ok')\n",
-             code);
-    const char *argv[] = {"python3", "-c", prog, NULL};
-    char *out = NULL, *err = NULL;
-    int rc = h_run(argv, NULL, json, &out, &err, 60000);
-    bool ok = rc == 0 && out && strstr(out, "ok");
-    if (!ok)
-        printf("   python3 (exit %d): %s%s\n", rc, out ? out : "", err ? err : "");
-    free(out);
-    free(err);
-    return ok;
-}
-
 static void test_healthy(const h_daemon *d)
 {
     /* some activity, so the tables have rows */
@@ -123,7 +100,7 @@ static void test_healthy(const h_daemon *d)
     const char *a2[] = {"--json", "stats", "--socket", d->sock, NULL};
     code = ctl(a2, NULL, &out, &err);
     CHECK_EQ(code, 0);
-    if (have_python && out) {
+    if (h_have_python() && out) {
         char check[1024];
         snprintf(check, sizeof check,
                  "assert d['replay_count'] == 4, d['replay_count']\n"
@@ -139,7 +116,7 @@ static void test_healthy(const h_daemon *d)
                  "assert all(x['state'] == 'ready' for x in e)\n"
                  "assert [x['replays'] for x in e if x['bucket'] == 8] == [3]\n",
                  (unsigned long long)gg_client_session_id(c), (unsigned long long)prog);
-        CHECKF(py_check(out, check), "stats --json parses with the right keys and values");
+        CHECKF(h_py_json_check(out, check), "stats --json parses with the right keys and values");
     }
     free(out);
     free(err);
@@ -163,7 +140,7 @@ static void test_healthy(const h_daemon *d)
     const char *a4[] = {"health", "--json", "--socket", d->sock, NULL};
     code = ctl(a4, NULL, &out, &err);
     CHECK_EQ(code, 0);
-    if (have_python && out) {
+    if (h_have_python() && out) {
         char check[1024];
         snprintf(check, sizeof check,
                  "assert d['ok'] is True\n"
@@ -174,7 +151,7 @@ static void test_healthy(const h_daemon *d)
                  "assert d['details']['backend'] == 'cpu'\n"
                  "assert d['details']['socket'] == %s%s%s\n",
                  "'", d->sock, "'");
-        CHECKF(py_check(out, check), "health --json parses with the right keys and values");
+        CHECKF(h_py_json_check(out, check), "health --json parses with the right keys and values");
     }
     free(out);
     free(err);
@@ -256,9 +233,7 @@ static void test_unreachable(void)
 int main(void)
 {
     h_init("test_ctl", 600);
-    const char *pv[] = {"python3", "-c", "import json", NULL};
-    have_python = h_run(pv, NULL, NULL, NULL, NULL, 60000) == 0;
-    if (!have_python)
+    if (!h_have_python())
         h_note("python3 not found: the --json output is not parsed");
     h_daemon d;
     if (h_daemon_start(&d, NULL, NULL) == 0) {

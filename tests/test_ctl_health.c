@@ -156,24 +156,6 @@ static int ctl(const char *sock, const char *a1, const char *a2, char **out, cha
     return h_run(argv, NULL, NULL, out, err, 60000);
 }
 
-static bool have_python;
-
-static bool py_check(const char *json, const char *code)
-{
-    char prog[1024];
-    snprintf(prog, sizeof prog, "import json, sys\nd = json.load(sys.stdin)\n%s\nprint('ok')\n",
-             code);
-    const char *argv[] = {"python3", "-c", prog, NULL};
-    char *out = NULL, *err = NULL;
-    int rc = h_run(argv, NULL, json, &out, &err, 60000);
-    bool ok = rc == 0 && out && strstr(out, "ok");
-    if (!ok)
-        printf("   python3 (exit %d): %s%s\n", rc, out ? out : "", err ? err : "");
-    free(out);
-    free(err);
-    return ok;
-}
-
 static void test_unhealthy(fake_server *s, const char *sock)
 {
     h_section("health: ok false");
@@ -199,8 +181,8 @@ static void test_unhealthy(fake_server *s, const char *sock)
     CHECKF(code == 1, "--json: exit 1 when unhealthy (got %d)", code);
     CHECK_CONTAINS(out, "\"ok\": false");
     CHECK_CONTAINS(out, FAILED_REASON);
-    if (have_python && out)
-        CHECKF(py_check(out, "assert d['ok'] is False\n"
+    if (h_have_python() && out)
+        CHECKF(h_py_json_check(out, "assert d['ok'] is False\n"
                              "assert d['details']['smoke_test'] == '" FAILED_SMOKE "'\n"
                              "assert d['details']['reason'] == '" FAILED_REASON "'\n"
                              "assert d['gpu'] == 'Stand-in GPU'\n"),
@@ -250,9 +232,7 @@ static void test_other_answers(fake_server *s, const char *sock)
 int main(void)
 {
     h_init("test_ctl_health", 300);
-    const char *pv[] = {"python3", "-c", "import json", NULL};
-    have_python = h_run(pv, NULL, NULL, NULL, NULL, 60000) == 0;
-    if (!have_python)
+    if (!h_have_python())
         h_note("python3 not found: the --json output is only searched, not parsed");
 
     char dir[64] = "/tmp/ggtest.XXXXXX", sock[128];
