@@ -416,6 +416,48 @@ static inline hipError_t hipMemGetAddressRange(hipDeviceptr_t *base, size_t *siz
     return cudaSuccess;
 }
 
+/* Mapped pinned host memory: the fast path's shared region is registered so
+ * the device can write completion words straight into it. */
+#define hipHostRegisterDefault cudaHostRegisterDefault
+#define hipHostRegisterPortable cudaHostRegisterPortable
+#define hipHostRegisterMapped cudaHostRegisterMapped
+#define hipHostRegister cudaHostRegister
+#define hipHostUnregister cudaHostUnregister
+#define hipHostGetDevicePointer cudaHostGetDevicePointer
+
+/* hipStreamWriteValue64(stream, ptr, value, flags): the device writes value
+ * to ptr once the stream's earlier work is done.  The CUDA runtime has no
+ * such call, only the driver's cuStreamWriteValue64 (stream memory
+ * operations, always available from CUDA 12 on); like hipMemGetAddressRange
+ * it is fetched through the runtime rather than linking libcuda.  The entry
+ * point is looked up once per process. */
+typedef int (*gg_hip_cuStreamWriteValue64_fn)(void *stream, unsigned long long addr,
+                                              unsigned long long value, unsigned int flags);
+
+static inline hipError_t hipStreamWriteValue64(hipStream_t stream, void *ptr, unsigned long long value,
+                                               unsigned int flags)
+{
+    static gg_hip_cuStreamWriteValue64_fn call;
+    if (!call) {
+        void *fn = NULL;
+        enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+#if CUDART_VERSION >= 12050
+        cudaError_t rc = cudaGetDriverEntryPointByVersion("cuStreamWriteValue64", &fn, 12000,
+                                                          cudaEnableDefault, &q);
+#else
+        cudaError_t rc = cudaGetDriverEntryPoint("cuStreamWriteValue64", &fn, cudaEnableDefault,
+                                                 &q);
+#endif
+        if (rc != cudaSuccess)
+            return rc;
+        if (q != cudaDriverEntryPointSuccess || !fn)
+            return cudaErrorNotSupported;
+        memcpy(&call, &fn, sizeof call);
+    }
+    int r = call((void *)stream, (unsigned long long)(size_t)ptr, value, flags);
+    return r == 0 ? cudaSuccess : (cudaError_t)r;
+}
+
 /* Errors after which the context cannot be trusted again: CUDA's "sticky"
  * errors (the process must exit to recover) and a device gone. */
 static inline int gg_hip_error_is_sticky(cudaError_t e)

@@ -13,6 +13,8 @@
 #ifndef GG_GPU_OPS_H
 #define GG_GPU_OPS_H
 
+#include <stdint.h>
+
 #include "ops.h"
 
 #ifdef __cplusplus
@@ -67,6 +69,15 @@ int gg_gpu_ctx_set_linear_mode(gg_gpu_ctx *ctx, gg_gpu_linear_mode mode);
  * "none". */
 const char *gg_gpu_platform(void);
 const char *gg_gpu_blas(void);
+
+/* Enqueue on stream (a hipStream_t) a write of value to the 8-byte word at
+ * dev_addr (device-visible: e.g. mapped pinned host memory), done once the
+ * stream's earlier work is.  The fast path's completion: the device, not a
+ * host thread, tells the client its replay is done.  Uses the stream memory
+ * operation (hipStreamWriteValue64 / cuStreamWriteValue64) where the device
+ * supports it and a one-thread kernel otherwise; *how (may be NULL) gets
+ * "stream-write" or "kernel".  0 or -EIO (gg_gpu_last_error()). */
+int gg_gpu_signal_u64(void *stream, void *dev_addr, uint64_t value, const char **how);
 
 /* Message for the last failure on this thread ("" when none). */
 const char *gg_gpu_last_error(void);

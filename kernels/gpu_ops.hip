@@ -53,6 +53,46 @@ extern "C" const char *gg_gpu_platform(void)
     return GG_HIP_PLATFORM_NAME;
 }
 
+/* ---- completion words -------------------------------------------------------- */
+
+/* The fallback when stream memory operations are refused: one thread makes
+ * the kernel's earlier writes, then the word, visible to the host. */
+__global__ void gg_signal_kernel(volatile unsigned long long *p, unsigned long long v)
+{
+    __threadfence_system();
+    *p = v;
+    __threadfence_system();
+}
+
+/* 0 untried, 1 stream write works, 2 use the kernel: decided on first use. */
+static int g_signal_mode;
+
+extern "C" int gg_gpu_signal_u64(void *stream, void *dev_addr, uint64_t value, const char **how)
+{
+    hipStream_t s = (hipStream_t)stream;
+    if (__atomic_load_n(&g_signal_mode, __ATOMIC_RELAXED) != 2) {
+        hipError_t e = hipStreamWriteValue64(s, dev_addr, (unsigned long long)value, 0);
+        if (e == hipSuccess) {
+            __atomic_store_n(&g_signal_mode, 1, __ATOMIC_RELAXED);
+            if (how)
+                *how = "stream-write";
+            return 0;
+        }
+        if (e != hipErrorNotSupported && e != hipErrorInvalidValue)
+            return gg_gpu_fail(-EIO, "hipStreamWriteValue64: %s", hipGetErrorString(e));
+        (void)hipGetLastError();
+        __atomic_store_n(&g_signal_mode, 2, __ATOMIC_RELAXED);
+    }
+    gg_signal_kernel<<<1, 1, 0, s>>>((volatile unsigned long long *)dev_addr,
+                                     (unsigned long long)value);
+    hipError_t e = hipGetLastError();
+    if (e != hipSuccess)
+        return gg_gpu_fail(-EIO, "signal kernel: %s", hipGetErrorString(e));
+    if (how)
+        *how = "kernel";
+    return 0;
+}
+
 /* ---- op kinds --------------------------------------------------------------- */
 
 static const struct {
