@@ -102,9 +102,9 @@ starts() {
 gg_check "the daemon starts with the installed example config" \
     starts "$D/etc/gfxgraph/gfxgraphd.conf"
 sed -E 's/^# ([a-z-]+ = .*)$/\1/' "$GG_SOURCE_DIR/etc/gfxgraphd.conf" | grep -v '^socket = ' >"$T/all.conf"
-keys=$(sed -nE 's/.*strcmp\(key, "([a-z-]+)"\).*/\1/p' "$GG_SOURCE_DIR/daemon/config.c" | sort -u)
+keys=$(sed -nE 's/.*strcmp\(key, "([a-z-]+)"\).*/\1/p' "$GG_SOURCE_DIR/daemon/base/config.c" | sort -u)
 missing=$(for k in $keys; do grep -qE "^# $k = " "$GG_SOURCE_DIR/etc/gfxgraphd.conf" || echo "$k"; done)
-gg_check "the example config shows every key of daemon/config.c ($(wc -w <<<"$keys") keys)${missing:+; missing: }$(echo $missing)" \
+gg_check "the example config shows every key of daemon/base/config.c ($(wc -w <<<"$keys") keys)${missing:+; missing: }$(echo $missing)" \
     test -n "$keys" -a -z "$missing"
 gg_check "the daemon starts with every example setting uncommented" starts "$T/all.conf"
 

@@ -1,0 +1,344 @@
+/* The loop: listen (or adopt systemd's socket), accept, tick, stop.
+ *
+ * Happy path: gg_server_init checks that no other daemon serves the socket
+ * path, opens the device, then binds the socket; run says READY=1 and
+ * serves; SIGTERM/SIGINT stop accepting, let in-flight requests finish and
+ * flush, close every handle, and uv_run returns 0.
+ *
+ * Failure modes: another daemon answering on the socket path, a path that
+ * exists and is not a socket, or a device that will not open stop start-up
+ * with one line saying so.  A stop that outlasts shutdown-timeout-ms closes
+ * what is left by force; device work still running then gets a bounded
+ * grace, after which the daemon exits (GG_EXIT_STOP_FORCED) naming it: a
+ * job the device never finishes cannot hold the stop for ever.  A second
+ * SIGTERM/SIGINT during a stop exits at once, the same way.  A lost device
+ * ends the daemon with GG_EXIT_DEVICE_LOST so the service manager restarts
+ * it. */
+#include "app/server.h"
+
+#include <errno.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "core/cache.h"
+#include "core/exec.h"
+#include "core/session.h"
+
+static int server_mkdirs(const char *dir)
+{
+    char tmp[GG_PATH_MAX];
+    snprintf(tmp, sizeof(tmp), "%s", dir);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+            return -errno;
+        *p = '/';
+    }
+    /* the socket's own directory: private unless it already exists */
+    if (mkdir(tmp, 0750) < 0 && errno != EEXIST)
+        return -errno;
+    return 0;
+}
+
+/* Is a daemon answering at path?  1 yes, 0 stale or absent, <0 not a socket. */
+static int server_probe(const char *path)
+{
+    struct stat st;
+    if (lstat(path, &st) < 0)
+        return errno == ENOENT ? 0 : -errno;
+    if (!S_ISSOCK(st.st_mode))
+        return -EEXIST;
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+    int r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+    int e = errno;
+    close(fd);
+    if (r == 0)
+        return 1;
+    return (e == ECONNREFUSED || e == ENOENT) ? 0 : -e;
+}
+
+static void server_on_connection(uv_stream_t *l, int status)
+{
+    gg_server *srv = l->data;
+    if (status < 0) {
+        gg_warn("accept failed: %s", uv_strerror(status));
+        return;
+    }
+    if (srv->core.stopping)
+        return;
+    int rc = gg_conn_accept(&srv->rpc, (uv_stream_t *)&srv->listener);
+    if (rc < 0)
+        gg_warn("accept failed: %s", strerror(-rc));
+}
+
+/* Refuse a path that another daemon serves or that is not a socket.  1: a
+ * stale socket is there; 0: nothing is. */
+static int server_check_path(const char *path, char *err, size_t errlen)
+{
+    int rc = server_probe(path);
+    if (rc == 1) {
+        snprintf(err, errlen, "another gfxgraphd is already serving on %s", path);
+        return -EADDRINUSE;
+    }
+    if (rc == -EEXIST) {
+        snprintf(err, errlen, "%s exists and is not a socket; refusing to replace it", path);
+        return rc;
+    }
+    return rc == 0 && access(path, F_OK) == 0 ? 1 : 0;
+}
+
+static int server_listen(gg_server *srv, int fd, char *err, size_t errlen)
+{
+    const char *path = srv->cfg.socket_path;
+    int rc = uv_pipe_init(srv->loop, &srv->listener, 0);
+    if (rc < 0)
+        return rc;
+    srv->listener.data = srv;
+    srv->listening = true;
+
+    if (fd >= 0) {
+        if ((rc = uv_pipe_open(&srv->listener, fd)) < 0) {
+            snprintf(err, errlen, "cannot use the socket passed by systemd: %s", uv_strerror(rc));
+            return rc;
+        }
+        srv->activated = true;
+        /* Report the path systemd listens on, not the configured one. */
+        char name[GG_PATH_MAX];
+        size_t len = sizeof(name) - 1;
+        if (uv_pipe_getsockname(&srv->listener, name, &len) == 0 && len > 0 && name[0] == '/') {
+            name[len] = '\0';
+            snprintf(srv->cfg.socket_path, sizeof(srv->cfg.socket_path), "%s", name);
+        }
+    } else {
+        if (!*path) {
+            snprintf(err, errlen, "no socket path: the default, "
+                     "$XDG_RUNTIME_DIR/gfxgraph/gfxgraphd.sock, is longer than %d bytes "
+                     "here; give one with --socket or GFXGRAPH_SOCKET", GG_PATH_MAX - 1);
+            return -ENAMETOOLONG;
+        }
+        char dir[GG_PATH_MAX];
+        snprintf(dir, sizeof(dir), "%s", path);
+        if ((rc = server_mkdirs(dirname(dir))) < 0) {
+            snprintf(err, errlen, "cannot create the socket directory for %s: %s", path,
+                     strerror(-rc));
+            return rc;
+        }
+        /* again: another daemon may have started while the device opened */
+        if ((rc = server_check_path(path, err, errlen)) < 0)
+            return rc;
+        if (rc == 1 && unlink(path) < 0 && errno != ENOENT) {
+            snprintf(err, errlen, "cannot remove the stale socket %s: %s", path, strerror(errno));
+            return -errno;
+        }
+        /* umask so the socket is never briefly more open than 0660 */
+        mode_t old = umask(0117);
+        rc = uv_pipe_bind(&srv->listener, path);
+        umask(old);
+        if (rc < 0) {
+            snprintf(err, errlen, "cannot bind %s: %s", path, uv_strerror(rc));
+            return rc;
+        }
+        srv->bound = true;
+        chmod(path, 0660);
+    }
+    rc = uv_listen((uv_stream_t *)&srv->listener, 128, server_on_connection);
+    if (rc < 0) {
+        snprintf(err, errlen, "cannot listen on %s: %s", path, uv_strerror(rc));
+        return rc;
+    }
+    return 0;
+}
+
+/* Exit now, without waiting for what is still running: worker threads may
+ * be stuck in the device, so nothing is joined or freed.  The socket was
+ * removed when the stop began. */
+_Noreturn static void server_exit_now(gg_server *srv, const char *why)
+{
+    char jobs[768];
+    unsigned n = srv->core.exec ? gg_exec_describe(srv->core.exec, jobs, sizeof(jobs)) : 0;
+    int code = srv->exit_code == GG_EXIT_DEVICE_LOST ? GG_EXIT_DEVICE_LOST : GG_EXIT_STOP_FORCED;
+    if (n)
+        gg_error("%s: exiting (status %d) with %u job(s) unfinished: %s", why, code, n, jobs);
+    else
+        gg_error("%s: exiting (status %d) with %u connection(s) open", why, code, srv->rpc.nconns);
+    _exit(code);
+}
+
+static void server_on_signal(uv_signal_t *h, int signum)
+{
+    gg_server *srv = h->data;
+    const char *name = signum == SIGTERM ? "SIGTERM" : "SIGINT";
+    if (srv->core.stopping) {
+        char why[64];
+        snprintf(why, sizeof(why), "received %s again while stopping", name);
+        server_exit_now(srv, why);
+    }
+    gg_info("received %s: stopping (a second SIGTERM or SIGINT exits at once)", name);
+    gg_server_stop(srv, GG_EXIT_OK);
+}
+
+static void server_on_tick(uv_timer_t *t)
+{
+    gg_server *srv = t->data;
+    gg_cache_tick(srv->core.cache, gg_now_ms());
+    gg_notify_status(srv);
+    if (srv->watchdog_usec)
+        gg_notify_watchdog(srv);
+}
+
+/* The core's hooks: what the process does about a lost device, and the
+ * stop's re-check when a job or a connection it waits on ends. */
+static void server_on_device_lost(gg_core *core, const char *why)
+{
+    (void)why;   /* core->unhealthy_reason says it, with its prefix */
+    gg_server *srv = gg_container_of(core, gg_server, core);
+    gg_error("%s; stopping so the service manager can restart the daemon",
+             core->unhealthy_reason);
+    gg_server_stop(srv, GG_EXIT_DEVICE_LOST);
+}
+
+static void server_maybe_stopped(gg_core *core)
+{
+    gg_server *srv = gg_container_of(core, gg_server, core);
+    gg_server_stop(srv, srv->exit_code);
+}
+
+int gg_server_init(gg_server *srv, const gg_config *cfg, char *err, size_t errlen)
+{
+    memset(srv, 0, sizeof(*srv));
+    srv->cfg = *cfg;
+    srv->loop = uv_default_loop();
+    gg_core_init(&srv->core, srv->loop, &srv->cfg);
+    srv->core.hooks.device_lost = server_on_device_lost;
+    srv->core.hooks.maybe_stopped = server_maybe_stopped;
+    gg_rpc_init(&srv->rpc, &srv->core);
+
+    /* An accidental second start is refused before it touches the device:
+     * opening a GPU can take seconds and disturb the one in use. */
+    int fd = gg_notify_listen_fd(err, errlen);
+    if (fd == -2)
+        return -EINVAL;
+    int rc;
+    if (fd < 0 && (rc = server_check_path(srv->cfg.socket_path, err, errlen)) < 0)
+        return rc;
+
+    if ((rc = gg_core_start(&srv->core, err, errlen)) < 0)
+        return rc;
+    if ((rc = server_listen(srv, fd, err, errlen)) < 0)
+        return rc;
+
+    uv_signal_init(srv->loop, &srv->sigterm);
+    uv_signal_init(srv->loop, &srv->sigint);
+    srv->sigterm.data = srv->sigint.data = srv;
+    uv_signal_start(&srv->sigterm, server_on_signal, SIGTERM);
+    uv_signal_start(&srv->sigint, server_on_signal, SIGINT);
+    uv_timer_init(srv->loop, &srv->shutdown_timer);
+    srv->shutdown_timer.data = srv;
+
+    /* Watchdog pings at half the interval; status and idle eviction ride
+     * on the same timer. */
+    srv->watchdog_usec = gg_notify_watchdog_usec();
+    uint64_t period = 1000;
+    if (srv->watchdog_usec && srv->watchdog_usec / 2000 < period)
+        period = srv->watchdog_usec / 2000 ? srv->watchdog_usec / 2000 : 1;
+    uv_timer_init(srv->loop, &srv->tick);
+    srv->tick.data = srv;
+    uv_timer_start(&srv->tick, server_on_tick, period, period);
+    return 0;
+}
+
+static unsigned server_grace_ms(const gg_server *srv)
+{
+    unsigned t = srv->cfg.shutdown_timeout_ms;
+    return t < GG_STOP_GRACE_MAX_MS ? t : GG_STOP_GRACE_MAX_MS;
+}
+
+static void server_on_grace_timeout(uv_timer_t *t)
+{
+    gg_server *srv = t->data;
+    char why[160];
+    snprintf(why, sizeof(why),
+             "device work still running %u ms after the stop began (shutdown-timeout-ms %u "
+             "and a grace of %u ms)", srv->cfg.shutdown_timeout_ms + server_grace_ms(srv),
+             srv->cfg.shutdown_timeout_ms, server_grace_ms(srv));
+    server_exit_now(srv, why);
+}
+
+static void server_on_shutdown_timeout(uv_timer_t *t)
+{
+    gg_server *srv = t->data;
+    gg_warn("stop took longer than %u ms: closing the remaining %u connection(s); device work "
+            "still running gets %u ms more", srv->cfg.shutdown_timeout_ms, srv->rpc.nconns,
+            server_grace_ms(srv));
+    /* a job the device never finishes would keep the loop for ever */
+    uv_timer_start(&srv->shutdown_timer, server_on_grace_timeout, server_grace_ms(srv), 0);
+    gg_conn_force_close_all(&srv->rpc);
+}
+
+static void server_close_handle(uv_handle_t *h)
+{
+    if (!uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
+void gg_server_stop(gg_server *srv, int exit_code)
+{
+    if (!srv->core.stopping) {
+        srv->core.stopping = true;
+        srv->exit_code = exit_code;
+        gg_notify_stopping(srv);
+        if (srv->listening) {
+            server_close_handle((uv_handle_t *)&srv->listener);
+            if (srv->bound)
+                unlink(srv->cfg.socket_path);
+        }
+        if (srv->cfg.shutdown_timeout_ms)
+            uv_timer_start(&srv->shutdown_timer, server_on_shutdown_timeout,
+                           srv->cfg.shutdown_timeout_ms, 0);
+        gg_conn_stop_all(&srv->rpc);
+    } else if (exit_code > srv->exit_code) {
+        srv->exit_code = exit_code;
+    }
+    /* The loop ends once no connection and no device work is left. */
+    if (srv->rpc.nconns == 0 && gg_core_idle(&srv->core)) {
+        server_close_handle((uv_handle_t *)&srv->sigterm);
+        server_close_handle((uv_handle_t *)&srv->sigint);
+        server_close_handle((uv_handle_t *)&srv->shutdown_timer);
+        server_close_handle((uv_handle_t *)&srv->tick);
+        gg_core_close(&srv->core);
+    }
+}
+
+int gg_server_run(gg_server *srv)
+{
+    gg_info("serving on %s%s (protocol %d, max message %zu bytes)", srv->cfg.socket_path,
+            srv->activated ? " (socket from systemd)" : "", 1, srv->cfg.max_message);
+    gg_notify_ready(srv);
+    uv_run(srv->loop, UV_RUN_DEFAULT);
+    gg_info("stopped (exit %d)", srv->exit_code);
+    return srv->exit_code;
+}
+
+void gg_server_fini(gg_server *srv)
+{
+    if (srv->listening && !uv_is_closing((uv_handle_t *)&srv->listener)) {
+        uv_close((uv_handle_t *)&srv->listener, NULL);
+        if (srv->bound)
+            unlink(srv->cfg.socket_path);
+    }
+    gg_core_fini(&srv->core);
+    uv_loop_close(srv->loop);
+}

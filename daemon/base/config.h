@@ -1,0 +1,73 @@
+/* Daemon settings.  Precedence: command-line flags over environment over
+ * config file over defaults.  Every value is validated where it is read; a
+ * bad value stops the daemon at start with a message naming where it came
+ * from. */
+#ifndef GG_CONFIG_H
+#define GG_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/log.h"
+
+#define GG_MAX_BUCKETS 32
+#define GG_PATH_MAX 108   /* sun_path */
+
+typedef enum { GG_BACKEND_AUTO = 0, GG_BACKEND_CPU, GG_BACKEND_HIP } gg_backend_kind;
+typedef enum { GG_REPLAY_STANDARD = 0, GG_REPLAY_ADAPTIVE, GG_REPLAY_HOT } gg_replay_mode;
+
+/* GFXGRAPH_FAULT bits */
+/* GFXGRAPH_FAULT: failures injected at one step.  capture, instantiate and
+ * launch make the graph path fail (eager fallback); device makes a replay
+ * find the device lost, as a sticky GPU error would (the daemon exits 3). */
+enum { GG_FAULT_CAPTURE = 1, GG_FAULT_INSTANTIATE = 2, GG_FAULT_LAUNCH = 4, GG_FAULT_DEVICE = 8 };
+
+typedef struct {
+    char socket_path[GG_PATH_MAX];
+    char config_file[256];
+    gg_backend_kind backend;
+    gg_log_level log_level;
+    gg_log_target log_target;
+
+    size_t max_message;          /* bytes */
+    unsigned max_inflight;       /* requests per connection */
+    unsigned max_connections;
+    unsigned max_conn_per_uid;   /* 0: no per-uid limit */
+    bool max_conn_per_uid_set;   /* else derived from max_connections */
+    unsigned request_timeout_ms; /* a started request must be complete; 0: off */
+    unsigned shutdown_timeout_ms;
+
+    int buckets[GG_MAX_BUCKETS];
+    int nbuckets;
+    unsigned cache_entries;      /* LRU capacity */
+    unsigned cache_idle_s;       /* evict entries unused this long; 0: never */
+    double vram_cap;             /* fraction of device memory graphs may use */
+
+    bool graphs_enabled;         /* GFXGRAPH=0 turns graphs off: all eager */
+    bool validate;               /* GFXGRAPH=validate */
+    gg_replay_mode replay_mode;
+    unsigned trusted_replay_threshold;
+    unsigned trusted_replay_sample_interval;
+    unsigned fault;              /* GG_FAULT_* */
+    unsigned exec_update_limit;  /* re-instantiate after this many updates */
+    unsigned workers;            /* executor threads; 0: automatic */
+    int device_index;
+    bool completion_hostfn;      /* hip: host functions instead of event polling */
+} gg_config;
+
+void gg_config_defaults(gg_config *c);
+/* Parse argv, env and the config file into c.  Returns 0, 1 when --help or
+ * --version was printed (exit 0), or -EINVAL with a message in err. */
+int gg_config_load(gg_config *c, int argc, char **argv, char *err, size_t errlen);
+/* Apply one "key = value" setting (the config-file spelling); used by the
+ * file, env and flag layers alike. */
+int gg_config_set(gg_config *c, const char *key, const char *value, char *err, size_t errlen);
+int gg_config_parse_buckets(const char *s, int *out, int *n, char *err, size_t errlen);
+const char *gg_backend_name(gg_backend_kind k);
+const char *gg_replay_mode_name(gg_replay_mode m);
+/* The default socket path for this user (see README).  0, or -ENAMETOOLONG
+ * when it does not fit in len (a long $XDG_RUNTIME_DIR). */
+int gg_config_default_socket(char *buf, size_t len);
+
+#endif

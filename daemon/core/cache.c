@@ -1,0 +1,338 @@
+/* The graph cache.
+ *
+ * Happy path: gg_cache_get finds or creates the (program, branch, bucket)
+ * entry; the executor captures into it once and replays it after; each use
+ * moves it to the LRU tail.
+ *
+ * Failure modes: past cache-entries, or past the VRAM cap, the least
+ * recently used unpinned graphs are dropped (their entry stays, EMPTY, with
+ * its figures, and is captured again on next use).  A FAILED entry keeps
+ * its reason and runs eager until program.prepare asks for a retry.
+ * Device memory is freed on an executor thread, never on the loop: freeing
+ * can wait for the device. */
+#include "core/cache.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+
+#include "core/exec.h"
+#include "base/log.h"
+#include "core/program.h"
+#include "core/core.h"
+
+struct gg_cache {
+    gg_core *core;
+    gg_parked *parked;       /* list */
+    gg_list lru;             /* every entry, least recently used first */
+    unsigned ready;          /* entries holding a graph */
+    size_t bytes;            /* their scratch + graph footprint */
+};
+
+int gg_cache_new(gg_core *core, gg_cache **out)
+{
+    gg_cache *c = calloc(1, sizeof(*c));
+    if (!c)
+        return -ENOMEM;
+    c->core = core;
+    gg_list_init(&c->lru);
+    *out = c;
+    return 0;
+}
+
+static void cache_empty(gg_cache *c, gg_cache_entry *e);
+
+void gg_cache_free(gg_cache *c)
+{
+    while (c->parked) {
+        gg_parked *pk = c->parked;
+        for (int i = 0; i < pk->nslots; i++)
+            if (pk->entries[i]) {
+                gg_cache_entry *e = pk->entries[i];
+                cache_empty(c, e);
+                gg_list_del(&e->lru_link);
+                free(e);
+            }
+        c->parked = pk->next;
+        free(pk->sig);
+        free(pk->entries);
+        free(pk);
+    }
+    free(c);
+}
+
+unsigned gg_cache_count(const gg_cache *c)
+{
+    return c ? c->ready : 0;
+}
+
+unsigned gg_cache_capacity(const gg_cache *c)
+{
+    return c->core->cfg->cache_entries;
+}
+
+size_t gg_cache_bytes(const gg_cache *c)
+{
+    return c->bytes;
+}
+
+int gg_cache_get(gg_cache *c, gg_program *p, int branch, int bi, gg_cache_entry **out)
+{
+    gg_cache_entry **slot = &p->entries[branch * p->nbuckets + bi];
+    if (!*slot) {
+        gg_cache_entry *e = calloc(1, sizeof(*e));
+        if (!e)
+            return -ENOMEM;
+        e->prog = p;
+        e->slot = slot;
+        e->prog_id = p->id;
+        e->sess_id = p->sess->id;
+        snprintf(e->prog_name, sizeof(e->prog_name), "%s", p->name);
+        e->branch = branch;
+        e->bucket_index = bi;
+        e->bucket = p->buckets[bi];
+        gg_list_add_tail(&c->lru, &e->lru_link);
+        *slot = e;
+    }
+    *out = *slot;
+    return 0;
+}
+
+/* Give the graph back; the entry stays with its figures. */
+static void cache_empty(gg_cache *c, gg_cache_entry *e)
+{
+    if (e->state == GG_ENTRY_READY) {
+        c->ready--;
+        c->bytes -= e->footprint;
+    }
+    if (e->exec || e->scratch)
+        gg_exec_release_graph(c->core->exec, e->exec, e->scratch);
+    e->exec = NULL;
+    e->scratch = NULL;
+    e->scratch_bytes = 0;
+    e->footprint = 0;
+    e->updates = 0;
+    if (e->state == GG_ENTRY_READY)
+        e->state = GG_ENTRY_EMPTY;
+}
+
+static void cache_evict(gg_cache *c, gg_cache_entry *e, const char *why)
+{
+    gg_log_fields f = {.session = e->sess_id, .program = e->prog_id, .bucket = e->bucket};
+    GG_LOG(GG_LOG_DEBUG, &f, "evicting graph (%s)%s", why, e->parked ? ", parked" : "");
+    c->core->stats.evictions++;
+    if (e->parked)
+        gg_cache_drop(c, e);   /* nothing left to run it for */
+    else
+        cache_empty(c, e);
+}
+
+/* Evict least recently used graphs until `need` more bytes fit under the
+ * cap and the count is under capacity.  Returns false if that cannot be
+ * done without touching pinned entries. */
+static bool cache_make_room(gg_cache *c, size_t need, unsigned slots)
+{
+    gg_core *core = c->core;
+    uint64_t cap = (uint64_t)(core->cfg->vram_cap * (double)core->devinfo.mem_total);
+    for (gg_list *l = c->lru.next, *n; l != &c->lru; l = n) {
+        n = l->next;
+        if (c->ready + slots <= core->cfg->cache_entries && c->bytes + need <= cap)
+            return true;
+        gg_cache_entry *e = gg_container_of(l, gg_cache_entry, lru_link);
+        if (e->state == GG_ENTRY_READY && e->pins == 0)
+            cache_evict(c, e, c->ready + slots > core->cfg->cache_entries ? "capacity" : "VRAM cap");
+    }
+    return c->ready + slots <= core->cfg->cache_entries && c->bytes + need <= cap;
+}
+
+
+/* A graph larger than the whole cap can never be held.  Otherwise it is
+ * taken even when the graphs that would have to go are pinned by queued or
+ * running jobs: those pins are short-lived, and gg_cache_unpin brings the
+ * cache back under its limits when they end.  Refusing instead would throw
+ * away a graph already captured and leave the entry failed for no lasting
+ * reason (a prepare pins every entry it captures). */
+bool gg_cache_reserve(gg_cache *c, gg_cache_entry *e, size_t need)
+{
+    (void)e;
+    gg_core *core = c->core;
+    if (need > (uint64_t)(core->cfg->vram_cap * (double)core->devinfo.mem_total))
+        return false;
+    cache_make_room(c, need, 1);
+    return true;
+}
+
+void gg_cache_pin(gg_cache *c, gg_cache_entry *e)
+{
+    e->pins++;
+    e->last_used_ms = gg_now_ms();
+    gg_list_del(&e->lru_link);
+    gg_list_add_tail(&c->lru, &e->lru_link);
+}
+
+void gg_cache_unpin(gg_cache *c, gg_cache_entry *e)
+{
+    e->pins--;
+    if (e->pins == 0)
+        cache_make_room(c, 0, 0);   /* over the limits while this was pinned */
+}
+
+void gg_cache_ready(gg_cache *c, gg_cache_entry *e)
+{
+    e->state = GG_ENTRY_READY;
+    c->ready++;
+    c->bytes += e->footprint;
+    cache_make_room(c, 0, 0);
+}
+
+void gg_cache_fail(gg_cache *c, gg_cache_entry *e, const char *reason)
+{
+    if (e->state == GG_ENTRY_READY) {
+        c->ready--;
+        c->bytes -= e->footprint;
+    }
+    /* the scratch stays: eager runs of this entry use it */
+    if (e->exec)
+        gg_exec_release_graph(c->core->exec, e->exec, NULL);
+    e->exec = NULL;
+    e->footprint = 0;
+    e->state = GG_ENTRY_FAILED;
+    snprintf(e->reason, sizeof(e->reason), "%s", reason);
+}
+
+void gg_cache_unready(gg_cache *c, gg_cache_entry *e)
+{
+    if (e->state != GG_ENTRY_READY)
+        return;
+    c->ready--;
+    c->bytes -= e->footprint;
+    e->state = GG_ENTRY_EMPTY;
+    e->exec = NULL;
+    e->footprint = 0;
+}
+
+void gg_cache_retry(gg_cache *c, gg_cache_entry *e)
+{
+    (void)c;
+    if (e->state == GG_ENTRY_FAILED) {
+        e->state = GG_ENTRY_EMPTY;
+        e->reason[0] = '\0';
+    }
+}
+
+static void cache_parked_free(gg_cache *c, gg_parked *pk)
+{
+    for (gg_parked **pp = &c->parked; *pp; pp = &(*pp)->next)
+        if (*pp == pk) {
+            *pp = pk->next;
+            break;
+        }
+    free(pk->sig);
+    free(pk->entries);
+    free(pk);
+}
+
+void gg_cache_drop(gg_cache *c, gg_cache_entry *e)
+{
+    cache_empty(c, e);
+    gg_list_del(&e->lru_link);
+    if (e->slot)
+        *e->slot = NULL;
+    gg_parked *pk = e->parked;
+    free(e);
+    if (pk && --pk->live == 0)
+        cache_parked_free(c, pk);
+}
+
+void gg_cache_park(gg_cache *c, gg_program *p, uid_t uid)
+{
+    int n = p->nbranches * p->nbuckets, ready = 0;
+    for (int i = 0; i < n; i++) {
+        gg_cache_entry *e = p->entries[i];
+        if (e && (e->state != GG_ENTRY_READY || e->pins))
+            gg_cache_drop(c, e);   /* only sound, idle graphs are worth keeping */
+        else if (e)
+            ready++;
+    }
+    if (!ready)
+        return;
+    gg_parked *pk = calloc(1, sizeof(*pk));
+    uint8_t *sig = pk ? malloc(p->siglen) : NULL;
+    if (!pk || !sig) {
+        free(pk);
+        for (int i = 0; i < n; i++)
+            if (p->entries[i])
+                gg_cache_drop(c, p->entries[i]);
+        return;
+    }
+    memcpy(sig, p->sig, p->siglen);
+    pk->sig = sig;
+    pk->siglen = p->siglen;
+    pk->uid = uid;
+    pk->nslots = n;
+    pk->live = ready;
+    pk->entries = p->entries;   /* the program gives its slot array away */
+    p->entries = NULL;
+    for (int i = 0; i < n; i++)
+        if (pk->entries[i]) {
+            pk->entries[i]->prog = NULL;
+            pk->entries[i]->parked = pk;
+            pk->entries[i]->slot = &pk->entries[i];
+        }
+    pk->next = c->parked;
+    c->parked = pk;
+    gg_log_fields f = {.session = p->sess->id, .program = p->id};
+    GG_LOG(GG_LOG_DEBUG, &f, "session ended: %d graph(s) of '%s' parked", ready, p->name);
+}
+
+int gg_cache_adopt(gg_cache *c, gg_program *p, uid_t uid)
+{
+    gg_parked *pk = c->parked;
+    while (pk && (pk->uid != uid || pk->siglen != p->siglen ||
+                  memcmp(pk->sig, p->sig, p->siglen) != 0))
+        pk = pk->next;
+    if (!pk)
+        return 0;
+    int n = 0;
+    for (int i = 0; i < pk->nslots; i++) {
+        gg_cache_entry *e = pk->entries[i];
+        if (!e)
+            continue;
+        p->entries[i] = e;
+        e->slot = &p->entries[i];
+        e->parked = NULL;
+        e->prog = p;
+        e->prog_id = p->id;
+        e->sess_id = p->sess->id;
+        /* Its pointers are the old client's: never launch it before the
+         * next use has captured again and updated it in place. */
+        e->gen = UINT64_MAX;
+        n++;
+    }
+    pk->live = 0;
+    cache_parked_free(c, pk);
+    return n;
+}
+
+void gg_cache_tick(gg_cache *c, uint64_t now_ms)
+{
+    unsigned idle = c->core->cfg->cache_idle_s;
+    if (!idle)
+        return;
+    for (gg_list *l = c->lru.next, *n; l != &c->lru; l = n) {
+        n = l->next;
+        gg_cache_entry *e = gg_container_of(l, gg_cache_entry, lru_link);
+        if (now_ms - e->last_used_ms < (uint64_t)idle * 1000)
+            break;   /* LRU order: the rest are younger */
+        if (e->state == GG_ENTRY_READY && e->pins == 0)
+            cache_evict(c, e, "idle");
+    }
+}
+
+const gg_cache_entry *gg_cache_next(const gg_cache *c, const gg_cache_entry *prev)
+{
+    const gg_list *l = prev ? prev->lru_link.next : c->lru.next;
+    return l == &c->lru ? NULL : gg_container_of(l, gg_cache_entry, lru_link);
+}

@@ -1,0 +1,101 @@
+/* The graph cache, keyed by (program, branch, bucket): instantiated graphs
+ * and their per-bucket scratch, in LRU order with idle eviction.  Entries in
+ * use by a job are pinned and never evicted. */
+#ifndef GG_CACHE_H
+#define GG_CACHE_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "device/device.h"
+#include "proto.h"
+#include "core/session.h"
+
+struct gg_core;
+struct gg_program;
+
+typedef enum { GG_ENTRY_EMPTY = 0, GG_ENTRY_READY, GG_ENTRY_FAILED } gg_entry_state;
+
+struct gg_parked;
+
+typedef struct gg_cache_entry {
+    struct gg_program *prog;        /* NULL while parked */
+    struct gg_parked *parked;       /* set while parked (its program is gone) */
+    struct gg_cache_entry **slot;   /* where the owner keeps this entry */
+    uint64_t prog_id;               /* for stats and logs, also while parked */
+    uint64_t sess_id;
+    char prog_name[64];
+    int branch;
+    int bucket_index;
+    int bucket;
+    gg_list lru_link;
+    gg_entry_state state;
+    gg_dev_exec *exec;
+    uint8_t *scratch;
+    size_t scratch_bytes;
+    size_t footprint;
+    int pins;
+    unsigned updates;               /* exec updates since instantiate */
+    uint64_t gen;                   /* program binding generation captured */
+    uint64_t warm_sess;             /* session whose stream ran the warm-up (0: none) */
+    uint64_t last_used_ms;
+    uint64_t captures, replays, fallbacks, validations;
+    double replay_us_sum;
+    char reason[160];               /* why FAILED */
+} gg_cache_entry;
+
+typedef struct gg_cache gg_cache;
+
+/* Graphs of a program whose session ended without releasing it, kept warm:
+ * a later program.define with the same structure from the same uid adopts
+ * them, and each is updated in place (exec update) on its next use instead
+ * of being instantiated again.  Only READY entries are parked; the cache's
+ * LRU and idle eviction drop them like any other. */
+typedef struct gg_parked {
+    struct gg_parked *next;
+    uid_t uid;
+    uint8_t *sig;                   /* the program's structure (program.c) */
+    size_t siglen;
+    int nslots;
+    int live;                       /* entries still held */
+    gg_cache_entry **entries;       /* [branch * nbuckets + bucket index] */
+} gg_parked;
+
+/* Session end: move p's READY graphs into a parked record (or drop them). */
+void gg_cache_park(gg_cache *c, struct gg_program *p, uid_t uid);
+/* program.define: adopt a parked record matching p's structure and uid;
+ * returns the number of graphs adopted. */
+int gg_cache_adopt(gg_cache *c, struct gg_program *p, uid_t uid);
+
+int gg_cache_new(struct gg_core *core, gg_cache **out);
+void gg_cache_free(gg_cache *c);
+/* The entry for (p, branch, bucket index), created EMPTY on first use. */
+int gg_cache_get(gg_cache *c, struct gg_program *p, int branch, int bucket_index,
+                 gg_cache_entry **out);
+void gg_cache_pin(gg_cache *c, gg_cache_entry *e);
+void gg_cache_unpin(gg_cache *c, gg_cache_entry *e);
+/* Mark READY after a capture; may evict others past the capacity. */
+void gg_cache_ready(gg_cache *c, gg_cache_entry *e);
+/* The entry's graph failed: drop it, keep the scratch, run eager from now. */
+void gg_cache_fail(gg_cache *c, gg_cache_entry *e, const char *reason);
+/* A READY entry's graph is being replaced: take it out of the accounting. */
+void gg_cache_unready(gg_cache *c, gg_cache_entry *e);
+/* program.prepare: give a FAILED entry another capture. */
+void gg_cache_retry(gg_cache *c, gg_cache_entry *e);
+/* Release a graph and scratch on an executor thread (exec.c). */
+struct gg_exec;
+void gg_exec_release_graph(struct gg_exec *x, gg_dev_exec *g, uint8_t *scratch);
+/* Drop an entry's graph (and the entry), e.g. when its program goes. */
+void gg_cache_drop(gg_cache *c, gg_cache_entry *e);
+void gg_cache_tick(gg_cache *c, uint64_t now_ms);
+/* Make room for one more graph of `need` bytes; false if the cap cannot be met. */
+bool gg_cache_reserve(gg_cache *c, gg_cache_entry *e, size_t need);
+unsigned gg_cache_count(const gg_cache *c);
+unsigned gg_cache_capacity(const gg_cache *c);
+size_t gg_cache_bytes(const gg_cache *c);
+/* Every entry, least recently used first (the stats table's order): the
+ * first with prev NULL, then the one after prev; NULL past the last.  Loop
+ * thread only. */
+const gg_cache_entry *gg_cache_next(const gg_cache *c, const gg_cache_entry *prev);
+
+#endif

@@ -1,0 +1,94 @@
+/* The core: the state every transport shares (device, ids, sessions'
+ * objects, the graph cache, the executor, counters), without knowing how
+ * requests arrive or how answers leave.  A transport (rpc/, fastpath/)
+ * makes sessions, queues jobs with gg_exec_queue and answers them from the
+ * job's ops->done; app/ owns the core and reacts to its hooks.
+ *
+ * Dependencies: device/, base/ (settings and logging), kernels/ops.h, libuv
+ * (the executor's uv_async hand-back to the loop thread) and proto/proto.h,
+ * the shared wire vocabulary: error codes, proto_errbuf/proto_fail for the
+ * messages a client reads, and program.c's parsing of the program.define
+ * map.  Nothing here packs a reply or writes to a socket. */
+#ifndef GG_CORE_H
+#define GG_CORE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "base/config.h"
+#include "core/idmap.h"
+#include "core/stats.h"
+#include "device/device.h"
+
+struct gg_exec;
+struct gg_cache;
+typedef struct gg_core gg_core;
+
+/* Set by whoever owns the core (app/server.c): what the process does about
+ * events the core cannot handle on its own.  Called on the loop thread. */
+typedef struct gg_core_hooks {
+    /* A sticky device error (core->device_lost and unhealthy_reason are
+     * already set): stop so the service manager restarts the daemon. */
+    void (*device_lost)(gg_core *core, const char *why);
+    /* While stopping, something the stop waits on ended (a job, a
+     * connection): see whether the loop can end now. */
+    void (*maybe_stopped)(gg_core *core);
+} gg_core_hooks;
+
+struct gg_core {
+    uv_loop_t *loop;
+    const gg_config *cfg;           /* the owner's; outlives the core */
+    gg_device *dev;
+    gg_device_info devinfo;
+    char backend[8];                /* "cpu" | "hip" */
+
+    uint64_t next_id;               /* buffer / program / event ids, unique daemon-wide */
+    uint64_t sessions_total;
+    gg_idmap buffers;               /* id -> gg_buffer */
+    gg_idmap programs;              /* id -> gg_program */
+    gg_idmap events;                /* id -> gg_event */
+
+    struct gg_exec *exec;
+    struct gg_cache *cache;
+    gg_stats stats;
+    uint64_t started_ms;
+
+    bool stopping;                  /* set by the owner when a stop begins */
+    bool device_lost;
+    char unhealthy_reason[256];
+    gg_core_hooks hooks;
+
+    /* For a second transport whose requests do not come from the loop
+     * thread; taken nowhere yet (the loop thread owns everything above). */
+    pthread_mutex_t lock;
+};
+
+/* The state alone: ids, maps, the lock.  Cannot fail, so the owner may
+ * refuse to start (another daemon) before touching the device. */
+void gg_core_init(gg_core *core, uv_loop_t *loop, const gg_config *cfg);
+/* Open the device and start the cache and the executor on the loop.  On
+ * failure err says why in one line; gg_core_fini undoes what was done. */
+int gg_core_start(gg_core *core, char *err, size_t errlen);
+/* After the loop has ended: free the cache, the executor and the device
+ * (whatever gg_core_start got to). */
+void gg_core_fini(gg_core *core);
+/* The executor's async handle and workers go, so the loop can end. */
+void gg_core_close(gg_core *core);
+/* No job queued or running. */
+bool gg_core_idle(const gg_core *core);
+/* Mark the device lost (once) and tell the owner. */
+void gg_core_device_lost(gg_core *core, const char *why);
+/* A device error seen on this thread by any entry: the same as above. */
+void gg_core_check_device(gg_core *core);
+/* While stopping: tell the owner that something it waits on has ended. */
+void gg_core_maybe_stopped(gg_core *core);
+
+void gg_core_lock(gg_core *core);
+void gg_core_unlock(gg_core *core);
+
+uint64_t gg_now_ms(void);
+uint64_t gg_now_us(void);
+
+#endif

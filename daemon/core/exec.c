@@ -1,0 +1,586 @@
+/* The executor.
+ *
+ * Happy path: the loop submits a replay; a worker thread captures the
+ * (program, branch, bucket) graph if the entry is empty, launches it on the
+ * session's stream, and asks the device to call back when the stream has
+ * drained; the callback queues the job for the loop and wakes it with
+ * uv_async_send; the loop applies the results to the cache, counts, answers
+ * the client and starts the session's next job.
+ *
+ * Failure modes: a failed (or injected, GFXGRAPH_FAULT) capture,
+ * instantiate or launch runs the same nodes eagerly instead, so the answer
+ * is still right; the entry is marked FAILED with its reason so the next
+ * request goes straight to eager instead of failing again.  -ENODEV from
+ * the device ends the daemon (sticky device error).  A session whose
+ * client leaves has its queued jobs dropped; a running one finishes first,
+ * holding the session (and so its imported buffers) until it does.
+ *
+ * Only the loop thread writes cache entries, programs and counters; a
+ * worker reads the pinned entry and writes its findings into the job. */
+#include "core/exec.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "core/core.h"
+
+typedef struct {
+    gg_list link;
+    gg_dev_exec *graph;
+    uint8_t *scratch;
+    gg_dev_stream *stream;
+} exec_release;
+
+struct gg_exec {
+    gg_core *core;
+    uv_async_t async;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    gg_list queue;               /* jobs for the workers */
+    gg_list releases;            /* graphs and scratch to free */
+    gg_list live;                /* submitted, not yet ended (loop-side) */
+    gg_job *enqueued;            /* work on the stream, for the loop */
+    gg_job *done;                /* finished, for the loop */
+    pthread_t *threads;
+    int nthreads;
+    bool quit;
+    bool closed;
+    unsigned pending;            /* submitted and not yet finished (loop-side) */
+};
+
+static void exec_on_async(uv_async_t *h);
+
+void gg_job_free(gg_job *job)
+{
+    if (!job)
+        return;
+    free(job->entries != &job->one ? job->entries : NULL);
+    free(job->results);
+    free(job);
+}
+
+gg_job *gg_job_new(gg_job_kind kind, gg_session *s, const gg_job_ops *ops, uint64_t tag,
+                   gg_program *p, int nentries)
+{
+    gg_job *j = calloc(1, sizeof(*j));
+    if (!j)
+        return NULL;
+    gg_list_init(&j->link);
+    gg_list_init(&j->live_link);
+    j->kind = kind;
+    j->sess = s;
+    j->ops = ops;
+    j->tag = tag;
+    j->prog = p;
+    j->gen = p ? p->gen : 0;
+    j->entries = nentries > 1 ? calloc((size_t)nentries, sizeof(*j->entries)) : &j->one;
+    j->results = calloc((size_t)(nentries ? nentries : 1), sizeof(*j->results));
+    if (!j->entries || !j->results) {
+        gg_job_free(j);
+        return NULL;
+    }
+    return j;
+}
+
+void gg_exec_queue(gg_core *core, gg_job *j)
+{
+    /* Nothing below can fail: what the job holds is counted here, and
+     * released when it ends (exec_job_end).  The session's stream is made
+     * by the worker that first needs it (exec_run.c): making one creates a
+     * BLAS handle and allocates its workspace, too slow for the loop. */
+    if (j->prog)
+        j->prog->pins++;
+    if (j->wait_ev)
+        j->wait_ev->users++;
+    if (j->signal_ev)
+        j->signal_ev->users++;
+    for (int i = 0; i < j->nentries; i++)
+        gg_cache_pin(core->cache, j->entries[i]);
+    gg_exec_submit(core->exec, j);
+}
+
+/* Worker: j's work is on the stream and its completion is being watched.
+ * Pushed only after notify(): once the loop hears of it, the session's next
+ * job may start on the same stream, and nothing of j's may be put on that
+ * stream after the next job has begun (a capture would take it in).  A
+ * completion that came first was held back (gg_exec_job_done) and goes now,
+ * after the enqueued news, so the loop sees the two in order. */
+void gg_exec_job_enqueued(gg_job *j)
+{
+    gg_exec *x = j->sess->core->exec;
+    pthread_mutex_lock(&x->lock);
+    j->enq_pushed = true;
+    j->enq_next = x->enqueued;
+    x->enqueued = j;
+    if (j->done_deferred) {
+        j->done_next = x->done;
+        x->done = j;
+    }
+    pthread_mutex_unlock(&x->lock);
+    uv_async_send(&x->async);
+}
+
+/* Worker: the next step asks for a completion callback; until the enqueued
+ * news is pushed, a completion is held back.  want false: no callback is
+ * coming after all (notify failed). */
+void gg_exec_job_await(gg_job *j, bool want)
+{
+    gg_exec *x = j->sess->core->exec;
+    pthread_mutex_lock(&x->lock);
+    j->await_enq = want;
+    pthread_mutex_unlock(&x->lock);
+}
+
+/* Any thread: the device finished j (or it failed to start). */
+void gg_exec_job_done(void *arg, int status)
+{
+    gg_job *j = arg;
+    gg_exec *x = j->sess->core->exec;
+    j->t_done_us = gg_now_us();
+    if (status < 0 && j->rc == 0) {
+        j->rc = status;
+        snprintf(j->reason, sizeof(j->reason), "the device reported an error while running");
+    }
+    pthread_mutex_lock(&x->lock);
+    if (j->await_enq && !j->enq_pushed) {
+        j->done_deferred = true;   /* gg_exec_job_enqueued pushes it */
+        pthread_mutex_unlock(&x->lock);
+        return;
+    }
+    j->done_next = x->done;
+    x->done = j;
+    pthread_mutex_unlock(&x->lock);
+    uv_async_send(&x->async);
+}
+
+static void *exec_worker(void *arg)
+{
+    gg_exec *x = arg;
+    gg_device *dev = x->core->dev;
+    pthread_mutex_lock(&x->lock);
+    for (;;) {
+        if (!gg_list_empty(&x->releases)) {
+            exec_release *rel = gg_container_of(x->releases.next, exec_release, link);
+            gg_list_del(&rel->link);
+            pthread_mutex_unlock(&x->lock);
+            if (rel->graph)
+                dev->ops->exec_destroy(dev, rel->graph);
+            if (rel->scratch)
+                dev->ops->scratch_free(dev, rel->scratch);
+            if (rel->stream)
+                dev->ops->stream_destroy(dev, rel->stream);
+            free(rel);
+            pthread_mutex_lock(&x->lock);
+            continue;
+        }
+        if (!gg_list_empty(&x->queue)) {
+            gg_job *j = gg_container_of(x->queue.next, gg_job, link);
+            gg_list_del(&j->link);
+            pthread_mutex_unlock(&x->lock);
+            gg_exec_run(x->core, j);
+            pthread_mutex_lock(&x->lock);
+            continue;
+        }
+        if (x->quit)
+            break;
+        pthread_cond_wait(&x->cond, &x->lock);
+    }
+    pthread_mutex_unlock(&x->lock);
+    return NULL;
+}
+
+/* ---- loop side ---------------------------------------------------------- */
+
+/* Device frees can wait for the whole device (a free synchronises): they
+ * go to a worker so the loop never blocks on them. */
+static void exec_release_push(gg_exec *x, gg_dev_exec *g, uint8_t *scratch, gg_dev_stream *st)
+{
+    if (!g && !scratch && !st)
+        return;
+    exec_release *rel = malloc(sizeof(*rel));
+    if (!rel || x->closed) {
+        /* no worker left (shutting down): free here */
+        gg_device *dev = x->core->dev;
+        if (g)
+            dev->ops->exec_destroy(dev, g);
+        if (scratch)
+            dev->ops->scratch_free(dev, scratch);
+        if (st)
+            dev->ops->stream_destroy(dev, st);
+        free(rel);
+        return;
+    }
+    rel->graph = g;
+    rel->scratch = scratch;
+    rel->stream = st;
+    pthread_mutex_lock(&x->lock);
+    gg_list_add_tail(&x->releases, &rel->link);
+    pthread_cond_signal(&x->cond);
+    pthread_mutex_unlock(&x->lock);
+}
+
+void gg_exec_release_graph(gg_exec *x, gg_dev_exec *g, uint8_t *scratch)
+{
+    exec_release_push(x, g, scratch, NULL);
+}
+
+void gg_exec_release_stream(gg_exec *x, gg_dev_stream *s)
+{
+    exec_release_push(x, NULL, NULL, s);
+}
+
+int gg_exec_new(gg_core *core, gg_exec **out)
+{
+    gg_exec *x = calloc(1, sizeof(*x));
+    if (!x)
+        return -ENOMEM;
+    x->core = core;
+    gg_list_init(&x->queue);
+    gg_list_init(&x->releases);
+    gg_list_init(&x->live);
+    pthread_mutex_init(&x->lock, NULL);
+    pthread_cond_init(&x->cond, NULL);
+    int rc = uv_async_init(core->loop, &x->async, exec_on_async);
+    if (rc < 0)
+        goto undo_sync;
+    x->async.data = x;
+    int n = (int)core->cfg->workers;
+    if (n == 0) {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        /* cpu: the kernels run on these threads; hip: they only enqueue */
+        n = strcmp(core->backend, "cpu") == 0 ? (int)(cpus < 2 ? 2 : cpus > 8 ? 8 : cpus) : 2;
+    }
+    x->threads = calloc((size_t)n, sizeof(pthread_t));
+    if (!x->threads) {
+        rc = -ENOMEM;
+        goto undo_async;
+    }
+    for (; x->nthreads < n; x->nthreads++)
+        if ((rc = -pthread_create(&x->threads[x->nthreads], NULL, exec_worker, x)) < 0)
+            goto undo_threads;
+    *out = x;
+    return 0;
+
+undo_threads:
+    pthread_mutex_lock(&x->lock);
+    x->quit = true;
+    pthread_cond_broadcast(&x->cond);
+    pthread_mutex_unlock(&x->lock);
+    for (int i = 0; i < x->nthreads; i++)
+        pthread_join(x->threads[i], NULL);
+    free(x->threads);
+undo_async:
+    uv_close((uv_handle_t *)&x->async, NULL);
+    uv_run(core->loop, UV_RUN_NOWAIT);
+undo_sync:
+    pthread_mutex_destroy(&x->lock);
+    pthread_cond_destroy(&x->cond);
+    free(x);
+    return rc;
+}
+
+void gg_exec_close(gg_exec *x)
+{
+    if (x->closed)
+        return;
+    pthread_mutex_lock(&x->lock);
+    x->quit = true;
+    pthread_cond_broadcast(&x->cond);
+    pthread_mutex_unlock(&x->lock);
+    for (int i = 0; i < x->nthreads; i++)
+        pthread_join(x->threads[i], NULL);
+    x->nthreads = 0;
+    x->closed = true;
+    uv_close((uv_handle_t *)&x->async, NULL);
+}
+
+void gg_exec_free(gg_exec *x)
+{
+    gg_exec_close(x);
+    pthread_mutex_destroy(&x->lock);
+    pthread_cond_destroy(&x->cond);
+    free(x->threads);
+    free(x);
+}
+
+bool gg_exec_idle(const gg_exec *x)
+{
+    return x->pending == 0;
+}
+
+unsigned gg_exec_describe(const gg_exec *x, char *buf, size_t len)
+{
+    static const char *const kinds[] = {"replay", "prepare", "health smoke test"};
+    unsigned n = 0;
+    size_t off = 0;
+    buf[0] = '\0';
+    for (const gg_list *l = x->live.next; l != &x->live; l = l->next, n++) {
+        const gg_job *j = gg_container_of(l, gg_job, live_link);
+        const gg_session *s = j->sess;
+        char what[100] = "", batch[24] = "", one[320];
+        if (j->prog)
+            snprintf(what, sizeof(what), " of program %llu '%s'",
+                     (unsigned long long)j->prog->id, j->prog->name);
+        if (j->kind == GG_JOB_REPLAY)
+            snprintf(batch, sizeof(batch), "batch %d, ", j->batch);
+        /* past its enqueued news a job is on the device, even when the
+         * session has started its next one */
+        bool running = s->running == j || j->applied;
+        snprintf(one, sizeof(one), "%s%s (%s%s) for session %llu (pid %d, client '%s')",
+                 kinds[j->kind], what, batch, running ? "running" : "queued",
+                 (unsigned long long)s->id, (int)s->pid, s->client);
+        if (off + 1 < len) {
+            int w = snprintf(buf + off, len - off, "%s%s", n ? "; " : "", one);
+            off += w < 0 ? 0 : (size_t)w < len - off ? (size_t)w : len - off - 1;
+        }
+    }
+    return n;
+}
+
+static void exec_start(gg_exec *x, gg_job *j)
+{
+    j->sess->running = j;
+    pthread_mutex_lock(&x->lock);
+    gg_list_add_tail(&x->queue, &j->link);
+    pthread_cond_signal(&x->cond);
+    pthread_mutex_unlock(&x->lock);
+}
+
+void gg_exec_submit(gg_exec *x, gg_job *j)
+{
+    x->pending++;
+    gg_list_add_tail(&x->live, &j->live_link);
+    gg_session_ref(j->sess);
+    if (j->sess->running)
+        gg_list_add_tail(&j->sess->jobs, &j->link);
+    else
+        exec_start(x, j);
+}
+
+/* Undo what submitting pinned; free the job. */
+static void exec_job_end(gg_exec *x, gg_job *j)
+{
+    for (int i = 0; i < j->nentries; i++)
+        gg_cache_unpin(x->core->cache, j->entries[i]);
+    if (j->prog)
+        gg_program_unpin(j->prog);
+    if (j->wait_ev)
+        j->wait_ev->users--;
+    if (j->signal_ev)
+        j->signal_ev->users--;
+    if (j->tmp_scratch)
+        gg_exec_release_graph(x, NULL, j->tmp_scratch);
+    gg_session *s = j->sess;
+    gg_list_del(&j->live_link);
+    gg_job_free(j);
+    x->pending--;
+    gg_session_unref(s);
+}
+
+void gg_exec_cancel_session(gg_exec *x, gg_session *s)
+{
+    while (!gg_list_empty(&s->jobs)) {
+        gg_job *j = gg_container_of(s->jobs.next, gg_job, link);
+        gg_list_del(&j->link);
+        exec_job_end(x, j);
+    }
+}
+
+/* Apply a worker's findings to the entry (loop thread only). */
+static void exec_apply(gg_exec *x, gg_job *j, gg_cache_entry *e, gg_job_result *r)
+{
+    gg_core *core = x->core;
+    e->scratch = r->scratch;
+    if (r->warmed)
+        e->warm_sess = j->sess->id;
+    if (r->captured && r->updated) {
+        e->captures++;
+        e->updates++;
+        e->gen = j->gen;
+        core->stats.capture_count++;
+        core->stats.exec_updates++;
+    } else if (r->captured) {
+        e->captures++;
+        e->gen = j->gen;
+        core->stats.capture_count++;
+        if (r->replaced) {
+            gg_cache_unready(core->cache, e);
+            gg_exec_release_graph(x, r->replaced, NULL);
+        }
+        e->exec = r->exec;
+        e->footprint = r->footprint;
+        e->updates = 0;
+        if (!gg_cache_reserve(core->cache, e, e->footprint)) {
+            r->failed = true;
+            snprintf(r->reason, sizeof(r->reason),
+                     "graph of %zu bytes is larger than the whole VRAM cap (%.0f%% of device "
+                     "memory)", e->footprint, core->cfg->vram_cap * 100);
+        } else if (!r->failed) {
+            gg_cache_ready(core->cache, e);
+        }
+    }
+    if (r->validated) {
+        e->validations++;
+        core->stats.validations++;
+    }
+    if (r->validation_failed)
+        core->stats.validation_failures++;
+    if (r->failed && e->state != GG_ENTRY_FAILED) {
+        gg_log_fields f = {.session = j->sess->id, .program = j->prog->id, .bucket = e->bucket};
+        GG_LOG(GG_LOG_WARN, &f, "graph for branch %d disabled, running eager: %s", e->branch,
+               r->reason);
+        gg_cache_fail(core->cache, e, r->reason);
+    }
+}
+
+/* What a replay's (or any job's) answer says, for the submitter's done. */
+static void exec_outcome(gg_exec *x, const gg_job *j, double us, gg_replay_outcome *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->rc = j->rc;
+    if (j->rc < 0) {
+        o->has_reason = true;
+        snprintf(o->reason, sizeof(o->reason), "%s", j->reason);
+        return;
+    }
+    if (j->kind != GG_JOB_REPLAY)
+        return;
+    gg_cache_entry *e = j->nentries ? j->entries[0] : NULL;
+    const char *reason = NULL;
+    if (!j->graph)
+        reason = !e ? "batch is above the largest bucket"
+                 : !x->core->cfg->graphs_enabled ? "graphs are disabled (GFXGRAPH=0)"
+                 : e->reason;
+    if (reason) {
+        o->has_reason = true;
+        snprintf(o->reason, sizeof(o->reason), "%s", reason);
+    }
+    o->graph = j->graph;
+    o->fallback = j->fallback;
+    o->captured = j->nentries && j->results[0].captured;
+    o->async = j->async;
+    o->bucket = e ? e->bucket : 0;
+    o->batch = j->batch;
+    o->branch = j->branch;
+    o->device_us = us;
+}
+
+static void exec_answer(gg_exec *x, gg_job *j, double us)
+{
+    gg_replay_outcome o;
+    exec_outcome(x, j, us, &o);
+    j->replied = true;
+    j->ops->done(j, &o);
+}
+
+/* The session's next job may go as soon as this one's work is on the
+ * stream: stream order keeps them in sequence on the device. */
+static void exec_start_next(gg_exec *x, gg_job *j)
+{
+    gg_session *s = j->sess;
+    if (s->running != j)
+        return;
+    s->running = NULL;
+    if (!gg_list_empty(&s->jobs)) {
+        gg_job *next = gg_container_of(s->jobs.next, gg_job, link);
+        gg_list_del(&next->link);
+        exec_start(x, next);
+    }
+}
+
+/* Loop: the work is enqueued.  Results go into the cache now, so the next
+ * job already sees the graph this one captured. */
+static void exec_enqueued(gg_exec *x, gg_job *j)
+{
+    for (int i = 0; i < j->nentries; i++)
+        exec_apply(x, j, j->entries[i], &j->results[i]);
+    j->applied = true;
+    if (j->async && j->rc == 0)
+        exec_answer(x, j, 0.0);
+    exec_start_next(x, j);
+}
+
+/* Loop: the device is done with j (or it never started). */
+static void exec_finish(gg_exec *x, gg_job *j)
+{
+    gg_core *core = x->core;
+    gg_session *s = j->sess;
+    double us = (double)(j->t_done_us - j->t_start_us);
+
+    if (j->rc == -ENODEV)
+        gg_core_device_lost(core, j->reason);
+    if (!j->applied) {
+        for (int i = 0; i < j->nentries; i++)
+            exec_apply(x, j, j->entries[i], &j->results[i]);
+        j->applied = true;
+    }
+    if (j->kind == GG_JOB_REPLAY && j->rc == 0) {
+        gg_cache_entry *e = j->nentries ? j->entries[0] : NULL;
+        s->replays++;
+        s->replay_us_sum += us;
+        if (j->graph) {
+            core->stats.replay_count++;
+            core->stats.replay_us_sum += us;
+            s->graph_replays++;
+            e->replays++;
+            e->replay_us_sum += us;
+        } else {
+            core->stats.eager_count++;
+            core->stats.eager_us_sum += us;
+            s->eager_replays++;
+            if (j->fallback) {
+                core->stats.fallback_count++;
+                e->fallbacks++;
+            }
+            if (!e)
+                core->stats.oversize_count++;
+        }
+    }
+    if (!j->replied)
+        exec_answer(x, j, us);
+    exec_start_next(x, j);
+    exec_job_end(x, j);
+}
+
+static gg_job *exec_reverse(gg_job *list, bool enq)
+{
+    gg_job *rev = NULL;
+    while (list) {
+        gg_job **next = enq ? &list->enq_next : &list->done_next;
+        gg_job *n = *next;
+        *next = rev;
+        rev = list;
+        list = n;
+    }
+    return rev;
+}
+
+static void exec_on_async(uv_async_t *h)
+{
+    gg_exec *x = h->data;
+    /* Both lists in one snapshot: a job's enqueued news is handled before
+     * its completion.  They are newest first: reverse to keep order. */
+    pthread_mutex_lock(&x->lock);
+    gg_job *enq = exec_reverse(x->enqueued, true);
+    gg_job *done = exec_reverse(x->done, false);
+    x->enqueued = x->done = NULL;
+    pthread_mutex_unlock(&x->lock);
+    for (gg_job *n; enq; enq = n) {
+        n = enq->enq_next;
+        exec_enqueued(x, enq);
+    }
+    for (gg_job *n; done; done = n) {
+        n = done->done_next;
+        exec_finish(x, done);
+    }
+    /* a prepare or health job, or the completion thread, may have seen the
+     * device go without failing a replay with -ENODEV */
+    gg_core_check_device(x->core);
+    gg_core_maybe_stopped(x->core);
+}

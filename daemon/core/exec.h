@@ -1,0 +1,136 @@
+/* The executor: runs replays off the loop thread.  Each session's jobs run
+ * one at a time in order on that session's stream; different sessions run
+ * in parallel on the worker threads.  Completion comes back to the loop
+ * through a uv_async handle. */
+#ifndef GG_EXEC_H
+#define GG_EXEC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/cache.h"
+#include "core/core.h"
+#include "core/event.h"
+#include "core/program.h"
+#include "core/session.h"
+
+typedef enum { GG_JOB_REPLAY = 0, GG_JOB_PREPARE, GG_JOB_SMOKE } gg_job_kind;
+
+/* What a worker found out about one cache entry. */
+typedef struct gg_job_result {
+    int rc;
+    bool captured;
+    bool updated;                   /* rebound by exec update, not re-instantiated */
+    bool warmed;                    /* warm-up ran on this session's stream */
+    gg_dev_exec *replaced;          /* the stale graph a new one replaces */
+    bool failed;
+    bool validated;
+    bool validation_failed;
+    gg_dev_exec *exec;
+    uint8_t *scratch;
+    size_t footprint;
+    char reason[160];
+} gg_job_result;
+
+/* A replay's answer, as the core sees it; the transport puts it on its own
+ * wire.  rc < 0: failed, reason says why.  Else reason, when has_reason,
+ * says why the replay ran eager. */
+typedef struct gg_replay_outcome {
+    int rc;
+    bool has_reason;
+    char reason[192];
+    bool graph;                     /* ran as a graph (else eager) */
+    bool fallback;
+    bool captured;
+    bool async;                     /* answered once enqueued, device_us 0 */
+    int bucket;                     /* 0: oversize */
+    int batch;
+    int branch;
+    double device_us;
+} gg_replay_outcome;
+
+struct gg_job;
+
+/* Set by whoever submits a job: the executor calls done on the loop thread
+ * once per job when its answer is due (an async replay's once its work is
+ * on the stream, else when it has ended).  out is filled for every kind; a
+ * prepare's answer is in j->entries, a smoke test's in j->results[0] and
+ * j->t_start_us/t_done_us.  The job is freed after done returns. */
+typedef struct gg_job_ops {
+    void (*done)(struct gg_job *j, const gg_replay_outcome *out);
+} gg_job_ops;
+
+typedef struct gg_job {
+    gg_list link;
+    gg_list live_link;              /* the executor's jobs not yet ended */
+    gg_job_kind kind;
+    gg_session *sess;
+    const gg_job_ops *ops;
+    uint64_t tag;                   /* the submitter's (rpc: the request's msgid) */
+    void *ctx;                      /* the submitter's, for ops->done */
+    gg_program *prog;
+    int branch;
+    int batch;
+    int rows;                       /* rows run: the bucket, or batch when oversize */
+    uint64_t gen;                   /* the program's binding generation at submit */
+    gg_cache_entry **entries;       /* replay: 1 (or 0 when oversize); prepare: many */
+    int nentries;
+    gg_cache_entry *one;            /* storage for the single replay entry */
+    /* results, written by the worker */
+    int rc;
+    char reason[192];
+    bool graph;                     /* ran as a graph */
+    bool fallback;
+    bool captured;
+    bool eager_oversize;
+    gg_job_result *results;         /* one per entry (at least one) */
+    uint64_t t_start_us, t_done_us;
+    uint8_t *tmp_scratch;           /* eager runs beyond the buckets */
+    struct gg_job *done_next;
+    struct gg_job *enq_next;
+    /* under the executor's lock: notify() is called before the enqueued
+     * news is pushed, so a completion that comes first waits for it */
+    bool await_enq, enq_pushed, done_deferred;
+    bool applied;                   /* results are in the cache */
+    bool replied;
+    bool async;                     /* answer once enqueued, not once done */
+    struct gg_event *wait_ev;       /* the stream waits for it before the work */
+    struct gg_event *signal_ev;     /* recorded after the work */
+} gg_job;
+
+typedef struct gg_exec gg_exec;
+
+int gg_exec_new(gg_core *core, gg_exec **out);
+void gg_exec_close(gg_exec *x);     /* stop workers, close the async handle */
+void gg_exec_free(gg_exec *x);
+bool gg_exec_idle(const gg_exec *x);
+/* The jobs not yet ended, for a stop that will not wait for them: "replay
+ * of program 3 'slow' (batch 64, running) for session 2 (pid 41, client
+ * 'app'); ...".  Returns the number of jobs. */
+unsigned gg_exec_describe(const gg_exec *x, char *buf, size_t len);
+/* Queue a job; the session's next job starts when its current one is done. */
+void gg_exec_submit(gg_exec *x, gg_job *job);
+/* Drop a session's queued (not running) jobs: its client has gone. */
+void gg_exec_cancel_session(gg_exec *x, gg_session *s);
+/* A job for session s, answered through ops with tag; NULL when out of
+ * memory. */
+gg_job *gg_job_new(gg_job_kind kind, gg_session *s, const gg_job_ops *ops, uint64_t tag,
+                   gg_program *p, int nentries);
+void gg_job_free(gg_job *job);
+/* Transport side: pin what the job uses and queue it.  Cannot fail: from
+ * here the job is the executor's, and its answer comes through j->ops. */
+void gg_exec_queue(gg_core *core, gg_job *j);
+
+/* Executor threads (exec_run.c): run one job.  A job whose work went on
+ * the stream ends with gg_exec_job_await(j, true), the device's notify(),
+ * then gg_exec_job_enqueued; gg_exec_job_done comes from any thread once the
+ * device has finished it (or at once from the worker when the job failed
+ * before its work was enqueued). */
+void gg_exec_run(gg_core *core, gg_job *j);
+void gg_exec_job_enqueued(gg_job *j);
+void gg_exec_job_await(gg_job *j, bool want);
+/* Loop: destroy a session's stream (and its kernel context) on a worker. */
+void gg_exec_release_stream(gg_exec *x, gg_dev_stream *s);
+void gg_exec_job_done(void *job, int status);
+
+#endif

@@ -1,0 +1,437 @@
+/* What an executor thread does with one job: capture (with warm-up and
+ * fault injection), launch the graph or the eager nodes, validate against
+ * eager in GFXGRAPH=validate mode, then hand completion to the device's
+ * notify.  Nothing here writes loop-owned state: findings go into the job
+ * (gg_job_result) and exec.c applies them on the loop thread. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/exec.h"
+#include "base/log.h"
+#include "core/core.h"
+
+static int exec_fault(const gg_core *core, unsigned step, gg_job_result *r, const char *name)
+{
+    if (!(core->cfg->fault & step))
+        return 0;
+    snprintf(r->reason, sizeof(r->reason), "%s failed: injected by GFXGRAPH_FAULT", name);
+    return -EIO;
+}
+
+static int exec_launch_nodes(gg_core *core, gg_dev_stream *s, const gg_program *p,
+                             const gg_branch *br, int rows, uint8_t *scratch, char *why,
+                             size_t whylen)
+{
+    gg_device *dev = core->dev;
+    for (int i = 0; i < br->nnodes; i++) {
+        const gg_pnode *n = &br->nodes[i];
+        gg_tensor in[GG_MAX_OPERANDS], out[GG_MAX_OPERANDS];
+        gg_program_bind(p, n, rows, scratch, in, out);
+        int rc = dev->ops->op_launch(dev, s, n->op, in, n->nin, out, n->nout, &n->attrs);
+        if (rc < 0) {
+            snprintf(why, whylen, "node %d (%s): %s", i, n->op->name, dev->ops->last_error(dev));
+            return rc;
+        }
+    }
+    return 0;
+}
+
+/* Before an entry's first capture on a session's stream (its first ever, or
+ * the first after a restarted client adopted it, with a new stream and BLAS
+ * handle): run each op that asks for it once on the stream, with its outputs
+ * in throw-away memory so the client's buffers are untouched (an in-place or
+ * re-read tensor stays as it was). */
+static int exec_warmup(gg_core *core, gg_job *j, gg_cache_entry *e, gg_dev_stream *s,
+                       uint8_t *scratch)
+{
+    gg_device *dev = core->dev;
+    const gg_branch *br = &j->prog->branches[e->branch];
+    int rc = 0;
+    for (int i = 0; i < br->nnodes && rc == 0; i++) {
+        const gg_pnode *n = &br->nodes[i];
+        if (!dev->ops->op_needs_warmup(dev, n->op))
+            continue;
+        gg_tensor in[GG_MAX_OPERANDS], out[GG_MAX_OPERANDS];
+        void *tmp[GG_MAX_OPERANDS] = {NULL};
+        gg_program_bind(j->prog, n, e->bucket, scratch, in, out);
+        for (int o = 0; o < n->nout && rc == 0; o++)
+            if ((rc = dev->ops->scratch_alloc(dev, gg_desc_bytes(&out[o].desc), &tmp[o])) == 0)
+                out[o].data = tmp[o];
+        if (rc == 0)
+            rc = dev->ops->op_launch(dev, s, n->op, in, n->nin, out, n->nout, &n->attrs);
+        if (rc == 0)
+            rc = dev->ops->stream_sync(dev, s);
+        for (int o = 0; o < n->nout; o++)
+            if (tmp[o])
+                dev->ops->scratch_free(dev, tmp[o]);
+    }
+    return rc;
+}
+
+/* Capture and instantiate e's graph into r.  On failure r->reason says
+ * which step failed and nothing has run on the device. */
+static int exec_capture(gg_core *core, gg_job *j, gg_cache_entry *e, gg_dev_stream *s,
+                        gg_job_result *r)
+{
+    gg_device *dev = core->dev;
+    const gg_program *p = j->prog;
+    const gg_branch *br = &p->branches[e->branch];
+    int rc;
+    char why[160] = "";
+
+    if (!r->scratch) {
+        size_t sb = gg_program_scratch_bytes(p, e->bucket);
+        if (sb && (rc = dev->ops->scratch_alloc(dev, sb, (void **)&r->scratch)) < 0) {
+            snprintf(r->reason, sizeof(r->reason), "scratch allocation of %zu bytes failed", sb);
+            return rc;
+        }
+    }
+    if ((rc = exec_fault(core, GG_FAULT_CAPTURE, r, "capture")) < 0)
+        return rc;
+    if (e->warm_sess != j->sess->id) {
+        if ((rc = exec_warmup(core, j, e, s, r->scratch)) < 0) {
+            snprintf(r->reason, sizeof(r->reason), "warm-up before capture failed: %s",
+                     dev->ops->last_error(dev));
+            return rc;
+        }
+        r->warmed = true;
+    }
+    if ((rc = dev->ops->capture_begin(dev, s)) < 0) {
+        snprintf(r->reason, sizeof(r->reason), "capture failed: %s", dev->ops->last_error(dev));
+        return rc;
+    }
+    rc = exec_launch_nodes(core, s, p, br, e->bucket, r->scratch, why, sizeof(why));
+    gg_dev_graph *g = NULL;
+    int rc2 = dev->ops->capture_end(dev, s, &g);
+    if (rc < 0 || rc2 < 0) {
+        if (g)
+            dev->ops->graph_destroy(dev, g);
+        snprintf(r->reason, sizeof(r->reason), "capture failed: %.140s",
+                 rc < 0 ? why : dev->ops->last_error(dev));
+        return rc < 0 ? rc : rc2;
+    }
+    /* A rebound program: update the graph we have in place of building a
+     * new one, up to exec-update-limit times (ROCm leaks an argument slot
+     * per update, so the count is bounded and then we start afresh). */
+    if (e->state == GG_ENTRY_READY && e->exec &&
+        e->updates < core->cfg->exec_update_limit &&
+        dev->ops->exec_update(dev, e->exec, g) == 0) {
+        dev->ops->graph_destroy(dev, g);
+        r->exec = e->exec;
+        r->updated = true;
+        r->captured = true;
+        r->footprint = e->footprint;
+        return 0;
+    }
+    if ((rc = exec_fault(core, GG_FAULT_INSTANTIATE, r, "instantiate")) < 0) {
+        dev->ops->graph_destroy(dev, g);
+        return rc;
+    }
+    gg_dev_exec *nx = NULL;
+    rc = dev->ops->instantiate(dev, g, &nx);
+    dev->ops->graph_destroy(dev, g);
+    if (rc < 0) {
+        snprintf(r->reason, sizeof(r->reason), "instantiate failed: %s", dev->ops->last_error(dev));
+        return rc;
+    }
+    if (e->state == GG_ENTRY_READY && e->exec)
+        r->replaced = e->exec;
+    r->exec = nx;
+    r->captured = true;
+    r->footprint = gg_program_scratch_bytes(p, e->bucket) + dev->ops->exec_footprint(dev, r->exec);
+    return 0;
+}
+
+/* Buffer tensors touched by a branch, for validation snapshots. */
+static int exec_branch_tensors(const gg_program *p, const gg_branch *br, int *list, bool outputs_only)
+{
+    int n = 0;
+    for (int i = 0; i < br->nnodes; i++) {
+        const gg_pnode *nd = &br->nodes[i];
+        for (int k = 0; k < nd->nin + nd->nout; k++) {
+            bool is_out = k >= nd->nin;
+            int t = is_out ? nd->out[k - nd->nin] : nd->in[k];
+            if (!p->tensors[t].buf || (outputs_only && !is_out))
+                continue;
+            bool seen = false;
+            for (int m = 0; m < n; m++)
+                seen |= list[m] == t;
+            if (!seen)
+                list[n++] = t;
+        }
+    }
+    return n;
+}
+
+static size_t exec_tensor_bytes(const gg_program *p, int t, int rows, uint8_t **ptr)
+{
+    const gg_ptensor *pt = &p->tensors[t];
+    gg_tensor_desc d = pt->desc;
+    if (pt->batch_dim >= 0)
+        d.dims[pt->batch_dim] = rows;
+    *ptr = pt->buf->ptr + pt->offset;
+    return gg_desc_bytes(&d);
+}
+
+/* GFXGRAPH=validate: run the graph and the eager launches from the same
+ * inputs and compare every output.  The eager result is the one left in
+ * the client's buffers.  Returns 0 when they agree. */
+static int exec_validate(gg_core *core, gg_job *j, gg_cache_entry *e, gg_dev_stream *s,
+                         gg_job_result *r)
+{
+    gg_device *dev = core->dev;
+    const gg_program *p = j->prog;
+    const gg_branch *br = &p->branches[e->branch];
+    int *all = malloc(sizeof(int) * (size_t)p->ntensors * 2);
+    if (!all)
+        return -ENOMEM;
+    int *outs = all + p->ntensors;
+    int na = exec_branch_tensors(p, br, all, false);
+    int no = exec_branch_tensors(p, br, outs, true);
+    size_t snap_bytes = 0, out_bytes = 0;
+    uint8_t *ptr;
+    for (int i = 0; i < na; i++)
+        snap_bytes += exec_tensor_bytes(p, all[i], j->rows, &ptr);
+    for (int i = 0; i < no; i++)
+        out_bytes += exec_tensor_bytes(p, outs[i], j->rows, &ptr);
+    uint8_t *snap = malloc(snap_bytes + 1), *graph_out = malloc(out_bytes + 1),
+            *eager_out = malloc(out_bytes + 1);
+    int rc = (!snap || !graph_out || !eager_out) ? -ENOMEM : 0;
+    char why[160];
+    size_t off = 0;
+    /* The copies below are not ordered with the session's non-blocking
+     * stream: drain it first (a client event the stream waits on, an
+     * earlier async replay), so the snapshot holds the inputs this replay
+     * is meant to read. */
+    if (rc == 0)
+        rc = dev->ops->stream_sync(dev, s);
+    for (int i = 0; i < na && rc == 0; i++) {
+        size_t b = exec_tensor_bytes(p, all[i], j->rows, &ptr);
+        rc = dev->ops->memcpy_d2h(dev, snap + off, ptr, b);
+        off += b;
+    }
+    if (rc == 0)
+        rc = dev->ops->graph_launch(dev, r->exec, s);
+    if (rc == 0)
+        rc = dev->ops->stream_sync(dev, s);
+    off = 0;
+    for (int i = 0; i < no && rc == 0; i++) {
+        size_t b = exec_tensor_bytes(p, outs[i], j->rows, &ptr);
+        rc = dev->ops->memcpy_d2h(dev, graph_out + off, ptr, b);
+        off += b;
+    }
+    off = 0;
+    for (int i = 0; i < na && rc == 0; i++) {
+        size_t b = exec_tensor_bytes(p, all[i], j->rows, &ptr);
+        rc = dev->ops->memcpy_h2d(dev, ptr, snap + off, b);
+        off += b;
+    }
+    if (rc == 0)
+        rc = exec_launch_nodes(core, s, p, br, j->rows, r->scratch, why, sizeof(why));
+    if (rc == 0)
+        rc = dev->ops->stream_sync(dev, s);
+    off = 0;
+    for (int i = 0; i < no && rc == 0; i++) {
+        size_t b = exec_tensor_bytes(p, outs[i], j->rows, &ptr);
+        rc = dev->ops->memcpy_d2h(dev, eager_out + off, ptr, b);
+        off += b;
+    }
+    /* Compare over the real rows only: padding rows are free to differ. */
+    double worst = 0.0;
+    off = 0;
+    for (int i = 0; i < no && rc == 0; i++) {
+        const gg_ptensor *pt = &p->tensors[outs[i]];
+        size_t b = exec_tensor_bytes(p, outs[i], j->rows, &ptr);
+        gg_tensor_desc d = pt->desc;
+        if (pt->batch_dim >= 0)
+            d.dims[pt->batch_dim] = j->rows;
+        int64_t n = gg_desc_numel(&d), real = n;
+        if (pt->batch_dim == 0)
+            real = n / j->rows * j->batch;
+        double num = 0, den = 0;
+        for (int64_t k = 0; k < real; k++) {
+            float a = gg_load(graph_out + off, d.dtype, k), bb = gg_load(eager_out + off, d.dtype, k);
+            if (isnan(a) && isnan(bb))
+                continue;
+            num += ((double)a - bb) * ((double)a - bb);
+            den += (double)bb * bb;
+        }
+        double rel = den > 0 ? sqrt(num / den) : sqrt(num);
+        if (!(rel <= worst))
+            worst = rel;   /* NaN sticks */
+        off += b;
+    }
+    free(all);
+    free(snap);
+    free(graph_out);
+    free(eager_out);
+    if (rc < 0)
+        return rc;
+    r->validated = true;
+    if (!(worst <= 1e-3)) {
+        r->validation_failed = true;
+        snprintf(r->reason, sizeof(r->reason),
+                 "validation failed: graph output differs from eager (rel err %.3g)", worst);
+    }
+    return 0;
+}
+
+static bool exec_should_validate(const gg_core *core, const gg_cache_entry *e)
+{
+    const gg_config *c = core->cfg;
+    if (!c->validate)
+        return false;
+    if (c->replay_mode == GG_REPLAY_HOT)
+        return e->replays == 0;
+    if (e->replays < c->trusted_replay_threshold)
+        return true;
+    return (e->replays - c->trusted_replay_threshold) % c->trusted_replay_sample_interval == 0;
+}
+
+
+void gg_exec_run(gg_core *core, gg_job *j)
+{
+    gg_device *dev = core->dev;
+    gg_dev_stream *s = NULL;
+    gg_job_result *res = j->results;
+    char why[160] = "";
+    int rc = 0;
+    j->t_start_us = gg_now_us();
+
+    if (j->kind == GG_JOB_SMOKE) {
+        res[0].rc = gg_device_smoke_test(dev, res[0].reason, sizeof(res[0].reason));
+        gg_exec_job_done(j, 0);
+        return;
+    }
+    if (j->kind == GG_JOB_REPLAY && (core->cfg->fault & GG_FAULT_DEVICE)) {
+        j->rc = -ENODEV;
+        snprintf(j->reason, sizeof(j->reason), "device lost (injected by GFXGRAPH_FAULT=device)");
+        gg_exec_job_done(j, -ENODEV);
+        return;
+    }
+    /* The session's jobs run one at a time, so this is never raced. */
+    if ((rc = gg_session_stream(j->sess, &s)) < 0) {
+        j->rc = rc;
+        snprintf(j->reason, sizeof(j->reason), "cannot create a device stream: %s",
+                 dev->ops->last_error(dev));
+        gg_exec_job_done(j, rc);
+        return;
+    }
+    if (j->kind == GG_JOB_PREPARE) {
+        for (int i = 0; i < j->nentries; i++) {
+            gg_cache_entry *e = j->entries[i];
+            gg_job_result *r = &res[i];
+            r->scratch = e->scratch;
+            if (e->state == GG_ENTRY_READY && e->gen == j->gen)
+                continue;
+            if ((r->rc = exec_capture(core, j, e, s, r)) < 0)
+                r->failed = true;
+        }
+        gg_exec_job_done(j, 0);
+        return;
+    }
+
+    const gg_branch *br = &j->prog->branches[j->branch];
+    gg_cache_entry *e = j->nentries ? j->entries[0] : NULL;
+    gg_job_result *r = &res[0];
+    uint8_t *scratch = NULL;
+    /* The client's event orders its writes of the inputs before our reads,
+     * on the device, with no host round trip. */
+    if (j->wait_ev && (rc = dev->ops->stream_wait_event(dev, s, j->wait_ev->dev)) < 0) {
+        j->rc = rc;
+        snprintf(j->reason, sizeof(j->reason), "cannot wait for event %llu: %s",
+                 (unsigned long long)j->wait_ev->id, dev->ops->last_error(dev));
+        gg_exec_job_done(j, rc);
+        return;
+    }
+    bool try_graph = e && core->cfg->graphs_enabled && e->state != GG_ENTRY_FAILED;
+    if (e) {
+        r->scratch = e->scratch;
+        r->exec = e->exec;
+    }
+    bool stale = e && e->state == GG_ENTRY_READY && e->gen != j->gen;
+    if (try_graph && (e->state == GG_ENTRY_EMPTY || stale) && exec_capture(core, j, e, s, r) < 0)
+        r->failed = true;
+    if (try_graph && !r->failed) {
+        if (exec_should_validate(core, e)) {
+            rc = exec_validate(core, j, e, s, r);
+            if (rc == 0 && r->validation_failed) {
+                r->failed = true;
+                j->fallback = true;   /* the eager result is the one kept */
+            }
+            j->graph = rc == 0 && !r->validation_failed;
+            if (rc == 0)
+                goto submitted;
+            r->failed = true;
+            snprintf(r->reason, sizeof(r->reason), "validation could not run: %s",
+                     dev->ops->last_error(dev));
+        } else if (exec_fault(core, GG_FAULT_LAUNCH, r, "launch") < 0) {
+            r->failed = true;
+        } else {
+            j->t_start_us = gg_now_us();   /* device time excludes the capture */
+            rc = dev->ops->graph_launch(dev, r->exec, s);
+            /* A lost device ends the daemon; a fault in a client's own
+             * memory fails this request only: the graph itself is sound. */
+            if (rc == -ENODEV || rc == -EFAULT) {
+                j->rc = rc;
+                snprintf(j->reason, sizeof(j->reason), "%s", dev->ops->last_error(dev));
+                gg_exec_job_done(j, rc);
+                return;
+            }
+            if (rc < 0) {
+                r->failed = true;
+                snprintf(r->reason, sizeof(r->reason), "launch failed: %s",
+                         dev->ops->last_error(dev));
+            }
+            j->graph = rc == 0;
+        }
+    }
+    if (!j->graph) {
+        /* eager: the same nodes, one launch each */
+        rc = 0;
+        j->fallback = e && (r->failed || e->state == GG_ENTRY_FAILED) && core->cfg->graphs_enabled;
+        if (e) {
+            scratch = r->scratch;
+            if (!scratch && gg_program_scratch_bytes(j->prog, j->rows)) {
+                rc = dev->ops->scratch_alloc(dev, gg_program_scratch_bytes(j->prog, j->rows),
+                                             (void **)&r->scratch);
+                scratch = r->scratch;
+            }
+        } else if (gg_program_scratch_bytes(j->prog, j->rows)) {
+            rc = dev->ops->scratch_alloc(dev, gg_program_scratch_bytes(j->prog, j->rows),
+                                         (void **)&j->tmp_scratch);
+            scratch = j->tmp_scratch;
+        }
+        j->t_start_us = gg_now_us();   /* device time excludes capture and allocation */
+        if (rc == 0)
+            rc = exec_launch_nodes(core, s, j->prog, br, j->rows, scratch, why, sizeof(why));
+        if (rc < 0) {
+            j->rc = rc;
+            snprintf(j->reason, sizeof(j->reason), "eager launch failed: %s", why[0] ? why : strerror(-rc));
+            gg_exec_job_done(j, rc);
+            return;
+        }
+    }
+submitted:
+    if (j->signal_ev && (rc = dev->ops->event_record(dev, j->signal_ev->dev, s)) < 0) {
+        j->rc = rc;
+        snprintf(j->reason, sizeof(j->reason), "cannot record event %llu: %s",
+                 (unsigned long long)j->signal_ev->id, dev->ops->last_error(dev));
+        gg_exec_job_done(j, rc);
+        return;
+    }
+    gg_exec_job_await(j, true);
+    rc = dev->ops->notify(dev, s, gg_exec_job_done, j);
+    if (rc < 0) {
+        gg_exec_job_await(j, false);
+        j->rc = rc;
+        snprintf(j->reason, sizeof(j->reason), "cannot wait for completion: %s",
+                 dev->ops->last_error(dev));
+        gg_exec_job_done(j, rc);
+        return;
+    }
+    gg_exec_job_enqueued(j);
+}

@@ -1,0 +1,811 @@
+/* program.define parsing and checking.
+ *
+ * Everything a replay will touch is decided here: each tensor's buffer,
+ * offset, dtype and shape, each node's op, operands and attributes.  A
+ * program is accepted only if every node passes its op's shape rule at
+ * every bucket and every buffer tensor lies inside its buffer at the largest
+ * bucket, so the executor never re-checks. */
+#include "core/program.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/cache.h"
+#include "base/log.h"
+#include "core/core.h"
+
+#define PROG_ALIGN 256
+
+int gg_program_lookup(gg_core *core, gg_session *s, uint64_t id, gg_program **out,
+                      proto_errbuf *e)
+{
+    gg_program *p = gg_idmap_get(&core->programs, id);
+    if (!p)
+        return proto_fail(e, -ENOENT, "no program with id %llu (released, or never defined)",
+                          (unsigned long long)id);
+    if (p->sess != s)
+        return proto_fail(e, -EACCES, "program %llu belongs to another session",
+                          (unsigned long long)id);
+    *out = p;
+    return 0;
+}
+
+static void program_free(gg_program *p)
+{
+    gg_core *core = p->sess->core;
+    if (p->entries) {
+        for (int i = 0; i < p->nbranches * p->nbuckets; i++)
+            if (p->entries[i])
+                gg_cache_drop(core->cache, p->entries[i]);
+        free(p->entries);
+    }
+    for (int i = 0; i < p->ntensors; i++)
+        if (p->tensors[i].buf)
+            p->tensors[i].buf->users--;
+    for (int b = 0; b < p->nbranches; b++)
+        free(p->branches[b].nodes);
+    free(p->branches);
+    free(p->tensors);
+    free(p->sig);
+    free(p);
+}
+
+void gg_program_release(gg_program *p)
+{
+    if (p->released)
+        return;
+    p->released = true;
+    gg_idmap_del(&p->sess->core->programs, p->id);
+    gg_list_del(&p->sess_link);
+    if (p->pins == 0)
+        program_free(p);
+}
+
+void gg_program_unpin(gg_program *p)
+{
+    if (--p->pins == 0 && p->released)
+        program_free(p);
+}
+
+void gg_program_park_all(gg_session *s)
+{
+    while (!gg_list_empty(&s->programs)) {
+        gg_program *p = gg_container_of(s->programs.next, gg_program, sess_link);
+        if (p->pins == 0 && p->sig && p->entries)
+            gg_cache_park(s->core->cache, p, s->uid);
+        gg_program_release(p);
+    }
+}
+
+int gg_program_bucket_index(const gg_program *p, int batch)
+{
+    for (int i = 0; i < p->nbuckets; i++)
+        if (p->buckets[i] >= batch)
+            return i;
+    return -1;
+}
+
+static gg_tensor_desc prog_desc_at(const gg_ptensor *t, int rows)
+{
+    gg_tensor_desc d = t->desc;
+    if (t->batch_dim >= 0)
+        d.dims[t->batch_dim] = rows;
+    return d;
+}
+
+static size_t prog_align(size_t n)
+{
+    return (n + PROG_ALIGN - 1) & ~(size_t)(PROG_ALIGN - 1);
+}
+
+/* Scratch tensors sit one after another, each aligned, in tensor order. */
+static size_t prog_scratch_offset(const gg_program *p, int upto, int rows)
+{
+    size_t off = 0;
+    for (int i = 0; i < upto; i++)
+        if (!p->tensors[i].buf) {
+            gg_tensor_desc d = prog_desc_at(&p->tensors[i], rows);
+            off += prog_align(gg_desc_bytes(&d));
+        }
+    return off;
+}
+
+size_t gg_program_scratch_bytes(const gg_program *p, int rows)
+{
+    return prog_scratch_offset(p, p->ntensors, rows);
+}
+
+static void prog_bind_one(const gg_program *p, int t, int rows, uint8_t *scratch, gg_tensor *out)
+{
+    const gg_ptensor *pt = &p->tensors[t];
+    out->desc = prog_desc_at(pt, rows);
+    out->data = pt->buf ? pt->buf->ptr + pt->offset
+                        : scratch + prog_scratch_offset(p, t, rows);
+}
+
+void gg_program_bind(const gg_program *p, const gg_pnode *n, int rows, uint8_t *scratch,
+                     gg_tensor *in, gg_tensor *out)
+{
+    for (int i = 0; i < n->nin; i++)
+        prog_bind_one(p, n->in[i], rows, scratch, &in[i]);
+    for (int i = 0; i < n->nout; i++)
+        prog_bind_one(p, n->out[i], rows, scratch, &out[i]);
+}
+
+/* ---- parsing ---------------------------------------------------------- */
+
+static int prog_name(const msgpack_object *o, char *dst, size_t cap, const char *what,
+                     proto_errbuf *e)
+{
+    /* names come back in program.list and stats: only valid UTF-8 */
+    if (o->type != MSGPACK_OBJECT_STR || o->via.str.size == 0 || o->via.str.size >= cap ||
+        !proto_utf8_valid(o->via.str.ptr, o->via.str.size))
+        return proto_fail(e, -EINVAL, "%s must be a UTF-8 string of 1 to %zu bytes", what,
+                          cap - 1);
+    memcpy(dst, o->via.str.ptr, o->via.str.size);
+    dst[o->via.str.size] = '\0';
+    return 0;
+}
+
+static int prog_tensor(gg_core *core, gg_session *s, const char *name,
+                       const msgpack_object *spec, gg_ptensor *t, proto_errbuf *e)
+{
+    int rc;
+    if (spec->type != MSGPACK_OBJECT_MAP)
+        return proto_fail(e, -EINVAL, "tensor '%s' must be a map {buffer, offset, dtype, shape} "
+                          "or {scratch: true, dtype, shape}", name);
+    snprintf(t->name, sizeof(t->name), "%s", name);
+    const char *dt;
+    size_t dtlen;
+    char sub[160] = "";
+    proto_errbuf se = {sub, sizeof(sub)};
+    if ((rc = proto_get_str(spec, "dtype", true, &dt, &dtlen, &se)) < 0)
+        return proto_fail(e, rc, "tensor '%s': %s", name, sub);
+    if (gg_dtype_parse(dt, dtlen, &t->desc.dtype) < 0)
+        return proto_fail(e, -EINVAL, "tensor '%s': dtype '%.*s' is not one of f32, f16, bf16",
+                          name, (int)(dtlen > 16 ? 16 : dtlen), dt);
+    const msgpack_object *shape;
+    if ((rc = proto_get_array(spec, "shape", true, &shape, &se)) < 0)
+        return proto_fail(e, rc, "tensor '%s': %s", name, sub);
+    uint32_t nd = shape->via.array.size;
+    if (nd < 1 || nd > GG_MAX_DIMS)
+        return proto_fail(e, -EINVAL, "tensor '%s': shape must have 1 to %d dims, got %u", name,
+                          GG_MAX_DIMS, nd);
+    t->desc.ndim = (int)nd;
+    t->batch_dim = -1;
+    for (uint32_t i = 0; i < nd; i++) {
+        const msgpack_object *d = &shape->via.array.ptr[i];
+        uint64_t v;
+        if (proto_str_eq(d, "batch")) {
+            /* Only a leading batch dim keeps the layout of the real rows the
+             * same at every bucket, and keeps padding out of every reduction. */
+            if (i != 0)
+                return proto_fail(e, -EINVAL, "tensor '%s': \"batch\" may only be the first dim",
+                                  name);
+            t->batch_dim = (int)i;
+            t->desc.dims[i] = 1;
+        } else if (proto_obj_u64(d, &v) && v >= 1 && v <= (1u << 30)) {
+            t->desc.dims[i] = (int64_t)v;
+        } else {
+            return proto_fail(e, -EINVAL, "tensor '%s': dim %u must be an integer from 1 to 2^30 "
+                              "or \"batch\"", name, i);
+        }
+    }
+    /* Bound the size at the largest batch so no size computation can wrap. */
+    uint64_t bytes = gg_dtype_size(t->desc.dtype);
+    for (int i = 0; i < t->desc.ndim; i++) {
+        uint64_t d = i == t->batch_dim ? GG_MAX_BATCH : (uint64_t)t->desc.dims[i];
+        if (__builtin_mul_overflow(bytes, d, &bytes) || bytes > GG_MAX_TENSOR_BYTES)
+            return proto_fail(e, -EINVAL, "tensor '%s' is too large: at most %llu bytes at batch %d",
+                              name, (unsigned long long)GG_MAX_TENSOR_BYTES, GG_MAX_BATCH);
+    }
+    bool scratch = false;
+    rc = proto_get_bool(spec, "scratch", false, &scratch, &se);
+    if (rc < 0 && rc != -ENOENT)
+        return proto_fail(e, rc, "tensor '%s': %s", name, sub);
+    if (scratch) {
+        if (proto_map_get(spec, "buffer"))
+            return proto_fail(e, -EINVAL, "tensor '%s': a scratch tensor has no buffer", name);
+        return 0;
+    }
+    uint64_t bid, off = 0;
+    if ((rc = proto_get_u64(spec, "buffer", true, UINT64_MAX, &bid, &se)) < 0)
+        return proto_fail(e, rc, "tensor '%s': %s (or scratch: true)", name, sub);
+    if ((rc = proto_get_u64(spec, "offset", false, UINT64_MAX, &off, &se)) < 0 && rc != -ENOENT)
+        return proto_fail(e, rc, "tensor '%s': %s", name, sub);
+    if ((rc = gg_buffer_lookup(core, s, bid, &t->buf, &se)) < 0)
+        return proto_fail(e, rc, "tensor '%s': %s", name, sub);
+    size_t es = gg_dtype_size(t->desc.dtype);
+    if (off % es)
+        return proto_fail(e, -EINVAL, "tensor '%s': offset %llu is not a multiple of the %s "
+                          "element size %zu", name, (unsigned long long)off,
+                          gg_dtype_name(t->desc.dtype), es);
+    t->offset = off;
+    return 0;
+}
+
+/* Rows this buffer tensor can hold (INT32_MAX without a batch dim), or
+ * -EINVAL when it does not fit even at one row. */
+static int64_t prog_tensor_rows(const gg_ptensor *t)
+{
+    gg_tensor_desc d = prog_desc_at(t, 1);
+    uint64_t unit = gg_desc_bytes(&d);
+    if (t->offset > t->buf->size || unit > t->buf->size - t->offset)
+        return -EINVAL;
+    if (t->batch_dim < 0)
+        return INT32_MAX;
+    return (int64_t)((t->buf->size - t->offset) / unit);
+}
+
+/* Above the largest bucket a batch runs eager with the buffers laid out as
+ * the client placed them: the rows it may use stop where two buffer tensors
+ * that are apart at the largest bucket would start to overlap. */
+static int prog_layout_rows(const gg_program *p, int rows)
+{
+    int top = p->buckets[p->nbuckets - 1];
+    for (int a = 0; a < p->ntensors; a++) {
+        const gg_ptensor *ta = &p->tensors[a];
+        if (!ta->buf || ta->batch_dim < 0)
+            continue;
+        gg_tensor_desc d1 = prog_desc_at(ta, 1), dt = prog_desc_at(ta, top);
+        uint64_t unit = gg_desc_bytes(&d1), a1 = ta->offset + gg_desc_bytes(&dt);
+        for (int b = 0; b < p->ntensors; b++) {
+            const gg_ptensor *tb = &p->tensors[b];
+            if (b == a || tb->buf != ta->buf || tb->offset < a1)
+                continue;   /* other buffer, or already overlapping by design */
+            uint64_t room = (tb->offset - ta->offset) / unit;
+            if (room < (uint64_t)rows)
+                rows = (int)room;
+        }
+    }
+    return rows;
+}
+
+static int prog_find_tensor(const gg_program *p, const msgpack_object *o)
+{
+    if (o->type != MSGPACK_OBJECT_STR)
+        return -1;
+    for (int i = 0; i < p->ntensors; i++)
+        if (strlen(p->tensors[i].name) == o->via.str.size &&
+            memcmp(p->tensors[i].name, o->via.str.ptr, o->via.str.size) == 0)
+            return i;
+    return -1;
+}
+
+static int prog_operands(const gg_program *p, const msgpack_object *arr, int *idx, int min,
+                         int max, const char *what, int ni, const char *opname, proto_errbuf *e)
+{
+    if (!arr || arr->type != MSGPACK_OBJECT_ARRAY)
+        return proto_fail(e, -EINVAL, "node %d (%s): '%s' must be an array of tensor names", ni,
+                          opname, what);
+    int n = (int)arr->via.array.size;
+    if (n < min || n > max) {
+        if (min == max)
+            return proto_fail(e, -EINVAL, "node %d (%s): takes %d %s, got %d", ni, opname, min,
+                              what, n);
+        return proto_fail(e, -EINVAL, "node %d (%s): takes %d to %d %s, got %d", ni, opname, min,
+                          max, what, n);
+    }
+    for (int i = 0; i < n; i++) {
+        idx[i] = prog_find_tensor(p, &arr->via.array.ptr[i]);
+        if (idx[i] < 0) {
+            const msgpack_object *o = &arr->via.array.ptr[i];
+            if (o->type == MSGPACK_OBJECT_STR)
+                return proto_fail(e, -EINVAL, "node %d (%s): unknown tensor '%.*s' in %s", ni,
+                                  opname, (int)(o->via.str.size > 64 ? 64 : o->via.str.size),
+                                  o->via.str.ptr, what);
+            return proto_fail(e, -EINVAL, "node %d (%s): %s must be tensor names", ni, opname,
+                              what);
+        }
+    }
+    return n;
+}
+
+static int prog_attrs(const gg_op_def *op, const msgpack_object *attrs, gg_op_attrs *out, int ni,
+                      proto_errbuf *e)
+{
+    gg_ops_attr_defaults(op, out);
+    if (!attrs || attrs->type == MSGPACK_OBJECT_NIL)
+        return 0;
+    if (attrs->type != MSGPACK_OBJECT_MAP)
+        return proto_fail(e, -EINVAL, "node %d (%s): attrs must be a map", ni, op->name);
+    for (uint32_t i = 0; i < attrs->via.map.size; i++) {
+        const msgpack_object *k = &attrs->via.map.ptr[i].key;
+        const msgpack_object *v = &attrs->via.map.ptr[i].val;
+        char key[32];
+        if (proto_strdup_obj(k, key, sizeof(key)) < 0)
+            return proto_fail(e, -EINVAL, "node %d (%s): attribute names are short strings", ni,
+                              op->name);
+        int a = gg_ops_attr_index(op, key);
+        if (a < 0)
+            return proto_fail(e, -EINVAL, "node %d (%s): unknown attribute '%s'", ni, op->name,
+                              key);
+        const gg_attr_spec *spec = &op->attrs[a];
+        if (spec->kind == GG_ATTR_FLOAT) {
+            if (!proto_obj_f64(v, &out->v[a]))
+                return proto_fail(e, -EINVAL, "node %d (%s): attribute '%s' must be a finite "
+                                  "number", ni, op->name, key);
+        } else {
+            int found = -1;
+            for (int c = 0; spec->choices[c]; c++)
+                if (proto_str_eq(v, spec->choices[c]))
+                    found = c;
+            if (found < 0)
+                return proto_fail(e, -EINVAL, "node %d (%s): attribute '%s' must be one of the "
+                                  "names the op accepts (e.g. \"%s\")", ni, op->name, key,
+                                  spec->choices[0]);
+            out->v[a] = found;
+        }
+    }
+    return 0;
+}
+
+/* Ops whose output may alias an input exactly (each element reads only its
+ * own position). */
+static bool prog_elementwise(const gg_op_def *op)
+{
+    static const char *const names[] = {"copy", "add", "mul", "scale", "gelu", "silu",
+                                        "silu_mul", NULL};
+    for (int i = 0; names[i]; i++)
+        if (strcmp(op->name, names[i]) == 0)
+            return true;
+    return false;
+}
+
+static int prog_overlap(const gg_program *p, int a, int b, int rows)
+{
+    const gg_ptensor *ta = &p->tensors[a], *tb = &p->tensors[b];
+    if (a == b)
+        return 2;
+    if (!ta->buf || ta->buf != tb->buf)
+        return 0;
+    gg_tensor_desc da = prog_desc_at(ta, rows), db = prog_desc_at(tb, rows);
+    uint64_t a0 = ta->offset, a1 = a0 + gg_desc_bytes(&da);
+    uint64_t b0 = tb->offset, b1 = b0 + gg_desc_bytes(&db);
+    if (a1 <= b0 || b1 <= a0)
+        return 0;
+    return (a0 == b0 && a1 == b1) ? 2 : 1;
+}
+
+/* No output of a node may overlap one of its inputs, except an exact alias
+ * in an elementwise op. */
+static int prog_node_overlaps(const gg_program *p, const gg_pnode *n, int ni, proto_errbuf *e)
+{
+    int top = p->buckets[p->nbuckets - 1];
+    for (int o = 0; o < n->nout; o++)
+        for (int i = 0; i < n->nin; i++) {
+            int ov = prog_overlap(p, n->out[o], n->in[i], top);
+            if (ov == 1 || (ov == 2 && !prog_elementwise(n->op)))
+                return proto_fail(e, -EINVAL, "node %d (%s): output '%s' overlaps input '%s'; %s",
+                                  ni, n->op->name, p->tensors[n->out[o]].name,
+                                  p->tensors[n->in[i]].name,
+                                  ov == 1 ? "partial overlap is never allowed"
+                                          : "only elementwise ops may write in place");
+        }
+    return 0;
+}
+
+/* A batch runs at its bucket, so an output with a batch dim is written up to
+ * the bucket's rows: the rows past the batch are padding.  That padding must
+ * not land on memory another tensor of the program names (a weight, an
+ * input, another output's real rows), so such an output may share memory
+ * with another buffer tensor only as an exact alias.  Checked by address, so
+ * one allocation registered twice is caught too. */
+static int prog_padding_overlaps(const gg_program *p, proto_errbuf *e)
+{
+    int top = p->buckets[p->nbuckets - 1];
+    bool *written = calloc((size_t)p->ntensors, sizeof(bool));
+    if (!written)
+        return proto_fail(e, -ENOMEM, "out of memory");
+    for (int b = 0; b < p->nbranches; b++)
+        for (int ni = 0; ni < p->branches[b].nnodes; ni++)
+            for (int o = 0; o < p->branches[b].nodes[ni].nout; o++)
+                written[p->branches[b].nodes[ni].out[o]] = true;
+    int rc = 0;
+    for (int w = 0; w < p->ntensors && rc == 0; w++) {
+        const gg_ptensor *tw = &p->tensors[w];
+        if (!written[w] || !tw->buf || tw->batch_dim < 0)
+            continue;
+        gg_tensor_desc dw = prog_desc_at(tw, top);
+        uintptr_t w0 = (uintptr_t)tw->buf->ptr + tw->offset, w1 = w0 + gg_desc_bytes(&dw);
+        for (int t = 0; t < p->ntensors && rc == 0; t++) {
+            const gg_ptensor *tt = &p->tensors[t];
+            if (t == w || !tt->buf)
+                continue;
+            gg_tensor_desc dt = prog_desc_at(tt, top);
+            uintptr_t t0 = (uintptr_t)tt->buf->ptr + tt->offset, t1 = t0 + gg_desc_bytes(&dt);
+            if (w1 <= t0 || t1 <= w0 || (w0 == t0 && w1 == t1))
+                continue;
+            rc = proto_fail(e, -EINVAL, "tensor '%s' is written with batch rows up to the largest "
+                            "bucket (%d), and those rows overlap tensor '%s': rows past a batch "
+                            "are padding the daemon writes, so a written batch tensor may share "
+                            "memory with another tensor only as an exact alias", tw->name, top,
+                            tt->name);
+        }
+    }
+    free(written);
+    return rc;
+}
+
+/* The op's shape and dtype rule for node n with the batch dims at `rows`. */
+static int prog_node_check_rows(const gg_program *p, const gg_pnode *n, int rows, char *why,
+                                size_t whylen)
+{
+    gg_tensor_desc din[GG_MAX_OPERANDS], dout[GG_MAX_OPERANDS];
+    for (int i = 0; i < n->nin; i++)
+        din[i] = prog_desc_at(&p->tensors[n->in[i]], rows);
+    for (int i = 0; i < n->nout; i++)
+        dout[i] = prog_desc_at(&p->tensors[n->out[i]], rows);
+    return n->op->check(n->op, din, n->nin, dout, n->nout, &n->attrs, why, whylen);
+}
+
+int gg_program_check_rows(const gg_program *p, int branch, int rows, proto_errbuf *e)
+{
+    const gg_branch *br = &p->branches[branch];
+    for (int ni = 0; ni < br->nnodes; ni++) {
+        char why[256] = "";
+        if (prog_node_check_rows(p, &br->nodes[ni], rows, why, sizeof(why)) < 0)
+            return proto_fail(e, -ERANGE, "batch %d is above the largest bucket (%d), and at "
+                              "%d rows node %d (%s) does not hold: %s", rows,
+                              p->buckets[p->nbuckets - 1], rows, ni, br->nodes[ni].op->name, why);
+    }
+    return 0;
+}
+
+static int prog_nodes(gg_program *p, const msgpack_object *arr, gg_branch *br, int bi,
+                      proto_errbuf *e)
+{
+    if (arr->type != MSGPACK_OBJECT_ARRAY || arr->via.array.size == 0)
+        return proto_fail(e, -EINVAL, "branch %d: nodes must be a non-empty array", bi);
+    if (arr->via.array.size > GG_MAX_NODES)
+        return proto_fail(e, -EINVAL, "branch %d: at most %d nodes", bi, GG_MAX_NODES);
+    br->nnodes = (int)arr->via.array.size;
+    br->nodes = calloc((size_t)br->nnodes, sizeof(*br->nodes));
+    if (!br->nodes)
+        return proto_fail(e, -ENOMEM, "out of memory");
+    bool *written = calloc((size_t)p->ntensors, sizeof(bool));
+    if (!written)
+        return proto_fail(e, -ENOMEM, "out of memory");
+    int rc = 0;
+    for (int ni = 0; ni < br->nnodes && rc == 0; ni++) {
+        const msgpack_object *no = &arr->via.array.ptr[ni];
+        gg_pnode *n = &br->nodes[ni];
+        if (no->type != MSGPACK_OBJECT_MAP) {
+            rc = proto_fail(e, -EINVAL, "node %d must be a map {op, inputs, outputs, attrs?}", ni);
+            break;
+        }
+        char opname[32];
+        const msgpack_object *opo = proto_map_get(no, "op");
+        if (!opo || proto_strdup_obj(opo, opname, sizeof(opname)) < 0) {
+            rc = proto_fail(e, -EINVAL, "node %d: 'op' must be an op name", ni);
+            break;
+        }
+        n->op = gg_ops_find(opname);
+        if (!n->op) {
+            rc = proto_fail(e, -EINVAL, "node %d: unknown op '%s' (hello lists the ops)", ni,
+                            opname);
+            break;
+        }
+        int k = prog_operands(p, proto_map_get(no, "inputs"), n->in, n->op->nin_min,
+                              n->op->nin_max, "inputs", ni, opname, e);
+        if (k < 0) { rc = k; break; }
+        n->nin = k;
+        k = prog_operands(p, proto_map_get(no, "outputs"), n->out, n->op->nout, n->op->nout,
+                          "outputs", ni, opname, e);
+        if (k < 0) { rc = k; break; }
+        n->nout = k;
+        if ((rc = prog_attrs(n->op, proto_map_get(no, "attrs"), &n->attrs, ni, e)) < 0)
+            break;
+        for (int i = 0; i < n->nin && rc == 0; i++)
+            if (!p->tensors[n->in[i]].buf && !written[n->in[i]])
+                rc = proto_fail(e, -EINVAL, "node %d (%s): scratch tensor '%s' is read before "
+                                "any node writes it", ni, opname, p->tensors[n->in[i]].name);
+        if (rc < 0 || (rc = prog_node_overlaps(p, n, ni, e)) < 0)
+            break;
+        /* The shape rule at every bucket: a batch dim can meet a fixed one. */
+        for (int b = 0; b < p->nbuckets && rc == 0; b++) {
+            char why[256] = "";
+            if (prog_node_check_rows(p, n, p->buckets[b], why, sizeof(why)) < 0)
+                rc = proto_fail(e, -EINVAL, "node %d (%s) at bucket %d: %s", ni, opname,
+                                p->buckets[b], why);
+        }
+        for (int o = 0; o < n->nout; o++)
+            written[n->out[o]] = true;
+    }
+    free(written);
+    return rc;
+}
+
+typedef struct {
+    uint8_t *b;
+    size_t n, cap;
+    bool oom;
+} prog_sigbuf;
+
+static void sig_put(prog_sigbuf *sb, const void *p, size_t n)
+{
+    if (sb->oom)
+        return;
+    if (sb->n + n > sb->cap) {
+        size_t cap = sb->cap ? sb->cap * 2 : 1024;
+        while (cap < sb->n + n)
+            cap *= 2;
+        uint8_t *nb = realloc(sb->b, cap);
+        if (!nb) {
+            sb->oom = true;
+            return;
+        }
+        sb->b = nb;
+        sb->cap = cap;
+    }
+    memcpy(sb->b + sb->n, p, n);
+    sb->n += n;
+}
+
+#define SIG_PUT(sb, v) sig_put((sb), &(v), sizeof(v))
+
+/* Everything that shapes the captured graphs except where buffer tensors
+ * live: two programs with equal signatures capture graphs of the same
+ * topology, so one's graphs can be updated in place for the other. */
+static int prog_signature(gg_program *p)
+{
+    prog_sigbuf sb = {0};
+    sig_put(&sb, p->name, strlen(p->name) + 1);
+    SIG_PUT(&sb, p->nbuckets);
+    sig_put(&sb, p->buckets, sizeof(int) * (size_t)p->nbuckets);
+    SIG_PUT(&sb, p->ntensors);
+    for (int i = 0; i < p->ntensors; i++) {
+        const gg_ptensor *t = &p->tensors[i];
+        uint8_t scratch = t->buf == NULL;
+        sig_put(&sb, t->name, strlen(t->name) + 1);
+        SIG_PUT(&sb, scratch);
+        SIG_PUT(&sb, t->desc);
+        SIG_PUT(&sb, t->batch_dim);
+    }
+    SIG_PUT(&sb, p->nbranches);
+    for (int b = 0; b < p->nbranches; b++) {
+        SIG_PUT(&sb, p->branches[b].nnodes);
+        for (int i = 0; i < p->branches[b].nnodes; i++) {
+            const gg_pnode *n = &p->branches[b].nodes[i];
+            SIG_PUT(&sb, n->op->id);
+            SIG_PUT(&sb, n->nin);
+            SIG_PUT(&sb, n->nout);
+            sig_put(&sb, n->in, sizeof(int) * (size_t)n->nin);
+            sig_put(&sb, n->out, sizeof(int) * (size_t)n->nout);
+            sig_put(&sb, n->attrs.v, sizeof(double) * (size_t)n->op->nattrs);
+        }
+    }
+    if (sb.oom) {
+        free(sb.b);
+        return -ENOMEM;
+    }
+    p->sig = sb.b;
+    p->siglen = sb.n;
+    return 0;
+}
+
+int gg_program_define(gg_core *core, gg_session *s, const msgpack_object *params,
+                      gg_program **out, proto_errbuf *e)
+{
+    int rc;
+    gg_program *p = calloc(1, sizeof(*p));
+    if (!p)
+        return proto_fail(e, -ENOMEM, "out of memory");
+    p->sess = s;
+    gg_list_init(&p->sess_link);
+
+    const msgpack_object *o = proto_map_get(params, "name");
+    if (!o) {
+        rc = proto_fail(e, -EINVAL, "missing required argument 'name'");
+        goto fail;
+    }
+    if ((rc = prog_name(o, p->name, sizeof(p->name), "argument 'name'", e)) < 0)
+        goto fail;
+
+    /* buckets: the program's own, else the daemon's */
+    const msgpack_object *bk;
+    rc = proto_get_array(params, "buckets", false, &bk, e);
+    if (rc == 0) {
+        uint32_t nb = bk->via.array.size;
+        if (nb < 1 || nb > GG_MAX_BUCKETS) {
+            rc = proto_fail(e, -EINVAL, "buckets: give 1 to %d buckets", GG_MAX_BUCKETS);
+            goto fail;
+        }
+        for (uint32_t i = 0; i < nb; i++) {
+            uint64_t v;
+            if (!proto_obj_u64(&bk->via.array.ptr[i], &v) || v < 1 || v > GG_MAX_BATCH ||
+                (i && (int)v <= p->buckets[i - 1])) {
+                rc = proto_fail(e, -EINVAL, "buckets must be strictly increasing integers from 1 "
+                                "to %d", GG_MAX_BATCH);
+                goto fail;
+            }
+            p->buckets[i] = (int)v;
+        }
+        p->nbuckets = (int)nb;
+    } else if (rc == -ENOENT) {
+        memcpy(p->buckets, core->cfg->buckets, sizeof(p->buckets));
+        p->nbuckets = core->cfg->nbuckets;
+    } else {
+        goto fail;
+    }
+
+    const msgpack_object *tensors;
+    if ((rc = proto_get_map(params, "tensors", true, &tensors, e)) < 0)
+        goto fail;
+    if (tensors->via.map.size == 0 || tensors->via.map.size > GG_MAX_TENSORS) {
+        rc = proto_fail(e, -EINVAL, "tensors: give 1 to %d tensors", GG_MAX_TENSORS);
+        goto fail;
+    }
+    p->tensors = calloc(tensors->via.map.size, sizeof(*p->tensors));
+    if (!p->tensors) {
+        rc = proto_fail(e, -ENOMEM, "out of memory");
+        goto fail;
+    }
+    int top = p->buckets[p->nbuckets - 1];
+    p->max_batch = GG_MAX_BATCH;
+    for (uint32_t i = 0; i < tensors->via.map.size; i++) {
+        char name[64];
+        const msgpack_object_kv *kv = &tensors->via.map.ptr[i];
+        if ((rc = prog_name(&kv->key, name, sizeof(name), "a tensor name", e)) < 0)
+            goto fail;
+        if (prog_find_tensor(p, &kv->key) >= 0) {
+            rc = proto_fail(e, -EINVAL, "tensor '%s' is defined twice", name);
+            goto fail;
+        }
+        gg_ptensor *t = &p->tensors[p->ntensors];
+        if ((rc = prog_tensor(core, s, name, &kv->val, t, e)) < 0)
+            goto fail;
+        p->ntensors++;
+        if (t->buf) {
+            t->buf->users++;
+            int64_t rows = prog_tensor_rows(t);
+            gg_tensor_desc d1 = prog_desc_at(t, t->batch_dim >= 0 ? top : 1);
+            if (rows < 0 || rows < top) {
+                rc = proto_fail(e, -ERANGE, "tensor '%s' does not fit in buffer %llu: it needs "
+                                "%zu bytes from offset %llu at batch %d, the buffer has %llu; "
+                                "register a larger buffer or pass smaller buckets", name,
+                                (unsigned long long)t->buf->id, gg_desc_bytes(&d1),
+                                (unsigned long long)t->offset, top,
+                                (unsigned long long)t->buf->size);
+                goto fail;
+            }
+            if (rows < p->max_batch)
+                p->max_batch = (int)rows;
+        }
+    }
+
+    p->max_batch = prog_layout_rows(p, p->max_batch);
+
+    const msgpack_object *nodes = proto_map_get(params, "nodes");
+    const msgpack_object *branches = proto_map_get(params, "branches");
+    if ((nodes != NULL) == (branches != NULL)) {
+        rc = proto_fail(e, -EINVAL, "give exactly one of 'nodes' or 'branches'");
+        goto fail;
+    }
+    if (branches) {
+        if (branches->type != MSGPACK_OBJECT_ARRAY || branches->via.array.size == 0 ||
+            branches->via.array.size > GG_MAX_BRANCHES) {
+            rc = proto_fail(e, -EINVAL, "branches must be an array of 1 to %d node lists",
+                            GG_MAX_BRANCHES);
+            goto fail;
+        }
+        p->nbranches = (int)branches->via.array.size;
+    } else {
+        p->nbranches = 1;
+    }
+    p->branches = calloc((size_t)p->nbranches, sizeof(*p->branches));
+    if (!p->branches) {
+        rc = proto_fail(e, -ENOMEM, "out of memory");
+        goto fail;
+    }
+    for (int b = 0; b < p->nbranches; b++)
+        if ((rc = prog_nodes(p, branches ? &branches->via.array.ptr[b] : nodes, &p->branches[b],
+                             b, e)) < 0)
+            goto fail;
+    if ((rc = prog_padding_overlaps(p, e)) < 0)
+        goto fail;
+
+    p->entries = calloc((size_t)(p->nbranches * p->nbuckets), sizeof(*p->entries));
+    if (!p->entries) {
+        rc = proto_fail(e, -ENOMEM, "out of memory");
+        goto fail;
+    }
+    if (prog_signature(p) < 0) {
+        rc = proto_fail(e, -ENOMEM, "out of memory");
+        goto fail;
+    }
+    p->id = core->next_id++;
+    if ((rc = gg_idmap_put(&core->programs, p->id, p)) < 0) {
+        rc = proto_fail(e, rc, "out of memory");
+        goto fail;
+    }
+    gg_list_add_tail(&s->programs, &p->sess_link);
+    p->warm = gg_cache_adopt(core->cache, p, s->uid);
+    *out = p;
+    return 0;
+
+fail:
+    program_free(p);
+    return rc;
+}
+
+int gg_program_rebind(gg_core *core, gg_program *p, const msgpack_object *tensors, int *count,
+                      proto_errbuf *e)
+{
+    if (p->pins)
+        return proto_fail(e, -EBUSY, "program %llu has replays in flight; rebind once they are "
+                          "answered", (unsigned long long)p->id);
+    if (!tensors || tensors->type != MSGPACK_OBJECT_MAP || tensors->via.map.size == 0)
+        return proto_fail(e, -EINVAL, "argument 'tensors' must be a non-empty map of "
+                          "name: {buffer, offset}");
+    gg_ptensor *nt = malloc(sizeof(*nt) * (size_t)p->ntensors);
+    if (!nt)
+        return proto_fail(e, -ENOMEM, "out of memory");
+    memcpy(nt, p->tensors, sizeof(*nt) * (size_t)p->ntensors);
+    int top = p->buckets[p->nbuckets - 1], rc = 0;
+    for (uint32_t i = 0; i < tensors->via.map.size && rc == 0; i++) {
+        const msgpack_object_kv *kv = &tensors->via.map.ptr[i];
+        int t = prog_find_tensor(p, &kv->key);
+        if (t < 0) {
+            rc = proto_fail(e, -EINVAL, "tensors: no tensor of that name in program %llu",
+                            (unsigned long long)p->id);
+            break;
+        }
+        if (!nt[t].buf) {
+            rc = proto_fail(e, -EINVAL, "tensor '%s' is scratch: only buffer tensors can be "
+                            "rebound", nt[t].name);
+            break;
+        }
+        char sub[160] = "";
+        proto_errbuf se = {sub, sizeof(sub)};
+        uint64_t bid, off = 0;
+        if (kv->val.type != MSGPACK_OBJECT_MAP ||
+            (rc = proto_get_u64(&kv->val, "buffer", true, UINT64_MAX, &bid, &se)) < 0 ||
+            ((rc = proto_get_u64(&kv->val, "offset", false, UINT64_MAX, &off, &se)) < 0 &&
+             rc != -ENOENT) ||
+            (rc = gg_buffer_lookup(core, p->sess, bid, &nt[t].buf, &se)) < 0) {
+            rc = proto_fail(e, rc < 0 ? rc : -EINVAL, "tensor '%s': %s", nt[t].name,
+                            sub[0] ? sub : "give {buffer, offset}");
+            break;
+        }
+        rc = 0;
+        nt[t].offset = off;
+        int64_t rows = off % gg_dtype_size(nt[t].desc.dtype) ? -1 : prog_tensor_rows(&nt[t]);
+        if (rows < top)
+            rc = proto_fail(e, -ERANGE, "tensor '%s' does not fit in buffer %llu at offset %llu "
+                            "for batch %d (or the offset is not element-aligned)", nt[t].name,
+                            (unsigned long long)bid, (unsigned long long)off, top);
+    }
+    gg_ptensor *old = p->tensors;
+    p->tensors = nt;
+    for (int b = 0; b < p->nbranches && rc == 0; b++)
+        for (int ni = 0; ni < p->branches[b].nnodes && rc == 0; ni++)
+            rc = prog_node_overlaps(p, &p->branches[b].nodes[ni], ni, e);
+    if (rc == 0)
+        rc = prog_padding_overlaps(p, e);
+    if (rc < 0) {
+        p->tensors = old;
+        free(nt);
+        return rc;
+    }
+    int changed = 0, max_batch = GG_MAX_BATCH;
+    for (int t = 0; t < p->ntensors; t++) {
+        if (!nt[t].buf)
+            continue;
+        if (nt[t].buf != old[t].buf || nt[t].offset != old[t].offset) {
+            changed++;
+            old[t].buf->users--;
+            nt[t].buf->users++;
+        }
+        int64_t rows = prog_tensor_rows(&nt[t]);
+        if (rows < max_batch)
+            max_batch = (int)rows;
+    }
+    free(old);
+    p->max_batch = prog_layout_rows(p, max_batch);
+    if (changed)
+        p->gen++;
+    *count = changed;
+    return 0;
+}

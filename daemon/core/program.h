@@ -1,0 +1,90 @@
+/* Programs: named tensors and a list of op nodes (or several branches of
+ * them), checked completely at define time so that nothing downstream can
+ * read or write outside the client's buffers. */
+#ifndef GG_PROGRAM_H
+#define GG_PROGRAM_H
+
+#include <stdint.h>
+
+#include "core/buffer.h"
+#include "base/config.h"
+#include "ops.h"
+#include "core/session.h"
+
+#define GG_MAX_TENSORS 4096
+#define GG_MAX_NODES 4096
+#define GG_MAX_BRANCHES 64
+#define GG_MAX_BATCH 65536
+#define GG_MAX_TENSOR_BYTES (1ULL << 40)
+
+typedef struct {
+    char name[64];
+    gg_buffer *buf;          /* NULL: scratch (daemon-owned, per bucket) */
+    uint64_t offset;         /* into buf */
+    gg_tensor_desc desc;     /* the batch dim holds 1 here */
+    int batch_dim;           /* -1: none */
+} gg_ptensor;
+
+typedef struct {
+    const gg_op_def *op;
+    int nin, nout;
+    int in[GG_MAX_OPERANDS];
+    int out[GG_MAX_OPERANDS];
+    gg_op_attrs attrs;
+} gg_pnode;
+
+typedef struct {
+    gg_pnode *nodes;
+    int nnodes;
+} gg_branch;
+
+struct gg_cache_entry;
+
+typedef struct gg_program {
+    uint64_t id;
+    gg_session *sess;
+    gg_list sess_link;
+    char name[64];
+    gg_ptensor *tensors;
+    int ntensors;
+    gg_branch *branches;
+    int nbranches;
+    int buckets[GG_MAX_BUCKETS];
+    int nbuckets;
+    int max_batch;                      /* largest batch the buffers hold */
+    struct gg_cache_entry **entries;    /* [branch * nbuckets + bucket index] */
+    int pins;                           /* jobs in flight */
+    uint64_t gen;                       /* bumped by program.rebind */
+    uint8_t *sig;                       /* structure, without buffers (parking) */
+    size_t siglen;
+    int warm;                           /* graphs adopted at define */
+    bool released;
+} gg_program;
+
+int gg_program_lookup(struct gg_core *core, gg_session *s, uint64_t id, gg_program **out,
+                      proto_errbuf *e);
+/* Parse and check a program.define params map. */
+int gg_program_define(struct gg_core *core, gg_session *s, const msgpack_object *params,
+                      gg_program **out, proto_errbuf *e);
+/* Release from the client's side: unlisted at once, freed when unpinned. */
+void gg_program_release(gg_program *p);
+void gg_program_unpin(gg_program *p);
+/* Session end: release every program, parking their ready graphs. */
+void gg_program_park_all(gg_session *s);
+/* program.rebind: point buffer tensors elsewhere; cached graphs are updated
+ * on their next use. */
+int gg_program_rebind(struct gg_core *core, gg_program *p, const msgpack_object *tensors,
+                      int *count, proto_errbuf *e);
+/* A batch above the largest bucket runs eager at its own row count, where
+ * define never checked the op rules: a batch dim that met a fixed one at the
+ * bucket sizes may not meet it here.  0, or -ERANGE saying which node. */
+int gg_program_check_rows(const gg_program *p, int branch, int rows, proto_errbuf *e);
+/* Index of the smallest bucket >= batch, or -1 when batch is above them all. */
+int gg_program_bucket_index(const gg_program *p, int batch);
+/* Bytes of scratch a run at `rows` needs, and the tensors bound for it:
+ * in/out arrays for node n of branch b with scratch at base. */
+size_t gg_program_scratch_bytes(const gg_program *p, int rows);
+void gg_program_bind(const gg_program *p, const gg_pnode *n, int rows, uint8_t *scratch,
+                     gg_tensor *in, gg_tensor *out);
+
+#endif

@@ -1,0 +1,73 @@
+/* A session is one client connection's state: who it is, what it registered
+ * and defined, its device stream and its queue of replays.  It is
+ * reference-counted: the connection holds one reference and every job in
+ * flight holds one, so a client that disconnects mid-replay leaves its
+ * buffers mapped until the device is done with them. */
+#ifndef GG_SESSION_H
+#define GG_SESSION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "device/device.h"
+
+struct gg_core;
+struct gg_job;
+
+typedef struct gg_list {
+    struct gg_list *prev, *next;
+} gg_list;
+
+static inline void gg_list_init(gg_list *l) { l->prev = l->next = l; }
+static inline bool gg_list_empty(const gg_list *l) { return l->next == l; }
+static inline void gg_list_add_tail(gg_list *head, gg_list *n)
+{
+    n->prev = head->prev;
+    n->next = head;
+    head->prev->next = n;
+    head->prev = n;
+}
+static inline void gg_list_del(gg_list *n)
+{
+    n->prev->next = n->next;
+    n->next->prev = n->prev;
+    n->prev = n->next = n;
+}
+#define gg_container_of(p, T, m) ((T *)((char *)(p) - offsetof(T, m)))
+
+typedef struct gg_session {
+    uint64_t id;
+    int refs;
+    struct gg_core *core;
+    /* The transport's handle for this client (rpc: its gg_conn), opaque to
+     * the core; NULL once the client has gone. */
+    void *transport;
+    char client[64];                /* from hello */
+    bool said_hello;
+    pid_t pid;
+    uid_t uid;
+    gid_t gid;
+    uint64_t connected_ms;
+
+    gg_list buffers;                /* gg_buffer.sess_link */
+    gg_list programs;               /* gg_program.sess_link */
+    gg_list events;                 /* gg_event.sess_link */
+    gg_dev_stream *stream;          /* created on first use */
+    gg_list jobs;                   /* queued, not yet running (gg_job.link) */
+    struct gg_job *running;
+
+    uint64_t requests, errors, replays, graph_replays, eager_replays;
+    double replay_us_sum;
+} gg_session;
+
+gg_session *gg_session_new(struct gg_core *core, void *transport, pid_t pid, uid_t uid,
+                           gid_t gid);
+void gg_session_ref(gg_session *s);
+void gg_session_unref(gg_session *s);
+/* The client is going: detach from its transport, drop its queued jobs
+ * and the transport's reference. */
+void gg_session_detach(gg_session *s);
+int gg_session_stream(gg_session *s, gg_dev_stream **out);
+
+#endif

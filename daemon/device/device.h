@@ -1,0 +1,146 @@
+/* The device interface: everything the daemon asks of a GPU, as a table of
+ * function pointers with two implementations, `cpu` (host memory shared by
+ * name, reference kernels, a "graph" that is the recorded launch list) and
+ * `hip` (the HIP runtime; builds for AMD with hipcc and for NVIDIA through
+ * kernels/gg_hip.h).
+ *
+ * Threading: the loop thread calls info, buffer_import/release and
+ * scratch_alloc/free; executor threads call the stream, capture, graph and
+ * launch entries, one thread per stream at a time.  `notify` calls its
+ * function from whatever thread sees the work complete; that function must
+ * only hand the news to the loop (see exec.c).
+ *
+ * Errors: negative errno; a message for the client in the err buffer where
+ * one is taken.  -ENODEV from any entry means the device is lost (a sticky
+ * error): the daemon reports unhealthy and exits. */
+#ifndef GG_DEVICE_H
+#define GG_DEVICE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "base/config.h"
+#include "ops.h"
+
+typedef struct gg_device gg_device;
+typedef struct gg_dev_buffer gg_dev_buffer;   /* imported client memory */
+typedef struct gg_dev_stream gg_dev_stream;
+typedef struct gg_dev_event gg_dev_event;
+typedef struct gg_dev_graph gg_dev_graph;     /* captured */
+typedef struct gg_dev_exec gg_dev_exec;       /* instantiated */
+
+typedef struct {
+    char name[128];          /* "NVIDIA H100 80GB HBM3", "cpu (x86_64, 2 threads)" */
+    char arch[32];           /* "gfx1030", "sm_90", "x86_64" */
+    char runtime[64];        /* "HIP 5.2.3", "CUDA 13.0", "cpu reference" */
+    char driver[64];
+    uint64_t mem_total;      /* bytes */
+    uint64_t mem_free;
+    int wave_size;
+    int compute_units;
+} gg_device_info;
+
+typedef struct {
+    const void *handle;      /* hip: the IPC memory handle bytes; cpu: a POSIX shm name */
+    size_t handle_len;
+    uint64_t offset;         /* from the start of the handle's allocation */
+    uint64_t size;           /* bytes the client shares from offset */
+    uid_t peer_uid;          /* the connecting process (SO_PEERCRED) */
+    pid_t peer_pid;
+} gg_import_desc;
+
+typedef void (*gg_done_fn)(void *arg, int status);
+
+typedef struct gg_device_ops {
+    const char *name;        /* "cpu" | "hip" */
+    void (*destroy)(gg_device *dev);
+    int (*info)(gg_device *dev, gg_device_info *out);
+
+    /* Import client memory; *ptr is the device address of desc->offset. */
+    int (*buffer_import)(gg_device *dev, const gg_import_desc *desc, gg_dev_buffer **out,
+                         void **ptr, char *err, size_t errlen);
+    void (*buffer_release)(gg_device *dev, gg_dev_buffer *buf);
+
+    int (*scratch_alloc)(gg_device *dev, size_t bytes, void **ptr);
+    void (*scratch_free)(gg_device *dev, void *ptr);
+    /* Fill n elements of dtype-sized memory with a byte pattern (poisoning
+     * scratch in validate mode, tests). */
+    int (*memset)(gg_device *dev, gg_dev_stream *s, void *ptr, int byte, size_t bytes);
+    int (*memcpy_d2h)(gg_device *dev, void *dst, const void *src, size_t bytes);
+    int (*memcpy_h2d)(gg_device *dev, void *dst, const void *src, size_t bytes);
+
+    int (*stream_create)(gg_device *dev, gg_dev_stream **out);
+    void (*stream_destroy)(gg_device *dev, gg_dev_stream *s);
+    int (*stream_sync)(gg_device *dev, gg_dev_stream *s);
+
+    /* Events: local, or imported from a client's IPC event handle. */
+    int (*event_create)(gg_device *dev, gg_dev_event **out);
+    int (*event_import)(gg_device *dev, const void *handle, size_t len, gg_dev_event **out,
+                        char *err, size_t errlen);
+    int (*event_record)(gg_device *dev, gg_dev_event *ev, gg_dev_stream *s);
+    int (*stream_wait_event)(gg_device *dev, gg_dev_stream *s, gg_dev_event *ev);
+    void (*event_destroy)(gg_device *dev, gg_dev_event *ev);
+
+    /* Capture: every op_launch on s between begin and end is recorded, not
+     * run.  end returns -EIO (and no graph) if the capture was invalidated. */
+    int (*capture_begin)(gg_device *dev, gg_dev_stream *s);
+    int (*capture_end)(gg_device *dev, gg_dev_stream *s, gg_dev_graph **out);
+    int (*instantiate)(gg_device *dev, gg_dev_graph *g, gg_dev_exec **out);
+    /* Rebind exec to g's parameters without re-instantiating; -EINVAL when the
+     * topology differs (the caller then instantiates afresh). */
+    int (*exec_update)(gg_device *dev, gg_dev_exec *x, gg_dev_graph *g);
+    int (*graph_launch)(gg_device *dev, gg_dev_exec *x, gg_dev_stream *s);
+    void (*graph_destroy)(gg_device *dev, gg_dev_graph *g);
+    void (*exec_destroy)(gg_device *dev, gg_dev_exec *x);
+    /* Bytes of device memory the instantiated graph holds (for the VRAM cap). */
+    size_t (*exec_footprint)(gg_device *dev, gg_dev_exec *x);
+
+    /* true when the op's first launch on a stream may do one-time setup that
+     * must not land in a capture (vendor BLAS picking and loading kernels):
+     * the executor then runs it once on the stream before capturing. */
+    bool (*op_needs_warmup)(gg_device *dev, const gg_op_def *op);
+
+    /* Enqueue one op (or record it while capturing). */
+    int (*op_launch)(gg_device *dev, gg_dev_stream *s, const gg_op_def *op, const gg_tensor *in,
+                     int nin, const gg_tensor *out, int nout, const gg_op_attrs *attrs);
+
+    /* Call fn(arg, status) once all work enqueued on s so far has completed. */
+    int (*notify)(gg_device *dev, gg_dev_stream *s, gg_done_fn fn, void *arg);
+
+    /* Message for the last failure on this thread. */
+    const char *(*last_error)(gg_device *dev);
+
+    /* NULL while the device is usable; once any thread has seen an error
+     * that leaves it unusable, why (the same from every thread).  May be
+     * NULL for a backend that cannot lose its device. */
+    const char *(*lost)(gg_device *dev);
+} gg_device_ops;
+
+struct gg_device {
+    const gg_device_ops *ops;
+    void *priv;
+};
+
+static inline const char *gg_device_lost_reason(gg_device *dev)
+{
+    return dev->ops->lost ? dev->ops->lost(dev) : NULL;
+}
+
+/* Open the device for the configured backend.  auto: hip when built with GPU
+ * support and a device is present, else cpu (logged).  On failure err says
+ * why in one line. */
+int gg_device_open(const gg_config *cfg, gg_device **out, char *err, size_t errlen);
+void gg_device_close(gg_device *dev);
+
+int gg_device_cpu_open(const gg_config *cfg, gg_device **out, char *err, size_t errlen);
+int gg_device_hip_open(const gg_config *cfg, gg_device **out, char *err, size_t errlen);
+/* true when this build has the hip backend. */
+bool gg_device_hip_built(void);
+
+/* Capture-and-replay a two-node graph on a scratch buffer and check the
+ * numbers: the health smoke test.  0, or negative errno with why in err. */
+int gg_device_smoke_test(gg_device *dev, char *err, size_t errlen);
+
+#endif

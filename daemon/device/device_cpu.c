@@ -1,0 +1,525 @@
+/* The cpu backend: the reference for the hip backend and what runs the whole
+ * daemon on a machine without a GPU.
+ *
+ * Happy path: client buffers are POSIX shared-memory objects the client
+ * names; the daemon maps the whole object and hands out the address of the
+ * registered offset.  A "graph" is the list of launches recorded between
+ * capture_begin and capture_end; launching it runs them in order on the
+ * calling executor thread, so kernels never run on the loop.
+ *
+ * Failure modes: a name that is not a single-component shm name, an object
+ * owned by another uid than the connecting peer's, or an offset/size past
+ * the object's real size is refused with a message and nothing mapped.  A
+ * client that shrinks its object after registering it would make the
+ * daemon's next access fault with SIGBUS: kernels run under a per-thread
+ * guard that turns that fault into -EFAULT for the one request. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysinfo.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include "device/device.h"
+
+typedef struct cpu_launch_s {
+    const gg_op_def *op;
+    int nin, nout;
+    gg_tensor in[GG_MAX_OPERANDS], out[GG_MAX_OPERANDS];
+    gg_op_attrs attrs;
+} cpu_launch;
+
+struct gg_dev_graph {
+    cpu_launch *l;
+    int n, cap;
+};
+
+struct gg_dev_exec {
+    cpu_launch *l;
+    int n;
+};
+
+struct gg_dev_stream {
+    gg_dev_graph *capturing;     /* non-NULL between capture_begin and _end */
+    int capture_err;
+};
+
+struct gg_dev_event {
+    int recorded;
+};
+
+struct gg_dev_buffer {
+    void *map;
+    size_t map_len;
+};
+
+static __thread char cpu_err[256];
+
+/* ---- SIGBUS guard --------------------------------------------------------- */
+static __thread sigjmp_buf *cpu_guard;
+static pthread_once_t cpu_guard_once = PTHREAD_ONCE_INIT;
+
+static void cpu_on_sigbus(int sig, siginfo_t *si, void *uc)
+{
+    (void)si;
+    (void)uc;
+    if (cpu_guard)
+        siglongjmp(*cpu_guard, 1);
+    /* not ours: die as the default action would */
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void cpu_guard_install(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_sigaction = cpu_on_sigbus;
+    sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGBUS, &sa, NULL);
+}
+
+/* Run fn(arg) touching shared memory that may have shrunk under us. */
+static int cpu_guarded(void (*fn)(void *), void *arg);
+
+static int cpu_fail(int rc, const char *fmt, const char *arg)
+{
+    snprintf(cpu_err, sizeof(cpu_err), fmt, arg);
+    return rc;
+}
+
+static int cpu_guarded(void (*fn)(void *), void *arg)
+{
+    sigjmp_buf env;
+    pthread_once(&cpu_guard_once, cpu_guard_install);
+    if (sigsetjmp(env, 1)) {
+        cpu_guard = NULL;
+        snprintf(cpu_err, sizeof(cpu_err), "a client buffer faulted (SIGBUS): its shared memory "
+                 "object shrank after it was registered");
+        return -EFAULT;
+    }
+    cpu_guard = &env;
+    fn(arg);
+    cpu_guard = NULL;
+    return 0;
+}
+
+typedef struct {
+    const cpu_launch *l;
+    int n;
+} cpu_run_args;
+
+static void cpu_run(void *arg)
+{
+    const cpu_run_args *a = arg;
+    for (int i = 0; i < a->n; i++)
+        gg_ops_run_cpu(a->l[i].op, a->l[i].in, a->l[i].nin, a->l[i].out, a->l[i].nout,
+                       &a->l[i].attrs);
+}
+
+static int cpu_run_guarded(const cpu_launch *l, int n)
+{
+    cpu_run_args a = {l, n};
+    return cpu_guarded(cpu_run, &a);
+}
+
+typedef struct {
+    void *dst;
+    const void *src;
+    size_t n;
+} cpu_copy_args;
+
+static void cpu_copy(void *arg)
+{
+    const cpu_copy_args *a = arg;
+    memmove(a->dst, a->src, a->n);
+}
+
+static const char *cpu_last_error(gg_device *dev)
+{
+    (void)dev;
+    return cpu_err[0] ? cpu_err : "no error";
+}
+
+static void cpu_destroy(gg_device *dev)
+{
+    free(dev);
+}
+
+static int cpu_info(gg_device *dev, gg_device_info *out)
+{
+    (void)dev;
+    struct utsname u;
+    struct sysinfo si;
+    memset(out, 0, sizeof(*out));
+    uname(&u);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    snprintf(out->name, sizeof(out->name), "cpu (%.32s, %ld threads)", u.machine, cpus);
+    snprintf(out->arch, sizeof(out->arch), "%.31s", u.machine);
+    snprintf(out->runtime, sizeof(out->runtime), "cpu reference kernels");
+    snprintf(out->driver, sizeof(out->driver), "linux %.50s", u.release);
+    if (sysinfo(&si) == 0) {
+        out->mem_total = (uint64_t)si.totalram * si.mem_unit;
+        out->mem_free = (uint64_t)(si.freeram + si.bufferram) * si.mem_unit;
+    }
+    out->wave_size = 1;
+    out->compute_units = (int)cpus;
+    return 0;
+}
+
+static int cpu_buffer_import(gg_device *dev, const gg_import_desc *d, gg_dev_buffer **out,
+                             void **ptr, char *err, size_t errlen)
+{
+    (void)dev;
+    char name[256];
+    if (d->handle_len >= sizeof(name) || d->handle_len < 2) {
+        snprintf(err, errlen, "the cpu backend takes a POSIX shm name like \"/name\" as handle");
+        return -EINVAL;
+    }
+    memcpy(name, d->handle, d->handle_len);
+    name[d->handle_len] = '\0';
+    if (name[0] != '/' || strchr(name + 1, '/') || strlen(name) != d->handle_len) {
+        snprintf(err, errlen, "shm name '%s' must be '/' followed by a name without '/'", name);
+        return -EINVAL;
+    }
+    int fd = shm_open(name, O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0);
+    if (fd < 0) {
+        int e = errno;
+        snprintf(err, errlen, "cannot open shm object %s: %s", name, strerror(e));
+        return e == ENOENT ? -ENOENT : e == EACCES ? -EACCES : -EINVAL;
+    }
+    struct stat st;
+    int rc = 0;
+    if (fstat(fd, &st) < 0) {
+        rc = -errno;
+        snprintf(err, errlen, "cannot stat shm object %s: %s", name, strerror(errno));
+        goto undo_fd;
+    }
+    /* Only the connecting process's own objects: the daemon must never be a
+     * way into memory that another user shared by name. */
+    if (st.st_uid != d->peer_uid) {
+        snprintf(err, errlen, "shm object %s belongs to uid %u, not to the client (uid %u)", name,
+                 (unsigned)st.st_uid, (unsigned)d->peer_uid);
+        rc = -EACCES;
+        goto undo_fd;
+    }
+    if ((uint64_t)st.st_size < d->offset || (uint64_t)st.st_size - d->offset < d->size) {
+        snprintf(err, errlen, "offset %llu + size %llu is past the end of shm object %s "
+                 "(%lld bytes)", (unsigned long long)d->offset, (unsigned long long)d->size, name,
+                 (long long)st.st_size);
+        rc = -ERANGE;
+        goto undo_fd;
+    }
+    void *map = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (map == MAP_FAILED) {
+        rc = -errno;
+        snprintf(err, errlen, "cannot map shm object %s: %s", name, strerror(errno));
+        goto undo_fd;
+    }
+    gg_dev_buffer *b = malloc(sizeof(*b));
+    if (!b) {
+        munmap(map, (size_t)st.st_size);
+        rc = -ENOMEM;
+        goto undo_fd;
+    }
+    b->map = map;
+    b->map_len = (size_t)st.st_size;
+    *out = b;
+    *ptr = (uint8_t *)map + d->offset;
+undo_fd:
+    close(fd);
+    return rc;
+}
+
+static void cpu_buffer_release(gg_device *dev, gg_dev_buffer *b)
+{
+    (void)dev;
+    if (!b)
+        return;
+    munmap(b->map, b->map_len);
+    free(b);
+}
+
+static int cpu_scratch_alloc(gg_device *dev, size_t bytes, void **ptr)
+{
+    (void)dev;
+    size_t n = (bytes + 255) & ~(size_t)255;
+    void *p = aligned_alloc(256, n ? n : 256);
+    if (!p)
+        return cpu_fail(-ENOMEM, "out of host memory%s", "");
+    *ptr = p;
+    return 0;
+}
+
+static void cpu_scratch_free(gg_device *dev, void *ptr)
+{
+    (void)dev;
+    free(ptr);
+}
+
+static int cpu_memset(gg_device *dev, gg_dev_stream *s, void *ptr, int byte, size_t bytes)
+{
+    (void)dev;
+    (void)s;
+    memset(ptr, byte, bytes);
+    return 0;
+}
+
+static int cpu_memcpy(gg_device *dev, void *dst, const void *src, size_t bytes)
+{
+    (void)dev;
+    cpu_copy_args a = {dst, src, bytes};
+    return cpu_guarded(cpu_copy, &a);   /* one side may be a client's shared memory */
+}
+
+static int cpu_stream_create(gg_device *dev, gg_dev_stream **out)
+{
+    (void)dev;
+    *out = calloc(1, sizeof(**out));
+    return *out ? 0 : cpu_fail(-ENOMEM, "out of memory%s", "");
+}
+
+static void cpu_graph_destroy(gg_device *dev, gg_dev_graph *g)
+{
+    (void)dev;
+    if (!g)
+        return;
+    free(g->l);
+    free(g);
+}
+
+static void cpu_stream_destroy(gg_device *dev, gg_dev_stream *s)
+{
+    if (!s)
+        return;
+    cpu_graph_destroy(dev, s->capturing);
+    free(s);
+}
+
+static int cpu_stream_sync(gg_device *dev, gg_dev_stream *s)
+{
+    (void)dev;
+    (void)s;
+    return 0;   /* work on a cpu stream is done when its call returns */
+}
+
+static int cpu_event_create(gg_device *dev, gg_dev_event **out)
+{
+    (void)dev;
+    *out = calloc(1, sizeof(**out));
+    return *out ? 0 : -ENOMEM;
+}
+
+static int cpu_event_import(gg_device *dev, const void *handle, size_t len, gg_dev_event **out,
+                            char *err, size_t errlen)
+{
+    (void)handle;
+    (void)len;
+    /* A client of the cpu backend has no device work to order against: the
+     * imported event is always complete. */
+    int rc = cpu_event_create(dev, out);
+    if (rc < 0)
+        snprintf(err, errlen, "out of memory");
+    else
+        (*out)->recorded = 1;
+    return rc;
+}
+
+static int cpu_event_record(gg_device *dev, gg_dev_event *ev, gg_dev_stream *s)
+{
+    (void)dev;
+    (void)s;
+    ev->recorded = 1;
+    return 0;
+}
+
+static int cpu_stream_wait_event(gg_device *dev, gg_dev_stream *s, gg_dev_event *ev)
+{
+    (void)dev;
+    (void)s;
+    (void)ev;
+    return 0;
+}
+
+static void cpu_event_destroy(gg_device *dev, gg_dev_event *ev)
+{
+    (void)dev;
+    free(ev);
+}
+
+static int cpu_capture_begin(gg_device *dev, gg_dev_stream *s)
+{
+    (void)dev;
+    if (s->capturing)
+        return cpu_fail(-EBUSY, "the stream is already capturing%s", "");
+    s->capturing = calloc(1, sizeof(*s->capturing));
+    s->capture_err = 0;
+    return s->capturing ? 0 : cpu_fail(-ENOMEM, "out of memory%s", "");
+}
+
+static int cpu_capture_end(gg_device *dev, gg_dev_stream *s, gg_dev_graph **out)
+{
+    *out = NULL;
+    if (!s->capturing)
+        return cpu_fail(-EINVAL, "the stream is not capturing%s", "");
+    gg_dev_graph *g = s->capturing;
+    s->capturing = NULL;
+    if (s->capture_err) {
+        cpu_graph_destroy(dev, g);
+        return cpu_fail(-EIO, "the capture was invalidated by a failed launch%s", "");
+    }
+    *out = g;
+    return 0;
+}
+
+static int cpu_instantiate(gg_device *dev, gg_dev_graph *g, gg_dev_exec **out)
+{
+    (void)dev;
+    gg_dev_exec *x = calloc(1, sizeof(*x));
+    if (!x || (g->n && !(x->l = malloc(sizeof(cpu_launch) * (size_t)g->n)))) {
+        free(x);
+        return cpu_fail(-ENOMEM, "out of memory%s", "");
+    }
+    if (g->n)
+        memcpy(x->l, g->l, sizeof(cpu_launch) * (size_t)g->n);
+    x->n = g->n;
+    *out = x;
+    return 0;
+}
+
+static int cpu_exec_update(gg_device *dev, gg_dev_exec *x, gg_dev_graph *g)
+{
+    (void)dev;
+    if (x->n != g->n)
+        return cpu_fail(-EINVAL, "topology differs: node count%s", "");
+    for (int i = 0; i < g->n; i++)
+        if (x->l[i].op != g->l[i].op)
+            return cpu_fail(-EINVAL, "topology differs: op kinds%s", "");
+    memcpy(x->l, g->l, sizeof(cpu_launch) * (size_t)g->n);
+    return 0;
+}
+
+static int cpu_graph_launch(gg_device *dev, gg_dev_exec *x, gg_dev_stream *s)
+{
+    (void)dev;
+    if (s->capturing)
+        return cpu_fail(-EINVAL, "cannot launch a graph into a capture%s", "");
+    return cpu_run_guarded(x->l, x->n);
+}
+
+static void cpu_exec_destroy(gg_device *dev, gg_dev_exec *x)
+{
+    (void)dev;
+    if (!x)
+        return;
+    free(x->l);
+    free(x);
+}
+
+static size_t cpu_exec_footprint(gg_device *dev, gg_dev_exec *x)
+{
+    (void)dev;
+    return sizeof(*x) + sizeof(cpu_launch) * (size_t)x->n;
+}
+
+static int cpu_op_launch(gg_device *dev, gg_dev_stream *s, const gg_op_def *op, const gg_tensor *in,
+                         int nin, const gg_tensor *out, int nout, const gg_op_attrs *attrs)
+{
+    (void)dev;
+    if (nin > GG_MAX_OPERANDS || nout > GG_MAX_OPERANDS)
+        return cpu_fail(-EINVAL, "too many operands%s", "");
+    if (!s->capturing) {
+        cpu_launch l = {.op = op, .nin = nin, .nout = nout, .attrs = *attrs};
+        memcpy(l.in, in, sizeof(*in) * (size_t)nin);
+        memcpy(l.out, out, sizeof(*out) * (size_t)nout);
+        return cpu_run_guarded(&l, 1);
+    }
+    gg_dev_graph *g = s->capturing;
+    if (g->n == g->cap) {
+        int ncap = g->cap ? g->cap * 2 : 16;
+        cpu_launch *nl = realloc(g->l, sizeof(*nl) * (size_t)ncap);
+        if (!nl) {
+            s->capture_err = -ENOMEM;
+            return cpu_fail(-ENOMEM, "out of memory%s", "");
+        }
+        g->l = nl;
+        g->cap = ncap;
+    }
+    cpu_launch *l = &g->l[g->n++];
+    l->op = op;
+    l->nin = nin;
+    l->nout = nout;
+    memcpy(l->in, in, sizeof(*in) * (size_t)nin);
+    memcpy(l->out, out, sizeof(*out) * (size_t)nout);
+    l->attrs = *attrs;
+    return 0;
+}
+
+static bool cpu_op_needs_warmup(gg_device *dev, const gg_op_def *op)
+{
+    (void)dev;
+    (void)op;
+    return false;
+}
+
+static int cpu_notify(gg_device *dev, gg_dev_stream *s, gg_done_fn fn, void *arg)
+{
+    (void)dev;
+    (void)s;
+    fn(arg, 0);   /* the work ran in the caller's thread: already complete */
+    return 0;
+}
+
+static const gg_device_ops cpu_ops = {
+    .name = "cpu",
+    .destroy = cpu_destroy,
+    .info = cpu_info,
+    .buffer_import = cpu_buffer_import,
+    .buffer_release = cpu_buffer_release,
+    .scratch_alloc = cpu_scratch_alloc,
+    .scratch_free = cpu_scratch_free,
+    .memset = cpu_memset,
+    .memcpy_d2h = cpu_memcpy,
+    .memcpy_h2d = cpu_memcpy,
+    .stream_create = cpu_stream_create,
+    .stream_destroy = cpu_stream_destroy,
+    .stream_sync = cpu_stream_sync,
+    .event_create = cpu_event_create,
+    .event_import = cpu_event_import,
+    .event_record = cpu_event_record,
+    .stream_wait_event = cpu_stream_wait_event,
+    .event_destroy = cpu_event_destroy,
+    .capture_begin = cpu_capture_begin,
+    .capture_end = cpu_capture_end,
+    .instantiate = cpu_instantiate,
+    .exec_update = cpu_exec_update,
+    .graph_launch = cpu_graph_launch,
+    .graph_destroy = cpu_graph_destroy,
+    .exec_destroy = cpu_exec_destroy,
+    .exec_footprint = cpu_exec_footprint,
+    .op_needs_warmup = cpu_op_needs_warmup,
+    .op_launch = cpu_op_launch,
+    .notify = cpu_notify,
+    .last_error = cpu_last_error,
+};
+
+int gg_device_cpu_open(const gg_config *cfg, gg_device **out, char *err, size_t errlen)
+{
+    (void)cfg;
+    gg_device *d = calloc(1, sizeof(*d));
+    if (!d) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    d->ops = &cpu_ops;
+    *out = d;
+    return 0;
+}

@@ -1,0 +1,60 @@
+/* The fast path: replays through a shared-memory ring per session
+ * (PROTOCOL.md section 15), beside the socket transport.  One submission
+ * thread per region takes descriptors, runs cache hits itself (graph launch
+ * plus a device-written completion word) and hands everything else to the
+ * executor, whose answer comes back through the same completion record.
+ *
+ * Threading: gg_fp_open and gg_fp_session_closed run on the loop thread with
+ * the core lock held; the rest of the module runs on the region threads and
+ * whatever thread the device reports completions on, taking the core lock
+ * only to look up and pin what a descriptor names and to count. */
+#ifndef GG_FP_H
+#define GG_FP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "core/core.h"
+#include "proto.h"
+
+typedef struct gg_fp_module gg_fp_module;
+
+/* What fastpath.open answers besides the fd. */
+typedef struct {
+    uint32_t entries;
+    uint64_t region_size;
+    uint32_t sq_offset, cq_offset, sqe_size, cqe_size;
+    const char *completion;        /* "gpu" | "cpu" */
+} gg_fp_geom;
+
+/* Settings (config keys fastpath, fastpath-spin-us, fastpath-max-regions). */
+typedef struct {
+    bool enabled;
+    unsigned spin_us;              /* submission thread's busy-wait after activity */
+    unsigned max_regions;          /* daemon-wide */
+} gg_fp_settings;
+
+int gg_fp_module_new(gg_core *core, uv_loop_t *loop, const gg_fp_settings *set,
+                     gg_fp_module **out);
+/* Loop thread, once no region is left (gg_fp_live() == 0). */
+void gg_fp_module_close(gg_fp_module *m);
+void gg_fp_module_free(gg_fp_module *m);
+/* Regions whose threads have not finished (a stop waits for 0). */
+unsigned gg_fp_live(const gg_fp_module *m);
+/* hello's fastpath map. */
+bool gg_fp_available(const gg_fp_module *m);
+const char *gg_fp_completion(const gg_fp_module *m);
+
+/* fastpath.open: create s's region with `entries` slots.  On success *fd is
+ * the sealed memfd, for the caller to send and then close.  Negative errno
+ * with a message in err. */
+int gg_fp_open(gg_fp_module *m, gg_session *s, uint32_t entries, int *fd, gg_fp_geom *geom,
+               proto_errbuf *err);
+/* The session's connection is closing: its region stops taking descriptors
+ * and goes once its work in flight is done.  Core lock held. */
+void gg_fp_session_closed(gg_fp_module *m, gg_session *s);
+/* Daemon stop: every region stops as above. */
+void gg_fp_stop_all(gg_fp_module *m);
+
+#endif

@@ -1,0 +1,76 @@
+/* Private to daemon/fastpath/: the region, its slots and the module. */
+#ifndef GG_FP_INTERNAL_H
+#define GG_FP_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "core/cache.h"
+#include "core/event.h"
+#include "core/exec.h"
+#include "core/program.h"
+#include "core/session.h"
+#include "fastpath.h"   /* proto/: the shared layout */
+#include "fp.h"
+
+struct gg_fp_region;
+
+/* The daemon's own record of one ring slot: what the descriptor in flight
+ * there holds pinned.  Never in shared memory. */
+typedef struct gg_fp_slot {
+    struct gg_fp_region *r;
+    uint32_t index;
+    atomic_int busy;               /* a descriptor is in flight in this slot */
+    uint64_t seq;
+    uint64_t user_data;
+    uint32_t sqe_flags;
+    uint32_t batch, branch, bucket;
+    /* a cache hit run by the region thread: released when the device is done */
+    gg_cache_entry *entry;
+    gg_program *prog;
+    gg_event *wait_ev, *signal_ev;
+    bool gpu_writes_seq;
+    uint64_t t_launch_us;
+} gg_fp_slot;
+
+typedef struct gg_fp_region {
+    gg_fp_module *m;
+    gg_core *core;
+    gg_session *sess;              /* referenced until the region goes */
+    uint8_t *base;                 /* the daemon's mapping */
+    size_t size;
+    uint8_t *dev_base;             /* base as the device addresses it */
+    bool registered;
+    uint32_t entries, mask;
+    gg_fp_header *hdr;
+    gg_fp_sqe *sq;
+    gg_fp_cqe *cq;
+    gg_fp_slot *slots;
+    uint64_t head;                 /* descriptors taken (the last seq taken) */
+    atomic_int quit;
+    pthread_t thread;
+    struct gg_fp_region *next;     /* the module's list (core lock) */
+} gg_fp_region;
+
+struct gg_fp_module {
+    gg_core *core;
+    gg_fp_settings set;
+    uv_async_t async;              /* a region ended / the device went: tell the loop */
+    bool async_open;
+    atomic_uint live;
+    gg_fp_region *regions;         /* core lock */
+    const char *completion;
+};
+
+/* ring.c */
+void *gg_fp_thread_main(void *arg);
+/* region.c: the region thread's last act */
+void gg_fp_region_end(gg_fp_region *r);
+
+/* Futex on a word of the shared region (not FUTEX_PRIVATE: the client
+ * maps the same memfd). */
+int gg_fp_futex_wait(uint32_t *word, uint32_t val, const struct timespec *timeout);
+void gg_fp_futex_wake(uint32_t *word, int n);
+uint64_t gg_fp_now_us(void);
+
+#endif

@@ -1,0 +1,434 @@
+/* A region's submission thread: take descriptors, run cache hits, complete.
+ *
+ * Happy path (a cache hit): the thread sees sq_tail move, copies the
+ * descriptor out of shared memory once, publishes sq_head, checks the copy
+ * and looks the program and its graph up under the core lock, pins them,
+ * launches the graph on the session's stream, writes the completion
+ * record's fields and queues the device write of its seq word behind the
+ * graph.  The client, spinning on that word, sees the device's write; no
+ * daemon thread waits for the GPU.  The device's completion callback then
+ * unpins and counts.  No socket, no MessagePack, no allocation.
+ *
+ * Failure modes: a descriptor that is malformed or names what is not the
+ * session's gets an error record (never touching another session's state);
+ * a ring whose indices make no sense ends the region (state closed) and
+ * leaves the session on its socket; anything that is not a plain hit
+ * (capture, eager, validation, oversize, a launch that failed) goes to the
+ * executor, whose answer fills the same record; a device error reported for
+ * a hit's work becomes that record's status.  An idle thread sleeps on a
+ * futex after fastpath-spin-us; a client that bumps sq_wake without
+ * submitting cannot make it spin. */
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "fp_internal.h"
+
+uint64_t gg_fp_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+int gg_fp_futex_wait(uint32_t *word, uint32_t val, const struct timespec *timeout)
+{
+    return (int)syscall(SYS_futex, word, FUTEX_WAIT, val, timeout, NULL, 0);
+}
+
+void gg_fp_futex_wake(uint32_t *word, int n)
+{
+    syscall(SYS_futex, word, FUTEX_WAKE, n, NULL, NULL, 0);
+}
+
+static inline void fp_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* ---- completion records ------------------------------------------------- */
+
+static gg_fp_cqe *fp_cqe(gg_fp_slot *sl)
+{
+    return &sl->r->cq[sl->index];
+}
+
+/* Every field but seq, in plain stores: seq's release store (by this
+ * thread, or the device's write queued after the launch) publishes them. */
+static void fp_fill(gg_fp_slot *sl, int status, uint32_t flags, uint32_t bucket, double us,
+                    const char *reason)
+{
+    gg_fp_cqe *c = fp_cqe(sl);
+    char why[sizeof(c->reason)];
+    size_t n = reason ? proto_utf8_clean(why, sizeof(why), reason, strlen(reason)) : 0;
+    why[n] = '\0';
+    c->status = status;
+    c->flags = flags;
+    c->bucket = bucket;
+    c->batch = sl->batch;
+    c->branch = sl->branch;
+    c->reserved0 = 0;
+    c->device_us = us;
+    c->user_data = sl->user_data;
+    memset(c->reserved1, 0, sizeof(c->reserved1));
+    memcpy(c->reason, why, n + 1);
+}
+
+static void fp_publish(gg_fp_slot *sl)
+{
+    atomic_store_explicit((_Atomic uint64_t *)&fp_cqe(sl)->seq, sl->seq, memory_order_release);
+}
+
+/* Wake client threads asleep on cq_wake, if any said they would sleep. */
+static void fp_wake_client(gg_fp_region *r)
+{
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit((_Atomic uint32_t *)&r->hdr->cq_waiters, memory_order_relaxed)) {
+        atomic_fetch_add_explicit((_Atomic uint32_t *)&r->hdr->cq_wake, 1, memory_order_seq_cst);
+        gg_fp_futex_wake(&r->hdr->cq_wake, INT_MAX);
+    }
+}
+
+static void fp_slot_free(gg_fp_slot *sl)
+{
+    atomic_store_explicit(&sl->busy, 0, memory_order_release);
+}
+
+/* An error for the descriptor in sl: written by this thread, at once. */
+static void fp_fail(gg_fp_slot *sl, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void fp_fail(gg_fp_slot *sl, int status, const char *fmt, ...)
+{
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    fp_fill(sl, status, 0, 0, 0.0, msg);
+    fp_publish(sl);
+    fp_slot_free(sl);
+    fp_wake_client(sl->r);
+}
+
+/* ---- the executor's answer (loop thread, core lock held) ----------------- */
+
+static void fp_job_answer(gg_job *j, const gg_replay_outcome *o)
+{
+    gg_fp_slot *sl = j->ctx;
+    uint32_t flags = 0;
+    if (o->rc == 0) {
+        flags |= o->graph ? 0 : GG_FP_CQE_EAGER;
+        flags |= o->fallback ? GG_FP_CQE_FALLBACK : 0;
+        flags |= o->captured ? GG_FP_CQE_CAPTURED : 0;
+        flags |= o->async ? GG_FP_CQE_ASYNC : GG_FP_CQE_TIMED;
+    }
+    fp_fill(sl, o->rc, flags, o->rc == 0 ? (uint32_t)o->bucket : 0, o->rc == 0 ? o->device_us : 0,
+            o->reason);
+    fp_publish(sl);
+    fp_slot_free(sl);
+    fp_wake_client(sl->r);
+}
+
+/* A job dropped without an answer (its session's connection closed). */
+static void fp_job_ended(gg_job *j, bool answered)
+{
+    if (!answered)
+        fp_slot_free(j->ctx);
+}
+
+static const gg_job_ops fp_job_ops = {
+    .answer = fp_job_answer,
+    .ended = fp_job_ended,
+};
+
+/* Core lock held: queue the descriptor as a job, as a socket replay. */
+static void fp_to_executor(gg_fp_slot *sl, const gg_replay_req *rq, const gg_replay_target *t)
+{
+    gg_fp_region *r = sl->r;
+    int rc = 0;
+    gg_job *j = gg_replay_job(r->core, r->sess, rq, t, &rc);
+    if (!j) {
+        fp_fail(sl, rc, "out of memory");
+        return;
+    }
+    j->ops = &fp_job_ops;
+    j->ctx = sl;
+    gg_exec_queue(r->core, j);
+}
+
+/* ---- cache hits ------------------------------------------------------------ */
+
+/* Core lock held.  Undo what a hit pinned and count it. */
+static void fp_hit_release(gg_fp_slot *sl, bool ran, double us)
+{
+    gg_fp_region *r = sl->r;
+    gg_core *core = r->core;
+    gg_session *s = r->sess;
+    if (ran) {
+        core->stats.replay_count++;
+        core->stats.replay_us_sum += us;
+        core->stats.fastpath_replays++;
+        s->replays++;
+        s->graph_replays++;
+        s->replay_us_sum += us;
+        sl->entry->replays++;
+        sl->entry->replay_us_sum += us;
+    }
+    gg_cache_unpin(core->cache, sl->entry);
+    if (sl->wait_ev)
+        sl->wait_ev->users--;
+    if (sl->signal_ev)
+        sl->signal_ev->users--;
+    gg_program_unpin(sl->prog);
+    sl->entry = NULL;
+    sl->prog = NULL;
+    sl->wait_ev = sl->signal_ev = NULL;
+}
+
+/* The device is done with a hit's work (any thread). */
+static void fp_hit_done(void *arg, int status)
+{
+    gg_fp_slot *sl = arg;
+    gg_fp_region *r = sl->r;
+    double us = (double)(gg_fp_now_us() - sl->t_launch_us);
+    if (status < 0) {
+        /* the stream failed: the device may never have written seq */
+        fp_fill(sl, status, 0, 0, 0.0, "the device reported an error while running");
+        fp_publish(sl);
+    } else if (!(sl->sqe_flags & GG_FP_SQE_ASYNC) && !sl->gpu_writes_seq) {
+        fp_fill(sl, 0, GG_FP_CQE_TIMED, sl->bucket, us, NULL);
+        fp_publish(sl);
+    }
+    gg_core_lock(r->core);
+    fp_hit_release(sl, status == 0, us);
+    gg_core_unlock(r->core);
+    if (status == -ENODEV)
+        uv_async_send(&r->m->async);   /* the loop reports the device lost */
+    fp_slot_free(sl);
+    fp_wake_client(r);
+}
+
+/* Launch the pinned hit in sl (no lock held).  0, or a negative errno when
+ * nothing the client can rely on was enqueued. */
+static int fp_hit_launch(gg_fp_slot *sl, gg_dev_stream *st, gg_dev_exec *x)
+{
+    gg_fp_region *r = sl->r;
+    gg_device *dev = r->core->dev;
+    int rc = 0;
+    if (sl->wait_ev && (rc = dev->ops->stream_wait_event(dev, st, sl->wait_ev->dev)) < 0)
+        return rc;
+    sl->t_launch_us = gg_fp_now_us();
+    if ((rc = dev->ops->graph_launch(dev, x, st)) < 0)
+        return rc;
+    if (sl->signal_ev && (rc = dev->ops->event_record(dev, sl->signal_ev->dev, st)) < 0)
+        return rc;
+    sl->gpu_writes_seq = false;
+    if (sl->sqe_flags & GG_FP_SQE_ASYNC) {
+        fp_fill(sl, 0, GG_FP_CQE_ASYNC, sl->bucket, 0.0, NULL);
+        fp_publish(sl);
+        fp_wake_client(r);
+    } else if (!(sl->sqe_flags & GG_FP_SQE_TIMED)) {
+        fp_fill(sl, 0, GG_FP_CQE_GPU, sl->bucket, 0.0, NULL);
+        size_t off = (size_t)((uint8_t *)&fp_cqe(sl)->seq - r->base);
+        sl->gpu_writes_seq = dev->ops->stream_write_u64(dev, st, r->dev_base + off,
+                                                        &fp_cqe(sl)->seq, sl->seq) == 0;
+        /* else the completion callback writes it */
+    }
+    rc = dev->ops->notify(dev, st, fp_hit_done, sl);
+    if (rc < 0) {
+        /* no callback is coming: drain here, so the pins can go */
+        int rc2 = dev->ops->stream_sync(dev, st);
+        fp_hit_done(sl, rc2 < 0 ? rc2 : 0);
+    }
+    return 0;
+}
+
+/* ---- one descriptor ---------------------------------------------------------- */
+
+static void fp_take(gg_fp_region *r, gg_fp_slot *sl, const gg_fp_sqe *d)
+{
+    gg_core *core = r->core;
+    gg_session *s = r->sess;
+    sl->user_data = d->user_data;
+    sl->sqe_flags = d->flags;
+    sl->batch = d->batch;
+    sl->branch = d->branch;
+    sl->bucket = 0;
+    if (d->seq != sl->seq) {
+        fp_fail(sl, -EPROTO, "descriptor in slot %u has seq %llu, expected %llu", sl->index,
+                (unsigned long long)d->seq, (unsigned long long)sl->seq);
+        return;
+    }
+    if (d->flags & ~GG_FP_SQE_FLAGS_KNOWN) {
+        fp_fail(sl, -EINVAL, "unknown flags 0x%x", d->flags & ~GG_FP_SQE_FLAGS_KNOWN);
+        return;
+    }
+    if (d->reserved0 || d->reserved1) {
+        fp_fail(sl, -EINVAL, "reserved descriptor fields must be 0");
+        return;
+    }
+    gg_replay_req rq = {
+        .program = d->program, .batch = d->batch, .branch = d->branch,
+        .wait_event = d->wait_event, .signal_event = d->signal_event,
+        .async = (d->flags & GG_FP_SQE_ASYNC) != 0,
+    };
+    gg_replay_target t;
+    char msg[256] = "";
+    proto_errbuf err = {msg, sizeof(msg)};
+
+    gg_core_lock(core);
+    int rc = gg_replay_check(core, s, &rq, &t, &err);
+    if (rc < 0) {
+        gg_core_unlock(core);
+        fp_fail(sl, rc, "%s", msg);
+        return;
+    }
+    gg_cache_entry *e = gg_replay_hit(core, s, &rq, &t);
+    if (!e) {
+        fp_to_executor(sl, &rq, &t);
+        gg_core_unlock(core);
+        return;
+    }
+    /* Pinned until the device is done; the session's stream is ours until
+     * the launch is enqueued (a socket job queues behind fp_launching). */
+    sl->entry = e;
+    sl->prog = t.prog;
+    sl->wait_ev = t.wait_ev;
+    sl->signal_ev = t.signal_ev;
+    sl->bucket = (uint32_t)e->bucket;
+    gg_cache_pin(core->cache, e);
+    t.prog->pins++;
+    if (t.wait_ev)
+        t.wait_ev->users++;
+    if (t.signal_ev)
+        t.signal_ev->users++;
+    s->fp_launching = true;
+    gg_dev_stream *st = s->stream;
+    gg_dev_exec *x = e->exec;
+    gg_core_unlock(core);
+
+    rc = fp_hit_launch(sl, st, x);
+
+    gg_core_lock(core);
+    s->fp_launching = false;
+    if (rc < 0) {
+        /* Nothing of the graph ran: the executor takes it from here, with
+         * its eager fallback and device-loss handling. */
+        fp_hit_release(sl, false, 0.0);
+        fp_to_executor(sl, &rq, &t);
+    }
+    gg_exec_kick(core->exec, s);
+    gg_core_unlock(core);
+}
+
+/* ---- the thread ------------------------------------------------------------ */
+
+/* Copy a descriptor out of shared memory once, word by word: the client may
+ * be rewriting it; only the copy is looked at. */
+static void fp_copy_sqe(gg_fp_sqe *dst, const gg_fp_sqe *src)
+{
+    uint64_t w[GG_FP_SQE_SIZE / 8];
+    const _Atomic uint64_t *p = (const _Atomic uint64_t *)src;
+    for (size_t i = 0; i < GG_FP_SQE_SIZE / 8; i++)
+        w[i] = atomic_load_explicit(&p[i], memory_order_relaxed);
+    memcpy(dst, w, sizeof(*dst));
+}
+
+/* Nothing to take: spin for spin_us after the last activity, then sleep on
+ * sq_wake.  *last is the time of the last activity. */
+static void fp_idle(gg_fp_region *r, uint64_t *last, unsigned *empty_wakes)
+{
+    gg_fp_header *h = r->hdr;
+    uint64_t now = gg_fp_now_us();
+    if (now - *last < r->m->set.spin_us) {
+        for (int i = 0; i < 32; i++)
+            fp_cpu_relax();
+        return;
+    }
+    _Atomic uint32_t *sleeping = (_Atomic uint32_t *)&h->sq_sleeping;
+    _Atomic uint32_t *wake = (_Atomic uint32_t *)&h->sq_wake;
+    atomic_store_explicit(sleeping, 1, memory_order_seq_cst);
+    uint32_t w = atomic_load_explicit(wake, memory_order_seq_cst);
+    uint32_t tail = atomic_load_explicit((_Atomic uint32_t *)&h->sq_tail, memory_order_seq_cst);
+    if (tail == (uint32_t)r->head && !atomic_load(&r->quit)) {
+        /* a timeout bounds how long a quit that races the sleep waits */
+        struct timespec tmo = {.tv_sec = 1};
+        gg_fp_futex_wait(&h->sq_wake, w, &tmo);
+    }
+    atomic_store_explicit(sleeping, 0, memory_order_relaxed);
+    tail = atomic_load_explicit((_Atomic uint32_t *)&h->sq_tail, memory_order_acquire);
+    if (tail == (uint32_t)r->head) {
+        /* woken with nothing to do: go straight back to sleep next time,
+         * and after a few in a row pause, so a client that keeps bumping
+         * sq_wake burns none of the daemon's CPU */
+        if (++*empty_wakes > 2) {
+            struct timespec pause = {.tv_nsec = 200000};
+            nanosleep(&pause, NULL);
+        }
+        *last = 0;
+    } else {
+        *empty_wakes = 0;
+        *last = gg_fp_now_us();
+    }
+}
+
+/* The ring is beyond use: closed, the session stays on its socket. */
+static void fp_broken(gg_fp_region *r, const char *why, uint32_t tail)
+{
+    gg_log_fields f = {.session = r->sess->id};
+    GG_LOG(GG_LOG_WARN, &f, "fast path closed: %s (sq_tail %u, sq_head %u, %u entries)", why,
+           tail, (uint32_t)r->head, r->entries);
+    atomic_store(&r->quit, 1);
+}
+
+void *gg_fp_thread_main(void *arg)
+{
+    gg_fp_region *r = arg;
+    gg_fp_header *h = r->hdr;
+    uint64_t last = gg_fp_now_us();
+    unsigned empty_wakes = 0;
+    while (!atomic_load_explicit(&r->quit, memory_order_relaxed)) {
+        uint32_t tail = atomic_load_explicit((_Atomic uint32_t *)&h->sq_tail, memory_order_acquire);
+        uint32_t avail = tail - (uint32_t)r->head;
+        if (avail == 0) {
+            fp_idle(r, &last, &empty_wakes);
+            continue;
+        }
+        if (avail > r->entries) {
+            fp_broken(r, "sq_tail is more than entries ahead of sq_head", tail);
+            break;
+        }
+        uint64_t seq = r->head + 1;
+        gg_fp_slot *sl = &r->slots[(seq - 1) & r->mask];
+        if (atomic_load_explicit(&sl->busy, memory_order_acquire)) {
+            /* the client submitted past a completion it has not seen: the
+             * slot's last descriptor is still in flight */
+            fp_cpu_relax();
+            if (gg_fp_now_us() - last > r->m->set.spin_us)
+                sched_yield();
+            continue;
+        }
+        gg_fp_sqe d;
+        fp_copy_sqe(&d, &r->sq[sl->index]);
+        r->head = seq;
+        atomic_store_explicit((_Atomic uint32_t *)&h->sq_head, (uint32_t)seq, memory_order_release);
+        sl->seq = seq;
+        atomic_store_explicit(&sl->busy, 1, memory_order_relaxed);
+        fp_take(r, sl, &d);
+        last = gg_fp_now_us();
+        empty_wakes = 0;
+    }
+    gg_fp_region_end(r);
+    return NULL;
+}

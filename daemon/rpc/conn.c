@@ -1,0 +1,503 @@
+/* Client connections.
+ *
+ * Happy path: accept, read into a growing buffer, frame complete messages
+ * with proto_frame_scan (header checked before body), unpack each, dispatch
+ * by method name, queue the response with uv_write.  A connection carries one
+ * session.
+ *
+ * Failure modes: a message over max-message-size, bytes that are not
+ * MessagePack, or more than max-inflight requests in flight get an error
+ * (answered to the msgid where one can be read, else an "error"
+ * notification) and the connection is closed after its queued writes
+ * flush.  A well-framed message of the wrong shape is answered with EPROTO
+ * and the connection stays usable.  A peer that stops reading its
+ * responses is cut off once its write queue passes a bound.  A request
+ * whose first byte has arrived must be whole within request-timeout-ms, or
+ * the connection gets an ETIMEDOUT notification and is closed, so a stalled
+ * sender cannot hold a slot (or its buffer) for ever; a connection with no
+ * partial request may stay idle as long as it likes.  A uid past
+ * max-connections-per-uid is refused at accept, so one user cannot take
+ * every slot.  Nothing a client sends touches another connection.
+ *
+ * Lifetime: the conn is freed when both its handles (the pipe and the
+ * request timer) have closed; jobs in flight hold the session, not the
+ * conn, so a close never waits on the device. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "rpc/conn.h"
+
+#include "base/log.h"
+#include "core/session.h"
+#include "proto.h"
+#include "rpc/dispatch.h"
+
+#define CONN_READ_CHUNK 65536
+#define CONN_MAX_WRITE_QUEUE (64u << 20)
+
+typedef struct gg_conn {
+    uv_pipe_t pipe;                 /* first: the handle's data is the conn */
+    gg_rpc *rpc;
+    struct gg_conn *prev, *next;
+    gg_session *sess;
+    uint8_t *rbuf;
+    size_t rlen, rcap;
+    proto_frame frame;
+    unsigned inflight;
+    bool closing;
+    int handles;                    /* open: freed when the last one closes */
+    uv_timer_t req_timer;           /* request-timeout-ms of a partial request */
+    uv_shutdown_t shutdown_req;
+} gg_conn;
+
+typedef struct {
+    uv_write_t req;
+    char *data;
+} conn_write;
+
+void gg_rpc_init(gg_rpc *rpc, gg_core *core)
+{
+    rpc->core = core;
+    rpc->conns = NULL;
+    rpc->nconns = 0;
+}
+
+static void conn_list_del(gg_conn *c)
+{
+    gg_rpc *rpc = c->rpc;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        rpc->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    rpc->nconns--;
+}
+
+static void conn_on_close(uv_handle_t *h)
+{
+    gg_conn *c = h->data;
+    gg_core *core = c->rpc->core;
+    if (--c->handles > 0)
+        return;
+    if (c->sess) {
+        gg_log_fields f = {.session = c->sess->id};
+        GG_LOG(GG_LOG_DEBUG, &f, "connection closed");
+        gg_session_detach(c->sess);
+    }
+    conn_list_del(c);
+    free(c->rbuf);
+    free(c);
+    gg_core_maybe_stopped(core);  /* re-check whether the loop can end */
+}
+
+static void conn_close_now(gg_conn *c)
+{
+    if (uv_is_closing((uv_handle_t *)&c->pipe))
+        return;
+    c->closing = true;
+    uv_close((uv_handle_t *)&c->pipe, conn_on_close);
+    uv_close((uv_handle_t *)&c->req_timer, conn_on_close);
+}
+
+static void conn_on_shutdown(uv_shutdown_t *req, int status)
+{
+    (void)status;
+    conn_close_now(req->data);
+}
+
+void gg_conn_close(gg_conn *c)
+{
+    if (c->closing)
+        return;
+    c->closing = true;
+    uv_read_stop((uv_stream_t *)&c->pipe);
+    uv_timer_stop(&c->req_timer);
+    c->shutdown_req.data = c;
+    /* shutdown waits for queued writes, so the last error reaches the peer */
+    if (uv_shutdown(&c->shutdown_req, (uv_stream_t *)&c->pipe, conn_on_shutdown) < 0)
+        conn_close_now(c);
+}
+
+static void conn_on_write(uv_write_t *req, int status)
+{
+    conn_write *w = (conn_write *)req;
+    gg_conn *c = req->handle->data;
+    free(w->data);
+    free(w);
+    if (status < 0 && status != UV_ECANCELED && !c->closing) {
+        gg_debug("write failed: %s", uv_strerror(status));
+        conn_close_now(c);
+    }
+}
+
+bool gg_conn_send(gg_conn *c, msgpack_sbuffer *sb)
+{
+    if (!c || c->closing || uv_is_closing((uv_handle_t *)&c->pipe)) {
+        msgpack_sbuffer_destroy(sb);
+        msgpack_sbuffer_init(sb);
+        return false;
+    }
+    if (uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) > CONN_MAX_WRITE_QUEUE) {
+        gg_log_fields f = {.session = c->sess ? c->sess->id : 0};
+        GG_LOG(GG_LOG_WARN, &f, "client pid %d is not reading its responses; closing its "
+               "connection", c->sess ? (int)c->sess->pid : -1);
+        msgpack_sbuffer_destroy(sb);
+        msgpack_sbuffer_init(sb);
+        conn_close_now(c);
+        return false;
+    }
+    conn_write *w = malloc(sizeof(*w));
+    if (!w) {
+        msgpack_sbuffer_destroy(sb);
+        msgpack_sbuffer_init(sb);
+        conn_close_now(c);
+        return false;
+    }
+    size_t len = sb->size;
+    w->data = msgpack_sbuffer_release(sb);
+    uv_buf_t buf = uv_buf_init(w->data, (unsigned)len);
+    int rc = uv_write(&w->req, (uv_stream_t *)&c->pipe, &buf, 1, conn_on_write);
+    if (rc < 0) {
+        free(w->data);
+        free(w);
+        conn_close_now(c);
+        return false;
+    }
+    return true;
+}
+
+void gg_conn_request_done(gg_conn *c)
+{
+    if (!c)
+        return;
+    if (c->inflight)
+        c->inflight--;
+    if (c->rpc->core->stopping && c->inflight == 0)
+        gg_conn_close(c);
+}
+
+/* Send an error for a message that cannot be answered by msgid, then close. */
+static void conn_fatal(gg_conn *c, int err, const char *msg)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    proto_pack_error_notify(&pk, err, msg);
+    gg_conn_send(c, &sb);
+    msgpack_sbuffer_destroy(&sb);
+    gg_log_fields f = {.session = c->sess ? c->sess->id : 0};
+    GG_LOG(GG_LOG_INFO, &f, "closing connection: %s", msg);
+    gg_conn_close(c);
+}
+
+static void conn_on_request_timeout(uv_timer_t *t)
+{
+    gg_conn *c = t->data;
+    char msg[200];
+    snprintf(msg, sizeof(msg),
+             "a request was not complete within %u ms (request-timeout-ms): %zu bytes of it "
+             "arrived", c->rpc->core->cfg->request_timeout_ms, c->rlen);
+    c->rpc->core->stats.errors++;
+    conn_fatal(c, -ETIMEDOUT, msg);
+}
+
+/* After a read: time the partial request left in the buffer, if any.
+ * started: a message was taken out, so what is left began in this read. */
+static void conn_time_request(gg_conn *c, bool started)
+{
+    unsigned ms = c->rpc->core->cfg->request_timeout_ms;
+    if (ms == 0 || c->closing)
+        return;
+    if (c->rlen == 0)
+        uv_timer_stop(&c->req_timer);
+    else if (started || !uv_is_active((uv_handle_t *)&c->req_timer))
+        uv_timer_start(&c->req_timer, conn_on_request_timeout, ms, 0);
+}
+
+static void conn_send_error(gg_conn *c, uint32_t msgid, int err, const char *msg)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    proto_pack_error_response(&pk, msgid, err, msg);
+    gg_conn_send(c, &sb);
+    msgpack_sbuffer_destroy(&sb);
+}
+
+static void conn_handle_request(gg_conn *c, const proto_msg *m)
+{
+    gg_core *core = c->rpc->core;
+    gg_session *s = c->sess;
+    char errmsg[512] = "";
+    core->stats.requests++;
+    s->requests++;
+
+    if (c->inflight >= core->cfg->max_inflight) {
+        char msg[160];
+        snprintf(msg, sizeof(msg),
+                 "more than %u requests in flight on one connection; wait for responses "
+                 "before sending more", core->cfg->max_inflight);
+        core->stats.errors++;
+        conn_send_error(c, m->msgid, -EBUSY, msg);
+        gg_conn_close(c);
+        return;
+    }
+    const gg_method *method = gg_dispatch_find(m->method, m->method_len);
+    if (!method) {
+        /* the name is the client's bytes: at most 64 of them, cleaned */
+        char name[65];
+        proto_utf8_clean(name, sizeof(name), m->method, m->method_len);
+        snprintf(errmsg, sizeof(errmsg), "unknown method '%s'", name);
+        core->stats.errors++;
+        s->errors++;
+        conn_send_error(c, m->msgid, -ENOSYS, errmsg);
+        return;
+    }
+    if (core->stopping) {
+        conn_send_error(c, m->msgid, -ESHUTDOWN, "the daemon is shutting down");
+        return;
+    }
+
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    proto_pack_response_head(&pk, m->msgid);
+    gg_call call = {
+        .core = core, .rpc = c->rpc, .sess = s, .msgid = m->msgid, .params = m->params, .pk = &pk,
+        .err = {errmsg, sizeof(errmsg)},
+    };
+    c->inflight++;
+    int rc = method->fn(&call);
+    /* an import or a stream made on this thread may have found the device gone */
+    gg_core_check_device(core);
+    if (rc == GG_CALL_ASYNC) {
+        msgpack_sbuffer_destroy(&sb);
+        return;
+    }
+    if (rc < 0) {
+        core->stats.errors++;
+        s->errors++;
+        if (!errmsg[0])
+            snprintf(errmsg, sizeof(errmsg), "%s", strerror(-rc));
+        gg_log_fields f = {.session = s->id};
+        GG_LOG(GG_LOG_DEBUG, &f, "%.*s refused: %s: %s", (int)m->method_len, m->method,
+               proto_errno_code(rc), errmsg);
+        sb.size = 0;
+        proto_pack_error_response(&pk, m->msgid, rc, errmsg);
+    }
+    gg_conn_send(c, &sb);
+    msgpack_sbuffer_destroy(&sb);
+    gg_conn_request_done(c);
+}
+
+static void conn_handle_message(gg_conn *c, const uint8_t *data, size_t len)
+{
+    msgpack_unpacked up;
+    msgpack_unpacked_init(&up);
+    size_t off = 0;
+    msgpack_unpack_return r = msgpack_unpack_next(&up, (const char *)data, len, &off);
+    if (r != MSGPACK_UNPACK_SUCCESS) {
+        msgpack_unpacked_destroy(&up);
+        conn_fatal(c, r == MSGPACK_UNPACK_NOMEM_ERROR ? -ENOMEM : -EPROTO,
+                   r == MSGPACK_UNPACK_NOMEM_ERROR ? "out of memory unpacking the message"
+                                                   : "malformed MessagePack");
+        return;
+    }
+    proto_msg m;
+    bool msgid_ok;
+    char why[256];
+    if (proto_msg_decode(&up.data, &m, &msgid_ok, why, sizeof(why)) < 0) {
+        c->rpc->core->stats.errors++;
+        /* Well framed but the wrong shape: answer and keep the connection. */
+        if (msgid_ok)
+            conn_send_error(c, m.msgid, -EPROTO, why);
+        else {
+            msgpack_sbuffer sb;
+            msgpack_packer pk;
+            msgpack_sbuffer_init(&sb);
+            msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+            proto_pack_error_notify(&pk, -EPROTO, why);
+            gg_conn_send(c, &sb);
+            msgpack_sbuffer_destroy(&sb);
+        }
+    } else if (m.type == GG_MSG_REQUEST) {
+        conn_handle_request(c, &m);
+    } else {
+        gg_debug("ignoring a %s from the client", m.type == GG_MSG_RESPONSE ? "response" : "notification");
+    }
+    msgpack_unpacked_destroy(&up);
+}
+
+static void conn_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    (void)suggested;
+    gg_conn *c = h->data;
+    if (c->rcap - c->rlen < CONN_READ_CHUNK) {
+        size_t ncap = c->rcap ? c->rcap * 2 : CONN_READ_CHUNK * 2;
+        while (ncap - c->rlen < CONN_READ_CHUNK)
+            ncap *= 2;
+        uint8_t *n = realloc(c->rbuf, ncap);
+        if (!n) {
+            *buf = uv_buf_init(NULL, 0);   /* libuv reports UV_ENOBUFS */
+            return;
+        }
+        c->rbuf = n;
+        c->rcap = ncap;
+    }
+    *buf = uv_buf_init((char *)c->rbuf + c->rlen, (unsigned)(c->rcap - c->rlen));
+}
+
+static void conn_on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
+{
+    (void)buf;
+    gg_conn *c = st->data;
+    if (n < 0) {
+        if (n != UV_EOF)
+            gg_debug("read failed: %s", uv_strerror((int)n));
+        /* The peer has gone or half-closed: answers in flight have nowhere to
+         * go, so close now rather than wait for them. */
+        conn_close_now(c);
+        return;
+    }
+    c->rlen += (size_t)n;
+    size_t off = 0;
+    while (!c->closing && off < c->rlen) {
+        long r = proto_frame_scan(&c->frame, c->rbuf + off, c->rlen - off);
+        if (r == 0)
+            break;
+        if (r < 0) {
+            char msg[160];
+            if (r == -EMSGSIZE)
+                snprintf(msg, sizeof(msg),
+                         "message larger than the limit of %zu bytes (max-message-size)",
+                         c->frame.max_msg);
+            else
+                snprintf(msg, sizeof(msg), "the byte stream is not MessagePack-RPC");
+            c->rpc->core->stats.errors++;
+            conn_fatal(c, (int)r, msg);
+            return;
+        }
+        conn_handle_message(c, c->rbuf + off, (size_t)r);
+        off += (size_t)r;
+        proto_frame_reset(&c->frame);
+    }
+    if (c->closing)
+        return;
+    if (off) {
+        memmove(c->rbuf, c->rbuf + off, c->rlen - off);
+        c->rlen -= off;
+    }
+    conn_time_request(c, off > 0);
+    /* Keep an idle connection's buffer small. */
+    if (c->rlen == 0 && c->rcap > 4 * CONN_READ_CHUNK) {
+        free(c->rbuf);
+        c->rbuf = NULL;
+        c->rcap = 0;
+    }
+}
+
+/* Open connections of uid, the new one included; those already being
+ * closed (refused ones among them) do not count. */
+static unsigned conn_count_uid(gg_rpc *rpc, uid_t uid)
+{
+    unsigned n = 0;
+    for (gg_conn *c = rpc->conns; c; c = c->next)
+        n += !c->closing && c->sess && c->sess->uid == uid;
+    return n;
+}
+
+int gg_conn_accept(gg_rpc *rpc, uv_stream_t *listener)
+{
+    gg_conn *c = calloc(1, sizeof(*c));
+    if (!c)
+        return -ENOMEM;
+    gg_core *core = rpc->core;
+    c->rpc = rpc;
+    proto_frame_init(&c->frame, core->cfg->max_message);
+    int rc = uv_pipe_init(core->loop, &c->pipe, 0);
+    if (rc < 0) {
+        free(c);
+        return rc;
+    }
+    c->pipe.data = c;
+    uv_timer_init(core->loop, &c->req_timer);   /* cannot fail */
+    c->req_timer.data = c;
+    c->handles = 2;
+    c->next = rpc->conns;
+    if (rpc->conns)
+        rpc->conns->prev = c;
+    rpc->conns = c;
+    rpc->nconns++;
+    rc = uv_accept(listener, (uv_stream_t *)&c->pipe);
+    if (rc < 0) {
+        conn_close_now(c);
+        return rc;
+    }
+    struct ucred cred = {.pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1};
+    socklen_t len = sizeof(cred);
+    uv_os_fd_t fd;
+    if (uv_fileno((uv_handle_t *)&c->pipe, &fd) == 0)
+        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len);
+    c->sess = gg_session_new(core, c, cred.pid, cred.uid, cred.gid);
+    if (!c->sess) {
+        conn_close_now(c);
+        return -ENOMEM;
+    }
+    if (rpc->nconns > core->cfg->max_connections) {
+        conn_fatal(c, -EBUSY, "too many connections (max-connections); try again later");
+        return 0;
+    }
+    unsigned same = conn_count_uid(rpc, cred.uid);
+    if (core->cfg->max_conn_per_uid && same > core->cfg->max_conn_per_uid) {
+        char msg[200];
+        snprintf(msg, sizeof(msg),
+                 "too many connections from uid %d: %u open, the limit is %u "
+                 "(max-connections-per-uid); close some and try again",
+                 (int)cred.uid, same - 1, core->cfg->max_conn_per_uid);
+        conn_fatal(c, -EBUSY, msg);
+        return 0;
+    }
+    gg_log_fields f = {.session = c->sess->id};
+    GG_LOG(GG_LOG_DEBUG, &f, "client connected: pid %d uid %d", (int)cred.pid, (int)cred.uid);
+    rc = uv_read_start((uv_stream_t *)&c->pipe, conn_alloc, conn_on_read);
+    if (rc < 0)
+        conn_close_now(c);
+    return 0;
+}
+
+void gg_conn_stop_all(gg_rpc *rpc)
+{
+    for (gg_conn *c = rpc->conns, *n; c; c = n) {
+        n = c->next;
+        if (c->inflight == 0)
+            gg_conn_close(c);
+        else {
+            /* stop reading; the last reply closes it (gg_conn_request_done).
+             * A partial request will not be read now: no timeout for it. */
+            uv_read_stop((uv_stream_t *)&c->pipe);
+            uv_timer_stop(&c->req_timer);
+        }
+    }
+}
+
+void gg_conn_force_close_all(gg_rpc *rpc)
+{
+    for (gg_conn *c = rpc->conns; c; c = c->next)
+        conn_close_now(c);
+}
+
+gg_session *gg_conn_session(gg_conn *c)
+{
+    return c->sess;
+}
+
+gg_conn *gg_conn_next(gg_conn *c)
+{
+    return c->next;
+}

@@ -1,0 +1,39 @@
+/* The socket transport: client connections on the loop thread, each
+ * carrying one core session.  The listener belongs to app/; it hands each
+ * new connection to gg_conn_accept. */
+#ifndef GG_CONN_H
+#define GG_CONN_H
+
+#include <stdbool.h>
+#include <msgpack.h>
+#include <uv.h>
+
+#include "core/core.h"
+
+struct gg_conn;
+struct gg_session;
+
+/* The transport's own state, kept apart from the core so a second
+ * transport has its own. */
+typedef struct gg_rpc {
+    gg_core *core;
+    struct gg_conn *conns;          /* list */
+    unsigned nconns;
+} gg_rpc;
+
+void gg_rpc_init(gg_rpc *rpc, gg_core *core);
+
+int gg_conn_accept(gg_rpc *rpc, uv_stream_t *listener);
+/* Graceful close: flush what is queued, then close. */
+void gg_conn_close(struct gg_conn *c);
+/* Queue bytes taken from sb (sb is reset); false if the connection is gone. */
+bool gg_conn_send(struct gg_conn *c, msgpack_sbuffer *sb);
+/* A request finished (replied to or dropped). */
+void gg_conn_request_done(struct gg_conn *c);
+/* Close every connection as part of a stop; idle ones at once. */
+void gg_conn_stop_all(gg_rpc *rpc);
+void gg_conn_force_close_all(gg_rpc *rpc);
+struct gg_session *gg_conn_session(struct gg_conn *c);
+struct gg_conn *gg_conn_next(struct gg_conn *c);
+
+#endif

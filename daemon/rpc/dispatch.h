@@ -1,0 +1,56 @@
+/* One table from method name to handler.  Adding a method is one row in
+ * dispatch.c and one handler. */
+#ifndef GG_DISPATCH_H
+#define GG_DISPATCH_H
+
+#include <msgpack.h>
+
+#include "core/core.h"
+#include "proto.h"
+
+struct gg_rpc;
+struct gg_session;
+
+/* A handler returns 0 after packing exactly one result map into pk, a
+ * negative errno after writing a message through proto_fail(&call->err, ...),
+ * or GG_CALL_ASYNC when it has taken the request over and will answer it
+ * later through its job's ops (rpc/reply.h). */
+#define GG_CALL_ASYNC 1
+
+typedef struct gg_call {
+    gg_core *core;
+    struct gg_rpc *rpc;             /* the connections, for stats and health */
+    struct gg_session *sess;
+    uint32_t msgid;
+    const msgpack_object *params;   /* the params map; NULL when params was [] */
+    msgpack_packer *pk;
+    proto_errbuf err;
+} gg_call;
+
+typedef int (*gg_method_fn)(gg_call *call);
+
+typedef struct {
+    const char *name;
+    gg_method_fn fn;
+} gg_method;
+
+const gg_method *gg_dispatch_find(const char *name, size_t len);
+const gg_method *gg_dispatch_table(size_t *n);
+
+/* handlers, grouped by file */
+int gg_method_hello(gg_call *c);      /* methods_info.c */
+int gg_method_stats(gg_call *c);
+int gg_method_health(gg_call *c);
+int gg_method_buffer_register(gg_call *c);   /* methods_buffer.c */
+int gg_method_buffer_release(gg_call *c);
+int gg_method_buffer_list(gg_call *c);
+int gg_method_event_register(gg_call *c);    /* methods_event.c */
+int gg_method_event_release(gg_call *c);
+int gg_method_program_define(gg_call *c);    /* methods_program.c */
+int gg_method_program_release(gg_call *c);
+int gg_method_program_list(gg_call *c);
+int gg_method_program_prepare(gg_call *c);
+int gg_method_program_rebind(gg_call *c);
+int gg_method_replay(gg_call *c);
+
+#endif

@@ -1,0 +1,117 @@
+/* buffer.register, buffer.release, buffer.list. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/buffer.h"
+#include "rpc/dispatch.h"
+#include "base/log.h"
+#include "core/core.h"
+#include "rpc/conn.h"
+
+int gg_method_buffer_register(gg_call *c)
+{
+    gg_core *core = c->core;
+    const void *handle;
+    size_t hlen;
+    uint64_t offset = 0, size;
+    int rc;
+    if ((rc = proto_get_bin(c->params, "handle", true, &handle, &hlen, &c->err)) < 0)
+        return rc;
+    if ((rc = proto_get_u64(c->params, "offset", false, UINT64_MAX, &offset, &c->err)) < 0 &&
+        rc != -ENOENT)
+        return rc;
+    if ((rc = proto_get_u64(c->params, "size", true, UINT64_MAX, &size, &c->err)) < 0)
+        return rc;
+    if (size == 0)
+        return proto_fail(&c->err, -EINVAL, "argument 'size' must be at least 1 byte");
+    if (offset > UINT64_MAX - size)
+        return proto_fail(&c->err, -EINVAL, "offset + size overflows");
+    if (hlen == 0 || hlen > 256)
+        return proto_fail(&c->err, -EINVAL, "argument 'handle' must be 1 to 256 bytes");
+
+    gg_buffer *b = calloc(1, sizeof(*b));
+    if (!b)
+        return proto_fail(&c->err, -ENOMEM, "out of memory");
+    gg_import_desc d = {
+        .handle = handle, .handle_len = hlen, .offset = offset, .size = size,
+        .peer_uid = c->sess->uid, .peer_pid = c->sess->pid,
+    };
+    char why[256] = "";
+    void *ptr;
+    rc = core->dev->ops->buffer_import(core->dev, &d, &b->dev, &ptr, why, sizeof(why));
+    if (rc < 0) {
+        free(b);
+        return proto_fail(&c->err, rc, "%s", why[0] ? why : strerror(-rc));
+    }
+    b->id = core->next_id++;
+    b->sess = c->sess;
+    b->ptr = ptr;
+    b->offset = offset;
+    b->size = size;
+    if (core->dev->ops->name[0] == 'c') {
+        /* the shm name is the client's bytes; buffer.list shows it */
+        proto_utf8_clean(b->handle, 71, handle, hlen);
+    } else {
+        const uint8_t *h = handle;
+        for (size_t i = 0; i < hlen && i < 16; i++)
+            snprintf(b->handle + 2 * i, 3, "%02x", h[i]);
+    }
+    if ((rc = gg_idmap_put(&core->buffers, b->id, b)) < 0) {
+        core->dev->ops->buffer_release(core->dev, b->dev);
+        free(b);
+        return proto_fail(&c->err, rc, "out of memory");
+    }
+    gg_list_add_tail(&c->sess->buffers, &b->sess_link);
+    gg_log_fields f = {.session = c->sess->id};
+    GG_LOG(GG_LOG_DEBUG, &f, "buffer %llu registered: %s +%llu, %llu bytes",
+           (unsigned long long)b->id, b->handle, (unsigned long long)offset,
+           (unsigned long long)size);
+    msgpack_pack_map(c->pk, 2);
+    proto_pack_kv_u64(c->pk, "id", b->id);
+    proto_pack_kv_u64(c->pk, "size", b->size);
+    return 0;
+}
+
+int gg_method_buffer_release(gg_call *c)
+{
+    uint64_t id;
+    gg_buffer *b;
+    int rc;
+    if ((rc = proto_get_u64(c->params, "id", true, UINT64_MAX, &id, &c->err)) < 0)
+        return rc;
+    if ((rc = gg_buffer_lookup(c->core, c->sess, id, &b, &c->err)) < 0)
+        return rc;
+    if (b->users)
+        return proto_fail(&c->err, -EBUSY,
+                          "buffer %llu is used by %d tensor(s) of programs (live ones, or "
+                          "released ones whose replays are still running); release the "
+                          "programs first, or retry once their replays are answered",
+                          (unsigned long long)id, b->users);
+    gg_buffer_free(c->core, b);
+    msgpack_pack_map(c->pk, 1);
+    proto_pack_kv_u64(c->pk, "id", id);
+    return 0;
+}
+
+int gg_method_buffer_list(gg_call *c)
+{
+    gg_session *s = c->sess;
+    unsigned n = 0;
+    for (gg_list *l = s->buffers.next; l != &s->buffers; l = l->next)
+        n++;
+    msgpack_pack_map(c->pk, 1);
+    proto_pack_key(c->pk, "buffers");
+    msgpack_pack_array(c->pk, n);
+    for (gg_list *l = s->buffers.next; l != &s->buffers; l = l->next) {
+        gg_buffer *b = gg_container_of(l, gg_buffer, sess_link);
+        msgpack_pack_map(c->pk, 5);
+        proto_pack_kv_u64(c->pk, "id", b->id);
+        proto_pack_kv_u64(c->pk, "size", b->size);
+        proto_pack_kv_u64(c->pk, "offset", b->offset);
+        proto_pack_kv_str(c->pk, "handle", b->handle);
+        proto_pack_kv_i64(c->pk, "users", b->users);
+    }
+    return 0;
+}

@@ -1,0 +1,201 @@
+/* hello, stats, health. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/cache.h"
+#include "rpc/dispatch.h"
+#include "core/exec.h"
+#include "core/program.h"
+#include "core/core.h"
+#include "rpc/conn.h"
+#include "core/session.h"
+#include "rpc/reply.h"
+
+static void info_pack_device(msgpack_packer *pk, const gg_core *core)
+{
+    const gg_device_info *d = &core->devinfo;
+    msgpack_pack_map(pk, 8);
+    proto_pack_kv_str(pk, "name", d->name);
+    proto_pack_kv_str(pk, "arch", d->arch);
+    proto_pack_kv_str(pk, "runtime", d->runtime);
+    proto_pack_kv_str(pk, "driver", d->driver);
+    proto_pack_kv_u64(pk, "vram_total_mb", d->mem_total >> 20);
+    proto_pack_kv_u64(pk, "vram_free_mb", d->mem_free >> 20);
+    proto_pack_kv_i64(pk, "wave_size", d->wave_size);
+    proto_pack_kv_i64(pk, "compute_units", d->compute_units);
+}
+
+int gg_method_hello(gg_call *c)
+{
+    uint64_t protocol;
+    const char *client = "";
+    size_t clen = 0;
+    int rc = proto_get_u64(c->params, "protocol", true, UINT32_MAX, &protocol, &c->err);
+    if (rc < 0)
+        return rc;
+    if (protocol != GG_PROTOCOL_VERSION)
+        return proto_fail(&c->err, -EPROTO,
+                          "protocol %llu is not supported: this daemon speaks protocol %d",
+                          (unsigned long long)protocol, GG_PROTOCOL_VERSION);
+    rc = proto_get_str(c->params, "client", false, &client, &clen, &c->err);
+    if (rc < 0 && rc != -ENOENT)
+        return rc;
+    gg_session *s = c->sess;
+    /* shown in stats: cleaned, and cut at a character boundary */
+    proto_utf8_clean(s->client, sizeof(s->client), client, clen);
+    s->said_hello = true;
+
+    gg_core *core = c->core;
+    core->dev->ops->info(core->dev, &core->devinfo);
+    msgpack_packer *pk = c->pk;
+    msgpack_pack_map(pk, 8);
+    proto_pack_kv_u64(pk, "protocol", GG_PROTOCOL_VERSION);
+    proto_pack_kv_str(pk, "version", GG_VERSION);
+    proto_pack_kv_str(pk, "backend", core->backend);
+    proto_pack_kv_u64(pk, "session", s->id);
+    proto_pack_key(pk, "device");
+    info_pack_device(pk, core);
+    proto_pack_key(pk, "limits");
+    msgpack_pack_map(pk, 8);
+    proto_pack_kv_u64(pk, "max_message_size", core->cfg->max_message);
+    proto_pack_kv_u64(pk, "max_inflight", core->cfg->max_inflight);
+    proto_pack_key(pk, "buckets");
+    msgpack_pack_array(pk, core->cfg->nbuckets);
+    for (int i = 0; i < core->cfg->nbuckets; i++)
+        msgpack_pack_int(pk, core->cfg->buckets[i]);
+    proto_pack_kv_u64(pk, "max_buckets", GG_MAX_BUCKETS);
+    proto_pack_kv_u64(pk, "max_dims", GG_MAX_DIMS);
+    proto_pack_kv_u64(pk, "max_batch", GG_MAX_BATCH);
+    proto_pack_kv_u64(pk, "max_tensors", GG_MAX_TENSORS);
+    proto_pack_kv_u64(pk, "max_nodes", GG_MAX_NODES);
+    size_t n;
+    const gg_method *m = gg_dispatch_table(&n);
+    proto_pack_key(pk, "methods");
+    msgpack_pack_array(pk, n);
+    for (size_t i = 0; i < n; i++)
+        proto_pack_str(pk, m[i].name);
+    proto_pack_key(pk, "ops");
+    msgpack_pack_array(pk, gg_ops_count());
+    for (int i = 0; i < gg_ops_count(); i++)
+        proto_pack_str(pk, gg_ops_at(i)->name);
+    return 0;
+}
+
+static void stats_pack_session(msgpack_packer *pk, const gg_session *s)
+{
+    unsigned nbuf = 0, nprog = 0;
+    for (gg_list *l = s->buffers.next; l != &s->buffers; l = l->next)
+        nbuf++;
+    for (gg_list *l = s->programs.next; l != &s->programs; l = l->next)
+        nprog++;
+    msgpack_pack_map(pk, 12);
+    proto_pack_kv_u64(pk, "id", s->id);
+    proto_pack_kv_str(pk, "client", s->client);
+    proto_pack_kv_i64(pk, "pid", s->pid);
+    proto_pack_kv_i64(pk, "uid", (int64_t)s->uid);
+    proto_pack_kv_u64(pk, "requests", s->requests);
+    proto_pack_kv_u64(pk, "errors", s->errors);
+    proto_pack_kv_u64(pk, "replays", s->replays);
+    proto_pack_kv_u64(pk, "graph_replays", s->graph_replays);
+    proto_pack_kv_u64(pk, "eager_replays", s->eager_replays);
+    proto_pack_kv_f64(pk, "avg_replay_us", gg_stats_avg(s->replay_us_sum, s->replays));
+    proto_pack_kv_u64(pk, "buffers", nbuf);
+    proto_pack_kv_u64(pk, "programs", nprog);
+}
+
+int gg_method_stats(gg_call *c)
+{
+    gg_core *core = c->core;
+    const gg_stats *st = &core->stats;
+    msgpack_packer *pk = c->pk;
+    msgpack_pack_map(pk, 22);
+    proto_pack_kv_u64(pk, "capture_count", st->capture_count);
+    proto_pack_kv_u64(pk, "replay_count", st->replay_count);
+    proto_pack_kv_u64(pk, "eager_count", st->eager_count);
+    proto_pack_kv_u64(pk, "fallback_count", st->fallback_count);
+    proto_pack_kv_u64(pk, "oversize_count", st->oversize_count);
+    proto_pack_kv_u64(pk, "validation_failures", st->validation_failures);
+    proto_pack_kv_u64(pk, "validations", st->validations);
+    proto_pack_kv_f64(pk, "avg_replay_us", gg_stats_avg(st->replay_us_sum, st->replay_count));
+    proto_pack_kv_f64(pk, "avg_eager_us", gg_stats_avg(st->eager_us_sum, st->eager_count));
+    proto_pack_kv_u64(pk, "requests", st->requests);
+    proto_pack_kv_u64(pk, "errors", st->errors);
+    proto_pack_kv_u64(pk, "evictions", st->evictions);
+    proto_pack_kv_u64(pk, "exec_updates", st->exec_updates);
+    proto_pack_kv_u64(pk, "uptime_s", (gg_now_ms() - core->started_ms) / 1000);
+    proto_pack_kv_str(pk, "backend", core->backend);
+    proto_pack_kv_u64(pk, "sessions_active", c->rpc->nconns);
+    proto_pack_kv_u64(pk, "sessions_total", core->sessions_total);
+    proto_pack_kv_u64(pk, "graphs_cached", gg_cache_count(core->cache));
+    proto_pack_kv_u64(pk, "cache_capacity", gg_cache_capacity(core->cache));
+    proto_pack_kv_u64(pk, "cache_bytes", gg_cache_bytes(core->cache));
+    proto_pack_key(pk, "sessions");
+    unsigned nsess = 0;
+    for (struct gg_conn *cn = c->rpc->conns; cn; cn = gg_conn_next(cn))
+        nsess += gg_conn_session(cn) != NULL;
+    msgpack_pack_array(pk, nsess);
+    for (struct gg_conn *cn = c->rpc->conns; cn; cn = gg_conn_next(cn))
+        if (gg_conn_session(cn))
+            stats_pack_session(pk, gg_conn_session(cn));
+    proto_pack_key(pk, "cache");
+    gg_rpc_pack_cache(core->cache, pk);
+    return 0;
+}
+
+/* The smoke test's answer: the job itself says how it went (out adds
+ * nothing for a smoke test). */
+static void health_done(gg_job *j, const gg_replay_outcome *out)
+{
+    (void)out;
+    gg_core *core = j->sess->core;
+    const gg_rpc *rpc = j->ctx;
+    const gg_job_result *r = &j->results[0];
+    char smoke[200] = "passed";
+    bool ok = !core->device_lost && j->rc == 0 && r->rc == 0;
+    if (core->device_lost)
+        snprintf(smoke, sizeof(smoke), "not run: the device is lost");
+    else if (j->rc < 0 || r->rc < 0)
+        snprintf(smoke, sizeof(smoke), "failed: %s", r->rc < 0 ? r->reason : j->reason);
+    if (!ok && !core->device_lost)
+        snprintf(core->unhealthy_reason, sizeof(core->unhealthy_reason), "smoke test %s", smoke);
+    core->dev->ops->info(core->dev, &core->devinfo);
+    const gg_device_info *d = &core->devinfo;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    gg_rpc_reply_begin(&sb, &pk, (uint32_t)j->tag);
+    msgpack_pack_map(&pk, 6);
+    proto_pack_kv_bool(&pk, "ok", ok);
+    proto_pack_kv_str(&pk, "gpu", d->name);
+    proto_pack_kv_str(&pk, "arch", d->arch);
+    proto_pack_kv_u64(&pk, "vram_total_mb", d->mem_total >> 20);
+    proto_pack_kv_u64(&pk, "vram_free_mb", d->mem_free >> 20);
+    proto_pack_key(&pk, "details");
+    msgpack_pack_map(&pk, ok ? 10 : 11);
+    proto_pack_kv_str(&pk, "backend", core->backend);
+    proto_pack_kv_str(&pk, "runtime", d->runtime);
+    proto_pack_kv_str(&pk, "driver", d->driver);
+    proto_pack_kv_str(&pk, "smoke_test", smoke);
+    proto_pack_kv_f64(&pk, "smoke_test_us", (double)(j->t_done_us - j->t_start_us));
+    proto_pack_kv_u64(&pk, "uptime_s", (gg_now_ms() - core->started_ms) / 1000);
+    proto_pack_kv_u64(&pk, "sessions", rpc->nconns);
+    proto_pack_kv_u64(&pk, "graphs_cached", gg_cache_count(core->cache));
+    proto_pack_kv_str(&pk, "socket", core->cfg->socket_path);
+    proto_pack_kv_str(&pk, "version", GG_VERSION);
+    if (!ok)
+        proto_pack_kv_str(&pk, "reason", core->unhealthy_reason);
+    gg_rpc_reply_end(j->sess, &sb);
+}
+
+/* The smoke test captures and replays a graph: it runs on an executor
+ * thread like any other device work, never on the loop. */
+int gg_method_health(gg_call *c)
+{
+    static const gg_job_ops health_ops = {.done = health_done};
+    gg_job *j = gg_job_new(GG_JOB_SMOKE, c->sess, &health_ops, c->msgid, NULL, 0);
+    if (!j)
+        return proto_fail(&c->err, -ENOMEM, "out of memory");
+    j->ctx = c->rpc;
+    gg_exec_queue(c->core, j);
+    return GG_CALL_ASYNC;
+}

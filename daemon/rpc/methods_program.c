@@ -1,0 +1,233 @@
+/* program.define, program.release, program.list, program.prepare, replay. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/cache.h"
+#include "rpc/dispatch.h"
+#include "core/exec.h"
+#include "base/log.h"
+#include "core/program.h"
+#include "rpc/reply.h"
+#include "core/core.h"
+#include "rpc/conn.h"
+
+int gg_method_program_define(gg_call *c)
+{
+    if (!c->params)
+        return proto_fail(&c->err, -EINVAL, "program.define needs {name, tensors, nodes}");
+    gg_program *p;
+    int rc = gg_program_define(c->core, c->sess, c->params, &p, &c->err);
+    if (rc < 0)
+        return rc;
+    int nodes = 0;
+    for (int b = 0; b < p->nbranches; b++)
+        nodes += p->branches[b].nnodes;
+    gg_log_fields f = {.session = c->sess->id, .program = p->id};
+    GG_LOG(GG_LOG_DEBUG, &f, "program '%s' defined: %d node(s) in %d branch(es), %d bucket(s), "
+           "%d warm graph(s) adopted", p->name, nodes, p->nbranches, p->nbuckets, p->warm);
+    msgpack_packer *pk = c->pk;
+    msgpack_pack_map(pk, 6);
+    proto_pack_kv_u64(pk, "id", p->id);
+    proto_pack_kv_i64(pk, "warm", p->warm);
+    proto_pack_key(pk, "buckets");
+    msgpack_pack_array(pk, p->nbuckets);
+    for (int i = 0; i < p->nbuckets; i++)
+        msgpack_pack_int(pk, p->buckets[i]);
+    proto_pack_kv_i64(pk, "max_batch", p->max_batch);
+    proto_pack_kv_i64(pk, "branches", p->nbranches);
+    proto_pack_kv_i64(pk, "nodes", nodes);
+    return 0;
+}
+
+static int prog_arg(gg_call *c, const char *key, gg_program **p)
+{
+    uint64_t id;
+    int rc = proto_get_u64(c->params, key, true, UINT64_MAX, &id, &c->err);
+    if (rc < 0)
+        return rc;
+    return gg_program_lookup(c->core, c->sess, id, p, &c->err);
+}
+
+int gg_method_program_release(gg_call *c)
+{
+    gg_program *p;
+    int rc = prog_arg(c, "id", &p);
+    if (rc < 0)
+        return rc;
+    uint64_t id = p->id;
+    gg_program_release(p);
+    msgpack_pack_map(c->pk, 1);
+    proto_pack_kv_u64(c->pk, "id", id);
+    return 0;
+}
+
+int gg_method_program_list(gg_call *c)
+{
+    gg_session *s = c->sess;
+    unsigned n = 0;
+    for (gg_list *l = s->programs.next; l != &s->programs; l = l->next)
+        n++;
+    msgpack_pack_map(c->pk, 1);
+    proto_pack_key(c->pk, "programs");
+    msgpack_pack_array(c->pk, n);
+    for (gg_list *l = s->programs.next; l != &s->programs; l = l->next) {
+        gg_program *p = gg_container_of(l, gg_program, sess_link);
+        int nodes = 0;
+        for (int b = 0; b < p->nbranches; b++)
+            nodes += p->branches[b].nnodes;
+        msgpack_pack_map(c->pk, 6);
+        proto_pack_kv_u64(c->pk, "id", p->id);
+        proto_pack_kv_str(c->pk, "name", p->name);
+        proto_pack_kv_i64(c->pk, "nodes", nodes);
+        proto_pack_kv_i64(c->pk, "branches", p->nbranches);
+        proto_pack_key(c->pk, "buckets");
+        msgpack_pack_array(c->pk, p->nbuckets);
+        for (int i = 0; i < p->nbuckets; i++)
+            msgpack_pack_int(c->pk, p->buckets[i]);
+        proto_pack_kv_i64(c->pk, "max_batch", p->max_batch);
+    }
+    return 0;
+}
+
+int gg_method_program_rebind(gg_call *c)
+{
+    gg_program *p;
+    int rc = prog_arg(c, "id", &p);
+    if (rc < 0)
+        return rc;
+    int n = 0;
+    if ((rc = gg_program_rebind(c->core, p, proto_map_get(c->params, "tensors"), &n, &c->err)) < 0)
+        return rc;
+    msgpack_pack_map(c->pk, 3);
+    proto_pack_kv_u64(c->pk, "id", p->id);
+    proto_pack_kv_i64(c->pk, "rebound", n);
+    proto_pack_kv_i64(c->pk, "max_batch", p->max_batch);
+    return 0;
+}
+
+int gg_method_replay(gg_call *c)
+{
+    gg_program *p;
+    uint64_t batch, branch = 0;
+    int rc = prog_arg(c, "program", &p);
+    if (rc < 0)
+        return rc;
+    if ((rc = proto_get_u64(c->params, "batch", true, GG_MAX_BATCH, &batch, &c->err)) < 0)
+        return rc;
+    if (batch == 0)
+        return proto_fail(&c->err, -EINVAL, "argument 'batch' must be at least 1");
+    rc = proto_get_u64(c->params, "branch", false, UINT32_MAX, &branch, &c->err);
+    if (rc < 0 && rc != -ENOENT)
+        return rc;
+    if ((int64_t)branch >= p->nbranches)
+        return proto_fail(&c->err, -EINVAL, "branch %llu does not exist: program %llu has %d",
+                          (unsigned long long)branch, (unsigned long long)p->id, p->nbranches);
+    int bi = gg_program_bucket_index(p, (int)batch);
+    if (bi < 0 && (int64_t)batch > p->max_batch)
+        return proto_fail(&c->err, -ERANGE, "batch %llu is past what the program's buffers hold "
+                          "(%d rows)", (unsigned long long)batch, p->max_batch);
+    if (bi < 0 && (rc = gg_program_check_rows(p, (int)branch, (int)batch, &c->err)) < 0)
+        return rc;
+    gg_event *wait_ev = NULL, *signal_ev = NULL;
+    uint64_t evid;
+    bool async = false;
+    /* absent or nil: none; an id that does not resolve: refused */
+    if ((rc = proto_get_u64(c->params, "wait_event", false, UINT64_MAX, &evid, &c->err)) == 0 &&
+        (rc = gg_event_lookup(c->core, c->sess, evid, &wait_ev, &c->err)) < 0)
+        return rc;
+    if (rc < 0 && rc != -ENOENT)
+        return rc;
+    if ((rc = proto_get_u64(c->params, "signal_event", false, UINT64_MAX, &evid, &c->err)) == 0 &&
+        (rc = gg_event_lookup(c->core, c->sess, evid, &signal_ev, &c->err)) < 0)
+        return rc;
+    if (rc < 0 && rc != -ENOENT)
+        return rc;
+    rc = proto_get_bool(c->params, "async", false, &async, &c->err);
+    if (rc < 0 && rc != -ENOENT)
+        return rc;
+    gg_job *j = gg_job_new(GG_JOB_REPLAY, c->sess, &gg_rpc_replay_ops, c->msgid, p,
+                           bi < 0 ? 0 : 1);
+    if (!j)
+        return proto_fail(&c->err, -ENOMEM, "out of memory");
+    j->async = async;
+    j->wait_ev = wait_ev;     /* counted as users once queued (gg_exec_queue) */
+    j->signal_ev = signal_ev;
+    j->batch = (int)batch;
+    j->branch = (int)branch;
+    j->rows = bi < 0 ? (int)batch : p->buckets[bi];
+    if (bi >= 0) {
+        if ((rc = gg_cache_get(c->core->cache, p, (int)branch, bi, &j->entries[0])) < 0) {
+            gg_job_free(j);
+            return proto_fail(&c->err, rc, "out of memory");
+        }
+        j->nentries = 1;
+    }
+    gg_exec_queue(c->core, j);
+    return GG_CALL_ASYNC;
+}
+
+int gg_method_program_prepare(gg_call *c)
+{
+    gg_program *p;
+    int rc = prog_arg(c, "id", &p);
+    if (rc < 0)
+        return rc;
+    int bidx[GG_MAX_BUCKETS], nb = 0;
+    const msgpack_object *bk;
+    rc = proto_get_array(c->params, "buckets", false, &bk, &c->err);
+    if (rc == 0) {
+        if (bk->via.array.size > GG_MAX_BUCKETS)
+            return proto_fail(&c->err, -EINVAL, "buckets: at most %d", GG_MAX_BUCKETS);
+        for (uint32_t i = 0; i < bk->via.array.size; i++) {
+            uint64_t v;
+            int found = -1;
+            if (proto_obj_u64(&bk->via.array.ptr[i], &v))
+                for (int k = 0; k < p->nbuckets; k++)
+                    if ((uint64_t)p->buckets[k] == v)
+                        found = k;
+            if (found < 0)
+                return proto_fail(&c->err, -EINVAL, "buckets[%u] is not one of the program's "
+                                  "buckets (program.list shows them)", i);
+            for (int k = 0; k < nb; k++)
+                if (bidx[k] == found)
+                    return proto_fail(&c->err, -EINVAL, "buckets[%u] is listed twice", i);
+            bidx[nb++] = found;
+        }
+    } else if (rc == -ENOENT) {
+        for (int k = 0; k < p->nbuckets; k++)
+            bidx[nb++] = k;
+    } else {
+        return rc;
+    }
+    uint64_t branch;
+    int b0 = 0, b1 = p->nbranches;
+    rc = proto_get_u64(c->params, "branch", false, UINT32_MAX, &branch, &c->err);
+    if (rc == 0) {
+        if ((int64_t)branch >= p->nbranches)
+            return proto_fail(&c->err, -EINVAL, "branch %llu does not exist: program has %d",
+                              (unsigned long long)branch, p->nbranches);
+        b0 = (int)branch;
+        b1 = b0 + 1;
+    } else if (rc != -ENOENT) {
+        return rc;
+    }
+    if (!c->core->cfg->graphs_enabled)
+        return proto_fail(&c->err, -EPERM, "graphs are disabled on this daemon (GFXGRAPH=0)");
+    int n = nb * (b1 - b0);
+    gg_job *j = gg_job_new(GG_JOB_PREPARE, c->sess, &gg_rpc_prepare_ops, c->msgid, p, n);
+    if (!j)
+        return proto_fail(&c->err, -ENOMEM, "out of memory");
+    for (int b = b0; b < b1; b++)
+        for (int k = 0; k < nb; k++) {
+            gg_cache_entry *e;
+            if ((rc = gg_cache_get(c->core->cache, p, b, bidx[k], &e)) < 0) {
+                gg_job_free(j);
+                return proto_fail(&c->err, rc, "out of memory");
+            }
+            gg_cache_retry(c->core->cache, e);
+            j->entries[j->nentries++] = e;
+        }
+    gg_exec_queue(c->core, j);
+    return GG_CALL_ASYNC;
+}

@@ -1,0 +1,125 @@
+/* Replies that leave after their handler returned, and the packing of the
+ * core's answers (replay outcomes, prepared entries, the cache table) into
+ * exactly the maps PROTOCOL.md documents: key order included, since
+ * clients and tests/test_daemon_doc.c compare bytes. */
+#include "rpc/reply.h"
+
+#include <stdbool.h>
+
+#include "core/core.h"
+#include "core/program.h"
+#include "proto.h"
+#include "rpc/conn.h"
+
+void gg_rpc_reply_begin(msgpack_sbuffer *sb, msgpack_packer *pk, uint32_t msgid)
+{
+    msgpack_sbuffer_init(sb);
+    msgpack_packer_init(pk, sb, msgpack_sbuffer_write);
+    proto_pack_response_head(pk, msgid);
+}
+
+void gg_rpc_reply_end(gg_session *s, msgpack_sbuffer *sb)
+{
+    struct gg_conn *conn = s->transport;   /* rpc's sessions carry their gg_conn */
+    if (conn) {
+        gg_conn_send(conn, sb);
+        gg_conn_request_done(conn);
+    }
+    msgpack_sbuffer_destroy(sb);
+}
+
+void gg_rpc_reply_error(gg_session *s, uint32_t msgid, int neg_errno, const char *message)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    proto_pack_error_response(&pk, msgid, neg_errno, message);
+    s->errors++;
+    s->core->stats.errors++;
+    gg_rpc_reply_end(s, &sb);
+}
+
+static void reply_replay(gg_job *j, const gg_replay_outcome *o)
+{
+    if (o->rc < 0) {
+        gg_rpc_reply_error(j->sess, (uint32_t)j->tag, o->rc, o->reason);
+        return;
+    }
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    gg_rpc_reply_begin(&sb, &pk, (uint32_t)j->tag);
+    msgpack_pack_map(&pk, (o->has_reason ? 9 : 8));
+    proto_pack_kv_str(&pk, "path", o->graph ? "graph" : "eager");
+    proto_pack_kv_i64(&pk, "bucket", o->bucket);
+    proto_pack_kv_i64(&pk, "batch", o->batch);
+    proto_pack_kv_i64(&pk, "branch", o->branch);
+    proto_pack_kv_bool(&pk, "fallback", o->fallback);
+    proto_pack_kv_bool(&pk, "captured", o->captured);
+    proto_pack_kv_bool(&pk, "async", o->async);
+    proto_pack_kv_f64(&pk, "device_us", o->device_us);
+    if (o->has_reason)
+        proto_pack_kv_str(&pk, "reason", o->reason);
+    gg_rpc_reply_end(j->sess, &sb);
+}
+
+static void reply_prepare(gg_job *j, const gg_replay_outcome *o)
+{
+    if (o->rc < 0) {
+        gg_rpc_reply_error(j->sess, (uint32_t)j->tag, o->rc, o->reason);
+        return;
+    }
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    gg_rpc_reply_begin(&sb, &pk, (uint32_t)j->tag);
+    msgpack_pack_map(&pk, 2);
+    proto_pack_kv_u64(&pk, "id", j->prog->id);
+    proto_pack_key(&pk, "prepared");
+    msgpack_pack_array(&pk, j->nentries);
+    for (int i = 0; i < j->nentries; i++) {
+        gg_cache_entry *e = j->entries[i];
+        bool failed = e->state == GG_ENTRY_FAILED;
+        msgpack_pack_map(&pk, failed ? 4 : 3);
+        proto_pack_kv_i64(&pk, "branch", e->branch);
+        proto_pack_kv_i64(&pk, "bucket", e->bucket);
+        proto_pack_kv_str(&pk, "state", failed ? "failed" : e->state == GG_ENTRY_READY ? "ready" : "empty");
+        if (failed)
+            proto_pack_kv_str(&pk, "reason", e->reason);
+    }
+    gg_rpc_reply_end(j->sess, &sb);
+}
+
+const gg_job_ops gg_rpc_replay_ops = {.done = reply_replay};
+const gg_job_ops gg_rpc_prepare_ops = {.done = reply_prepare};
+
+static const char *reply_state_name(gg_entry_state s)
+{
+    return s == GG_ENTRY_READY ? "ready" : s == GG_ENTRY_FAILED ? "failed" : "empty";
+}
+
+void gg_rpc_pack_cache(const gg_cache *c, msgpack_packer *pk)
+{
+    unsigned n = 0;
+    for (const gg_cache_entry *e = gg_cache_next(c, NULL); e; e = gg_cache_next(c, e))
+        n++;
+    uint64_t now = gg_now_ms();
+    msgpack_pack_array(pk, n);
+    for (const gg_cache_entry *e = gg_cache_next(c, NULL); e; e = gg_cache_next(c, e)) {
+        bool failed = e->state == GG_ENTRY_FAILED;
+        msgpack_pack_map(pk, failed ? 13 : 12);
+        proto_pack_kv_u64(pk, "program", e->prog_id);
+        proto_pack_kv_str(pk, "program_name", e->prog_name);
+        proto_pack_kv_u64(pk, "session", e->sess_id);
+        proto_pack_kv_bool(pk, "parked", e->parked != NULL);
+        proto_pack_kv_i64(pk, "branch", e->branch);
+        proto_pack_kv_i64(pk, "bucket", e->bucket);
+        proto_pack_kv_str(pk, "state", reply_state_name(e->state));
+        proto_pack_kv_u64(pk, "captures", e->captures);
+        proto_pack_kv_u64(pk, "replays", e->replays);
+        proto_pack_kv_u64(pk, "fallbacks", e->fallbacks);
+        proto_pack_kv_f64(pk, "avg_replay_us", gg_stats_avg(e->replay_us_sum, e->replays));
+        proto_pack_kv_u64(pk, "idle_s", e->last_used_ms ? (now - e->last_used_ms) / 1000 : 0);
+        if (failed)
+            proto_pack_kv_str(pk, "reason", e->reason);
+    }
+}

@@ -1,0 +1,29 @@
+/* Answers that leave after the handler has returned (GG_CALL_ASYNC): the
+ * job completion callbacks the rpc handlers give the executor, and the
+ * packing they share with the synchronous handlers. */
+#ifndef GG_REPLY_H
+#define GG_REPLY_H
+
+#include <msgpack.h>
+#include <stdint.h>
+
+#include "core/cache.h"
+#include "core/exec.h"
+#include "core/session.h"
+
+/* Begin packs the response head into sb; the caller packs the result map;
+ * end sends it on the session's connection, or drops it when the client
+ * has gone. */
+void gg_rpc_reply_begin(msgpack_sbuffer *sb, msgpack_packer *pk, uint32_t msgid);
+void gg_rpc_reply_end(gg_session *s, msgpack_sbuffer *sb);
+/* An error response; counted as an error of the session and the daemon. */
+void gg_rpc_reply_error(gg_session *s, uint32_t msgid, int neg_errno, const char *message);
+
+/* The jobs' ops for replay and program.prepare: j->tag is the msgid. */
+extern const gg_job_ops gg_rpc_replay_ops;
+extern const gg_job_ops gg_rpc_prepare_ops;
+
+/* Pack the cache table for stats. */
+void gg_rpc_pack_cache(const gg_cache *c, msgpack_packer *pk);
+
+#endif
