@@ -102,8 +102,10 @@ gg_client *gg_client_new(void)
     c->next_msgid = 1;
     c->max_recv = GG_PROTO_DEFAULT_MAX_MSG;
     c->max_send = GG_PROTO_DEFAULT_MAX_MSG;
-    msgpack_unpacked_init(&c->up);
+    c->fd_received = -1;
+    msgpack_zone_init(&c->zone, MSGPACK_ZONE_CHUNK_SIZE);
     msgpack_sbuffer_init(&c->sb);
+    snprintf(c->fp_status, sizeof c->fp_status, "not connected");
     return c;
 }
 
@@ -113,6 +115,7 @@ static void client_forget_server(gg_client *c)
     c->session = 0;
     c->max_batch = 0;
     c->server_max_msg = 0;
+    c->max_inflight = 0;
     c->max_recv = GG_PROTO_DEFAULT_MAX_MSG;
     c->max_send = GG_PROTO_DEFAULT_MAX_MSG;
 }
@@ -125,6 +128,12 @@ void client_drop(gg_client *c)
     c->rlen = 0;
     c->msg_len = 0;
     proto_frame_reset(&c->frame);
+    if (c->fd_received >= 0)
+        close(c->fd_received);
+    c->fd_received = -1;
+    c->fd_wanted = false;
+    client_sticket_reset(c);
+    client_fp_drop(c);
 }
 
 void gg_client_disconnect(gg_client *c)
@@ -142,9 +151,10 @@ void gg_client_close(gg_client *c)
     if (!c)
         return;
     client_drop(c);
-    msgpack_unpacked_destroy(&c->up);
+    msgpack_zone_destroy(&c->zone);
     msgpack_sbuffer_destroy(&c->sb);
     free(c->rbuf);
+    free(c->st);
     pthread_mutex_destroy(&c->mu);
     free(c);
 }
@@ -319,6 +329,8 @@ static void client_read_hello(gg_client *c, const msgpack_object *r)
     const msgpack_object *lim = proto_map_get(r, "limits");
     o = proto_map_get(lim, "max_batch");
     c->max_batch = o && proto_obj_u64(o, &v) && v <= INT32_MAX ? (int)v : 0;
+    o = proto_map_get(lim, "max_inflight");
+    c->max_inflight = o && proto_obj_u64(o, &v) && v <= UINT32_MAX ? (uint32_t)v : 0;
     o = proto_map_get(lim, "max_message_size");
     if (o && proto_obj_u64(o, &v) && v >= 1024 && v <= SIZE_MAX / 2) {
         c->server_max_msg = (size_t)v;
@@ -328,6 +340,7 @@ static void client_read_hello(gg_client *c, const msgpack_object *r)
         c->max_recv = v > GG_PROTO_DEFAULT_MAX_MSG ? (size_t)v : GG_PROTO_DEFAULT_MAX_MSG;
         proto_frame_init(&c->frame, c->max_recv);
     }
+    client_fp_hello(c, r);
 }
 
 static int client_hello(gg_client *c, const char *name)
@@ -370,6 +383,12 @@ int gg_client_connect(gg_client *c, const char *socket_path, const char *client_
     client_forget_server(c);
     c->notified = false;
     proto_frame_init(&c->frame, c->max_recv);
+    /* a new connection: tickets of the old one are refused (0 skipped, so
+     * a zero ticket is never valid) */
+    c->gen = (uint16_t)((c->gen + 1) & 0x7fff);
+    if (!c->gen)
+        c->gen = 1;
+    client_fp_env(c);
     char paths[2][GG_CLIENT_PATH_MAX];
     int npaths = 1;
     if (socket_path && *socket_path) {

@@ -1,11 +1,17 @@
-/* One request, one response, over a blocking Unix socket.
+/* Requests and responses over a Unix socket.
  *
  * Happy path: pack [0, msgid, method, [params]], write all of it, read until
  * a whole message is framed, unpack it in place, and return the result of the
- * response whose msgid is ours.
+ * response whose msgid is ours.  Requests may be pipelined (gg_client_submit
+ * on the socket path): a response met while waiting for another is kept when
+ * it answers an outstanding ticket (submit.c).  Reads go through recvmsg with
+ * room for one descriptor, since the answer to fastpath.open carries the
+ * region's memfd (SCM_RIGHTS) on its first byte.
  *
  * Failure modes: partial reads and writes and EINTR are retried; a response
- * with another msgid (the late answer to a call that timed out) is dropped;
+ * with another msgid that no ticket waits for (the late answer to a call that
+ * timed out) is dropped; a descriptor received when none is expected is
+ * closed at once;
  * an "error" notification is recorded (the daemon sends one before closing a
  * connection it cannot continue); end of stream or a reset drops the
  * connection and reports -ECONNRESET with the daemon's last word if any;
@@ -19,11 +25,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
+#include <unistd.h>
 
 #define IO_RBUF_MIN (64u << 10)
 
-static int64_t io_now_ms(void)
+int64_t client_now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -37,7 +45,7 @@ static int io_wait(int fd, short events, int64_t deadline)
     for (;;) {
         int tmo = -1;
         if (deadline >= 0) {
-            int64_t left = deadline - io_now_ms();
+            int64_t left = deadline - client_now_ms();
             if (left <= 0)
                 return -ETIMEDOUT;
             tmo = left > INT32_MAX ? INT32_MAX : (int)left;
@@ -106,6 +114,38 @@ static int io_lost(gg_client *c, int err, const char *method)
                        strerror(err));
 }
 
+/* recv with room for one descriptor.  The one fastpath.open's answer carries
+ * is kept for it; anything else is closed, so a daemon (or a peer posing as
+ * one) cannot make the client leak descriptors. */
+static ssize_t io_recv(gg_client *c, void *buf, size_t len)
+{
+    union {
+        struct cmsghdr h;
+        char b[CMSG_SPACE(sizeof(int))];
+    } ctl;
+    struct iovec iov = {.iov_base = buf, .iov_len = len};
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b, .msg_controllen = sizeof ctl.b};
+    ssize_t n = recvmsg(c->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    if (n < 0)
+        return n;
+    /* MSG_CTRUNC: the kernel closed what did not fit; what fit is here */
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+            continue;
+        size_t nfd = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < nfd; i++) {
+            int fd;
+            memcpy(&fd, CMSG_DATA(cm) + i * sizeof fd, sizeof fd);
+            if (c->fd_wanted && c->fd_received < 0)
+                c->fd_received = fd;
+            else
+                close(fd);
+        }
+    }
+    return n;
+}
+
 /* Drop the message returned last, keep the bytes after it. */
 static void io_consume(gg_client *c)
 {
@@ -116,7 +156,7 @@ static void io_consume(gg_client *c)
     c->msg_len = 0;
 }
 
-/* The next whole message, unpacked into c->up.  0; -ETIMEDOUT (connection
+/* The next whole message, unpacked into c->obj.  0; -ETIMEDOUT (connection
  * kept); -EPROTO / -EMSGSIZE (connection dropped, error recorded);
  * -ECONNRESET (dropped, recorded); or with nonblock, -EAGAIN when no whole
  * message is buffered and none can be read right now. */
@@ -129,15 +169,17 @@ static int io_next(gg_client *c, const char *method, int64_t deadline, bool nonb
         if (n > 0) {
             proto_frame_reset(&c->frame);
             size_t off = 0;
+            /* cleared, not freed: the zone keeps its first chunk */
+            msgpack_zone_clear(&c->zone);
             msgpack_unpack_return ur =
-                msgpack_unpack_next(&c->up, (const char *)c->rbuf, (size_t)n, &off);
+                msgpack_unpack((const char *)c->rbuf, (size_t)n, &off, &c->zone, &c->obj);
             if (ur != MSGPACK_UNPACK_SUCCESS || off != (size_t)n) {
                 client_drop(c);
                 return client_fail(c, -EPROTO, "gfxgraphd sent a message that does not "
                                    "unpack (during '%s'); connection closed", method);
             }
             c->msg_len = (size_t)n;
-            *out = &c->up.data;
+            *out = &c->obj;
             return 0;
         }
         if (n < 0) {
@@ -169,7 +211,7 @@ static int io_next(gg_client *c, const char *method, int64_t deadline, bool nonb
             if (rc < 0)
                 return io_lost(c, -rc, method);
         }
-        ssize_t r = recv(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen, MSG_DONTWAIT);
+        ssize_t r = io_recv(c, c->rbuf + c->rlen, c->rcap - c->rlen);
         if (r > 0) {
             c->rlen += (size_t)r;
             continue;
@@ -221,33 +263,35 @@ static int io_response_error(gg_client *c, const msgpack_object *e, const char *
                : -EIO;
 }
 
-int client_call_locked(gg_client *c, const char *method, const void *params, size_t len,
-                       const msgpack_object **result)
+int64_t client_deadline(const gg_client *c)
 {
-    client_clear_error(c);
-    if (c->fd < 0) {
-        if (c->notified)
-            return client_fail(c, -ENOTCONN, "not connected to gfxgraphd (it closed the "
-                               "connection: %s)", c->notify_msg);
-        return client_fail(c, -ENOTCONN, "not connected to gfxgraphd");
-    }
+    return c->timeout_ms > 0 ? client_now_ms() + c->timeout_ms : -1;
+}
+
+int client_check_connected(gg_client *c)
+{
+    if (c->fd >= 0)
+        return 0;
+    if (c->notified)
+        return client_fail(c, -ENOTCONN, "not connected to gfxgraphd (it closed the "
+                           "connection: %s)", c->notify_msg);
+    return client_fail(c, -ENOTCONN, "not connected to gfxgraphd");
+}
+
+uint32_t client_req_begin(gg_client *c, msgpack_packer *pk, const char *method)
+{
     io_consume(c);   /* the previous result is no longer needed */
-    int64_t deadline = c->timeout_ms > 0 ? io_now_ms() + c->timeout_ms : -1;
     uint32_t msgid = c->next_msgid++;
     if (c->next_msgid == 0)
         c->next_msgid = 1;
-
     msgpack_sbuffer_clear(&c->sb);
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &c->sb, msgpack_sbuffer_write);
-    proto_pack_request_head(&pk, msgid, method);
-    if (params && len) {
-        msgpack_pack_array(&pk, 1);
-        if (msgpack_sbuffer_write(&c->sb, params, len) != 0)
-            return client_fail(c, -ENOMEM, "out of memory packing '%s'", method);
-    } else {
-        msgpack_pack_array(&pk, 0);
-    }
+    msgpack_packer_init(pk, &c->sb, msgpack_sbuffer_write);
+    proto_pack_request_head(pk, msgid, method);
+    return msgid;
+}
+
+int client_req_send(gg_client *c, const char *method, int64_t deadline)
+{
     if (c->sb.size > c->max_send)
         return client_fail(c, -EMSGSIZE, "the '%s' request is %zu bytes; gfxgraphd accepts "
                            "at most %zu", method, c->sb.size, c->max_send);
@@ -267,26 +311,47 @@ int client_call_locked(gg_client *c, const char *method, const void *params, siz
         io_drain(c, method);
         return io_lost(c, -rc, method);
     }
+    return 0;
+}
 
+/* A message just read: a notification is noted, an answer to an outstanding
+ * ticket kept.  1 when it is the response to msgid (0: none wanted), 0 when
+ * not, or -EPROTO when malformed (connection dropped). */
+static int io_dispatch(gg_client *c, const msgpack_object *o, uint32_t msgid, proto_msg *m)
+{
+    bool idok;
+    char why[160];
+    if (proto_msg_decode(o, m, &idok, why, sizeof why) < 0) {
+        client_drop(c);
+        return client_fail(c, -EPROTO, "gfxgraphd sent a malformed message (%s); "
+                           "connection closed", why);
+    }
+    if (m->type == GG_MSG_NOTIFY) {
+        io_note_notify(c, m);
+        return 0;
+    }
+    if (m->type != GG_MSG_RESPONSE)
+        return 0;   /* a request to us: nothing asks the client anything */
+    if (msgid && m->msgid == msgid)
+        return 1;
+    client_sticket_offer(c, m);
+    return 0;
+}
+
+int client_req_await(gg_client *c, uint32_t msgid, const char *method, int64_t deadline,
+                     const msgpack_object **result)
+{
     for (;;) {
         const msgpack_object *o;
-        rc = io_next(c, method, deadline, false, &o);
+        int rc = io_next(c, method, deadline, false, &o);
         if (rc < 0)
             return rc;
         proto_msg m;
-        bool idok;
-        char why[160];
-        if (proto_msg_decode(o, &m, &idok, why, sizeof why) < 0) {
-            client_drop(c);
-            return client_fail(c, -EPROTO, "gfxgraphd sent a malformed message (%s); "
-                               "connection closed", why);
-        }
-        if (m.type == GG_MSG_NOTIFY) {
-            io_note_notify(c, &m);
+        rc = io_dispatch(c, o, msgid, &m);
+        if (rc < 0)
+            return rc;
+        if (rc == 0)
             continue;
-        }
-        if (m.type != GG_MSG_RESPONSE || m.msgid != msgid)
-            continue;   /* a request to us, or a late answer to an earlier call */
         if (m.error)
             return io_response_error(c, m.error, method);
         if (!m.result || m.result->type != MSGPACK_OBJECT_MAP) {
@@ -296,6 +361,46 @@ int client_call_locked(gg_client *c, const char *method, const void *params, siz
         *result = m.result;
         return 0;
     }
+}
+
+int client_pump(gg_client *c, const char *method)
+{
+    while (c->fd >= 0) {
+        const msgpack_object *o;
+        int rc = io_next(c, method, -1, true, &o);
+        if (rc == -EAGAIN)
+            return 0;
+        if (rc < 0)
+            return rc;
+        proto_msg m;
+        rc = io_dispatch(c, o, 0, &m);
+        if (rc < 0)
+            return rc;
+    }
+    return client_check_connected(c);
+}
+
+int client_call_locked(gg_client *c, const char *method, const void *params, size_t len,
+                       const msgpack_object **result)
+{
+    client_clear_error(c);
+    int rc = client_check_connected(c);
+    if (rc < 0)
+        return rc;
+    int64_t deadline = client_deadline(c);
+    msgpack_packer pk;
+    uint32_t msgid = client_req_begin(c, &pk, method);
+    if (params && len) {
+        msgpack_pack_array(&pk, 1);
+        if (msgpack_sbuffer_write(&c->sb, params, len) != 0)
+            return client_fail(c, -ENOMEM, "out of memory packing '%s'", method);
+    } else {
+        msgpack_pack_array(&pk, 0);
+    }
+    rc = client_req_send(c, method, deadline);
+    if (rc < 0)
+        return rc;
+    return client_req_await(c, msgid, method, deadline, result);
 }
 
 /* Exactly one MessagePack map, nothing after it. */

@@ -10,11 +10,67 @@
 #include <stdint.h>
 #include <sys/un.h>
 
+#include "fastpath.h"
 #include "internal.h"
 #include "proto.h"
 
 /* room for a connect failure that names two socket paths and their errors */
 #define GG_CLIENT_ERRLEN 1024
+
+/* ---- the fast path (fastpath.c) -------------------------------------------- */
+
+/* What the fast path is on this connection. */
+enum {
+    CLIENT_FP_NONE = 0,      /* not connected */
+    CLIENT_FP_OFF,           /* GFXGRAPH_FASTPATH=0 */
+    CLIENT_FP_UNAVAILABLE,   /* the daemon has none, refused it, or closed it */
+    CLIENT_FP_PENDING,       /* offered, opened by the first replay or submit */
+    CLIENT_FP_ACTIVE,
+};
+
+/* Each ring slot's owner on this side.  A slot is reused only once the
+ * completion of the descriptor that last used it has been seen (FREE), so
+ * an old completion is never taken for a new submission's. */
+enum {
+    CLIENT_FP_SLOT_FREE = 0,
+    CLIENT_FP_SLOT_OUT,        /* submitted; its ticket not yet waited for */
+    CLIENT_FP_SLOT_WAITING,    /* a thread waits for it (without the mutex) */
+    CLIENT_FP_SLOT_ABANDONED,  /* its wait timed out: the completion is ignored */
+};
+
+typedef struct {
+    uint64_t seq;
+    uint8_t state;             /* CLIENT_FP_SLOT_* */
+} client_fp_slot;
+
+/* One mapped region.  Heap-allocated once per fastpath.open and counted
+ * (refs, under the client's mutex): a thread waiting without the mutex holds
+ * a reference so a disconnect from another thread cannot unmap the memory it
+ * spins on. */
+typedef struct {
+    int refs;
+    bool dead;                 /* the connection is gone: nothing completes */
+    gg_fp_header *hdr;
+    size_t size;
+    gg_fp_sqe *sq;
+    gg_fp_cqe *cq;
+    uint32_t entries, mask;
+    bool gpu;                  /* completion "gpu" */
+    uint64_t next_seq;         /* the next descriptor's seq (from 1) */
+    client_fp_slot slots[];
+} client_fp_region;
+
+/* A socket-path submission (submit.c): its msgid and, once read (by any
+ * call that met it on the stream), its answer. */
+typedef struct {
+    uint64_t ticket;           /* 0: unused */
+    uint32_t msgid;
+    bool done;
+    int rc;
+    gg_replay_result res;
+    char code[32];
+    char msg[256];
+} client_sticket;
 
 struct gg_client {
     pthread_mutex_t mu;
@@ -25,12 +81,20 @@ struct gg_client {
     char path[GG_CLIENT_PATH_MAX];
 
     /* receive side: rbuf[0..rlen) holds bytes read; the current message is
-     * rbuf[0..msg_len), unpacked into up (which points into rbuf). */
+     * rbuf[0..msg_len), unpacked into obj (which points into rbuf and zone;
+     * the zone is cleared, not freed, between messages: no allocation per
+     * answer once warm). */
     uint8_t *rbuf;
     size_t rlen, rcap;
     size_t msg_len;
     proto_frame frame;
-    msgpack_unpacked up;
+    msgpack_zone zone;
+    msgpack_object obj;
+    /* SCM_RIGHTS: while fd_wanted (a fastpath.open in flight) the first
+     * descriptor received is kept in fd_received; any other is closed. */
+    bool fd_wanted;
+    int fd_received;
+    uint16_t gen;                   /* connection number, part of tickets */
     size_t max_recv;                /* limit for one message from the daemon */
     size_t max_send;                /* limit for one request (from hello) */
 
@@ -52,6 +116,21 @@ struct gg_client {
     uint64_t session;
     int max_batch;
     size_t server_max_msg;
+    uint32_t max_inflight;          /* limits.max_inflight, 0 if not reported */
+
+    /* the fast path (fastpath.c) */
+    int fp_mode;                    /* CLIENT_FP_* */
+    bool fp_env_off;                /* GFXGRAPH_FASTPATH=0, read at connect */
+    uint32_t fp_want_entries;       /* GFXGRAPH_FASTPATH_ENTRIES or 64 */
+    int fp_spin_us;                 /* GFXGRAPH_SPIN_US or 200 */
+    uint32_t fp_max_entries;        /* hello's fastpath.max_entries */
+    client_fp_region *fp;           /* mapped region, NULL when none */
+    char fp_status[256];
+
+    /* socket-path tickets (submit.c) */
+    client_sticket *st;
+    int st_cap;                     /* allocated */
+    uint64_t st_next;               /* the next socket ticket's number */
 };
 
 _Static_assert(GG_CLIENT_PATH_MAX == sizeof(((struct sockaddr_un *)0)->sun_path),
@@ -71,6 +150,71 @@ int client_call_locked(gg_client *c, const char *method, const void *params, siz
                        const msgpack_object **result);
 /* Drop the connection and the receive state (mutex held). */
 void client_drop(gg_client *c);
+
+/* Tickets: bit 63 says fast path; bits 48..62 the connection (gen); bits
+ * 0..47 the fast path's seq or the socket path's ticket number. */
+#define CLIENT_TICKET_FP (1ull << 63)
+#define CLIENT_TICKET_NUM_MASK ((1ull << 48) - 1)
+static inline uint64_t client_ticket_make(const gg_client *c, bool fp, uint64_t num)
+{
+    return (fp ? CLIENT_TICKET_FP : 0) | ((uint64_t)(c->gen & 0x7fff) << 48) |
+           (num & CLIENT_TICKET_NUM_MASK);
+}
+static inline bool client_ticket_ours(const gg_client *c, uint64_t t)
+{
+    return ((t >> 48) & 0x7fff) == (uint64_t)(c->gen & 0x7fff);
+}
+
+/* ---- io.c: the socket, a request at a time or pipelined ------------------ */
+
+/* The deadline for the next answer (ms, monotonic; -1: none). */
+int64_t client_deadline(const gg_client *c);
+int64_t client_now_ms(void);
+/* -ENOTCONN with the usual message when not connected, else 0. */
+int client_check_connected(gg_client *c);
+/* Start a request in c->sb ([0, msgid, method, ...]); the caller packs the
+ * params array next with pk.  Returns the msgid. */
+uint32_t client_req_begin(gg_client *c, msgpack_packer *pk, const char *method);
+/* Send c->sb (mutex held).  0, or a negative errno (connection dropped). */
+int client_req_send(gg_client *c, const char *method, int64_t deadline);
+/* Read until the response to msgid (mutex held); answers to outstanding
+ * socket tickets met on the way are kept (client_sticket_offer). */
+int client_req_await(gg_client *c, uint32_t msgid, const char *method, int64_t deadline,
+                     const msgpack_object **result);
+/* Read whatever the socket holds now without waiting: notifications noted,
+ * ticket answers kept, end of stream noticed.  0, or -ECONNRESET (dropped). */
+int client_pump(gg_client *c, const char *method);
+
+/* ---- submit.c ------------------------------------------------------------- */
+
+/* A response with a msgid no call waits for: kept when it answers an
+ * outstanding socket ticket, else dropped (a late answer). */
+void client_sticket_offer(gg_client *c, const proto_msg *m);
+/* Forget every socket ticket (the connection is gone). */
+void client_sticket_reset(gg_client *c);
+/* A replay result map into res; -EPROTO when it has no valid path. */
+int client_replay_parse(const msgpack_object *r, gg_replay_result *res);
+
+/* ---- fastpath.c ----------------------------------------------------------- */
+
+/* At connect, before hello: the environment. */
+void client_fp_env(gg_client *c);
+/* hello's result: what the daemon offers. */
+void client_fp_hello(gg_client *c, const msgpack_object *hello);
+/* The connection is gone (mutex held). */
+void client_fp_drop(gg_client *c);
+/* Mutex held: 1 when replays go through the ring, 0 for the socket; opens
+ * it the first time (a refusal is silent: the socket path is used and the
+ * status says why).  A negative errno when the connection was lost. */
+int client_fp_usable(gg_client *c);
+/* Mutex held.  Submit one descriptor; *ticket gets its ticket.  May drop the
+ * mutex for a while (waiting for a slot whose wait timed out). */
+int client_fp_submit(gg_client *c, uint64_t program, int batch, int branch,
+                     const gg_replay_opts *opts, bool timed, uint64_t *ticket);
+/* Mutex held on entry and on return; dropped while waiting. */
+int client_fp_wait(gg_client *c, uint64_t ticket, gg_replay_result *res);
+/* Mutex held: 1 done, 0 not yet, or a negative errno. */
+int client_fp_poll(gg_client *c, uint64_t ticket);
 
 /* Copy a str object into dst (truncating), "" when o is not a str. */
 void client_copy_str(const msgpack_object *o, char *dst, size_t cap);

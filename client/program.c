@@ -1,4 +1,4 @@
-/* Buffers, the program builder, define / release / prepare, and replay. */
+/* Buffers, the program builder, define / release / prepare (replay: submit.c). */
 #include "priv.h"
 
 #include <errno.h>
@@ -630,83 +630,4 @@ int gg_client_program_prepare(gg_client *c, uint64_t id, int n, const int *bucke
     if (failed)
         *failed = cnt.failed;
     return 0;
-}
-
-/* ---- replay -------------------------------------------------------------- */
-
-static int obj_int(const msgpack_object *map, const char *key)
-{
-    int64_t v;
-    const msgpack_object *o = proto_map_get(map, key);
-    if (!o || !proto_obj_i64(o, &v) || v < INT32_MIN || v > INT32_MAX)
-        return 0;
-    return (int)v;
-}
-
-static bool obj_bool(const msgpack_object *map, const char *key)
-{
-    const msgpack_object *o = proto_map_get(map, key);
-    return o && o->type == MSGPACK_OBJECT_BOOLEAN && o->via.boolean;
-}
-
-static int read_replay(gg_client *c, const msgpack_object *r, void *arg)
-{
-    gg_replay_result *res = arg;
-    if (!res)
-        return 0;
-    memset(res, 0, sizeof *res);
-    const msgpack_object *path = proto_map_get(r, "path");
-    if (path && proto_str_eq(path, "graph"))
-        res->path = GG_PATH_GRAPH;
-    else if (path && proto_str_eq(path, "eager"))
-        res->path = GG_PATH_EAGER;
-    else
-        return client_fail(c, -EPROTO, "gfxgraphd answered replay with a path that is not "
-                           "\"graph\" or \"eager\"");
-    res->bucket = obj_int(r, "bucket");
-    res->batch = obj_int(r, "batch");
-    res->branch = obj_int(r, "branch");
-    res->fallback = obj_bool(r, "fallback");
-    res->captured = obj_bool(r, "captured");
-    double us = 0;
-    const msgpack_object *o = proto_map_get(r, "device_us");
-    if (o && proto_obj_f64(o, &us))
-        res->device_us = us;
-    client_copy_str(proto_map_get(r, "reason"), res->reason, sizeof res->reason);
-    return 0;
-}
-
-int gg_client_replay_ex(gg_client *c, uint64_t program, int batch, int branch,
-                        const gg_replay_opts *opts, gg_replay_result *res)
-{
-    if (!c)
-        return -EINVAL;
-    if (batch < 1)
-        return client_fail_locked(c, -EINVAL, "replay: batch is %d; it must be >= 1", batch);
-    gg_replay_opts none = {0};
-    if (!opts)
-        opts = &none;
-    client_params p;
-    client_params_init(&p);
-    msgpack_pack_map(&p.pk, 2 + (branch >= 0) + !!opts->wait_event + !!opts->signal_event +
-                                !!opts->async);
-    proto_pack_kv_u64(&p.pk, "program", program);
-    proto_pack_kv_i64(&p.pk, "batch", batch);
-    if (branch >= 0)
-        proto_pack_kv_i64(&p.pk, "branch", branch);
-    if (opts->wait_event)
-        proto_pack_kv_u64(&p.pk, "wait_event", opts->wait_event);
-    if (opts->signal_event)
-        proto_pack_kv_u64(&p.pk, "signal_event", opts->signal_event);
-    if (opts->async)
-        proto_pack_kv_bool(&p.pk, "async", true);
-    int rc = client_call_params(c, "replay", &p, read_replay, res);
-    client_params_free(&p);
-    return rc;
-}
-
-int gg_client_replay(gg_client *c, uint64_t program, int batch, int branch,
-                     gg_replay_result *res)
-{
-    return gg_client_replay_ex(c, program, batch, branch, NULL, res);
 }

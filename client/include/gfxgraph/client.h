@@ -20,7 +20,9 @@
  *
  * Thread safety: every call on one gg_client is serialised by a mutex inside
  * it, so a client may be shared between threads; calls from several threads
- * simply queue (one request is on the wire at a time).  The last-error strings
+ * simply queue (one request is on the wire at a time, except for replays
+ * submitted with gg_client_submit; a fast-path wait lets go of the mutex while
+ * it waits: see "the fast path" below).  The last-error strings
  * and the server-info strings are per client, not per thread: read the error
  * right after the failing call, before another thread makes a call on the same
  * client (or give each thread its own client).  gg_client_close() must not race
@@ -216,7 +218,7 @@ typedef struct gg_replay_result {
 
 /* Run program for batch rows (>= 1) on branch (< 0: the default, 0).  Returns
  * when the work has completed, so the outputs are in the buffers.  res may be
- * NULL. */
+ * NULL.  device_us is measured (on the fast path too: see timed below). */
 GG_CLIENT_API int gg_client_replay(gg_client *c, uint64_t program, int batch, int branch,
                                    gg_replay_result *res);
 
@@ -224,14 +226,85 @@ GG_CLIENT_API int gg_client_replay(gg_client *c, uint64_t program, int batch, in
  * waits (on the device) for this registered event before the replay's work;
  * signal_event: recorded on the daemon's stream after it.  async: the answer
  * comes as soon as the work is enqueued (device_us is then 0); wait on the
- * signal event before reading the outputs. */
+ * signal event before reading the outputs.
+ *
+ * timed (added after the first release, in what was padding, so the struct's
+ * size and the other fields' offsets are unchanged; zero-initialise the
+ * struct, e.g. `gg_replay_opts o = {0}` or designated initialisers): on the
+ * fast path, have the daemon measure device_us; otherwise device_us is 0 and a
+ * cache hit is completed by the GPU itself, a few microseconds sooner.  Over
+ * the socket device_us is always measured.  opts == NULL behaves as
+ * {.timed = true}, so gg_client_replay() reports device_us as it always has. */
 typedef struct gg_replay_opts {
     uint64_t wait_event;    /* 0: none */
     uint64_t signal_event;  /* 0: none */
     bool async;
+    bool timed;             /* fast path: measure device_us (see above) */
 } gg_replay_opts;
 GG_CLIENT_API int gg_client_replay_ex(gg_client *c, uint64_t program, int batch, int branch,
                                       const gg_replay_opts *opts, gg_replay_result *res);
+
+/* ---- asynchronous replays ------------------------------------------------ */
+
+/* Submit a replay and return at once; *ticket (never 0 on success) names it
+ * for gg_client_wait() / gg_client_poll().  Arguments as gg_client_replay_ex
+ * (opts may be NULL).  Several submissions may be outstanding and they may be
+ * waited for in any order; the daemon runs a session's replays in submission
+ * order.  Every ticket must be waited for once (that frees its place):
+ *   - fast path: at most the ring's entries (64 by default) outstanding;
+ *   - socket path: at most hello's limits.max_inflight - 1 (63 by default);
+ * past that, -EBUSY.  Errors of the replay itself (unknown program, batch out
+ * of range...) may come from the submit or, more often, from the wait. */
+GG_CLIENT_API int gg_client_submit(gg_client *c, uint64_t program, int batch, int branch,
+                                   const gg_replay_opts *opts, uint64_t *ticket);
+/* Wait for a submitted replay and fill res (may be NULL) as gg_client_replay
+ * does; 0 or the replay's negative errno (last error set as for any call).
+ * -ENOENT: not an outstanding ticket (already waited for, timed out, or from
+ * a previous connection).  The client's timeout (gg_client_set_timeout)
+ * applies: on -ETIMEDOUT the ticket is given up and its late completion
+ * ignored (the connection stays usable).  After a connection loss every
+ * outstanding ticket is gone (-ENOTCONN). */
+GG_CLIENT_API int gg_client_wait(gg_client *c, uint64_t ticket, gg_replay_result *res);
+/* Without blocking: 1 when gg_client_wait(ticket) would return at once, 0
+ * when the replay is still running, or a negative errno (-ENOENT as above).
+ * The ticket stays outstanding either way. */
+GG_CLIENT_API int gg_client_poll(gg_client *c, uint64_t ticket);
+
+/* ---- the fast path ------------------------------------------------------- *
+ *
+ * When the daemon offers it (hello's fastpath.available), the first replay or
+ * submit on a connection maps a shared-memory ring from the daemon
+ * (fastpath.open, PROTOCOL.md section 15), and from then on replays skip the
+ * socket: the library writes a descriptor into the ring, the daemon's
+ * submission thread launches the work, and the completion comes back in the
+ * same memory (on a GPU cache hit written by the device itself).  Results are
+ * the same as over the socket (device_us: see gg_replay_opts.timed).  Everything
+ * else (buffers, programs, stats) stays on the socket.  If the ring cannot be
+ * had (the daemon is older or runs with fastpath = off, too many regions are
+ * open, a region that does not check out), the connection silently keeps
+ * using the socket; gg_client_fastpath_status() says which and why.
+ *
+ * Waiting: a wait first spins on the completion for GFXGRAPH_SPIN_US
+ * microseconds (default 200; 0: never spin), yielding the CPU now and then,
+ * then sleeps on a futex in slices of at most 20 ms, between which it checks
+ * that the daemon and the connection are still alive: a daemon that dies or
+ * closes the region ends the wait with -ECONNRESET, never a hang.  The
+ * client's mutex is not held while spinning or sleeping, so other threads may
+ * submit and wait meanwhile (two threads may not wait for the same ticket:
+ * -EBUSY).  Over the socket a wait holds the mutex while it reads the answer
+ * (other calls on the client queue behind it).
+ *
+ * Environment, read at gg_client_connect():
+ *   GFXGRAPH_FASTPATH=0          never use the fast path (socket only);
+ *   GFXGRAPH_FASTPATH_ENTRIES=N  ring slots to ask for (a power of two,
+ *                                2..hello's max_entries; default 64);
+ *   GFXGRAPH_SPIN_US=N           spin before sleeping (default 200). */
+
+/* "active (64 entries, gpu completion)", "off (GFXGRAPH_FASTPATH=0)",
+ * "unavailable: <why>" (the daemon's error code and message when it refused),
+ * "not yet opened" (opened by the first replay), "not connected".  Never
+ * NULL; valid until the next call on c. */
+GG_CLIENT_API const char *gg_client_fastpath_status(const gg_client *c);
 
 /* Events shared by IPC handle (hip backend: the 64-byte hipIpcEventHandle_t
  * of an event created with hipEventInterprocess | hipEventDisableTiming). */
