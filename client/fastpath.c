@@ -388,15 +388,14 @@ static int fp_await(gg_client *c, client_fp_region *r, uint64_t seq, int64_t dea
                 rc = 0;
                 break;
             }
-            if (fp_state(r) == GG_FP_STATE_CLOSED) {
-                rc = fp_seq_done(q, seq) ? 0 : -EPIPE;
-                break;
-            }
+            bool closed = fp_state(r) == GG_FP_STATE_CLOSED;
+            /* a daemon that closes the connection closes the region too:
+             * the lost connection is then the better error */
             pthread_mutex_lock(&c->mu);
             int alive = fp_alive(c, r);
             pthread_mutex_unlock(&c->mu);
-            if (alive < 0) {
-                rc = fp_seq_done(q, seq) ? 0 : alive;
+            if (alive < 0 || closed) {
+                rc = fp_seq_done(q, seq) ? 0 : alive < 0 ? alive : -EPIPE;
                 break;
             }
             int64_t ms = FP_SLEEP_MS;
