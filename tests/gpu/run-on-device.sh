@@ -14,6 +14,8 @@
 #       chain64, 1 client, 2000 replays: (a) graphs, (b) eager (GFXGRAPH=0),
 #       (c) completion by host functions (GFXGRAPH_COMPLETION=hostfn);
 #       onenode with 1 client and with 16 clients (on daemon a)
+#     then bench_fastpath on its own daemon: onenode and chain64 through
+#     the fast path, the socket and an in-process graph; 16 clients
 #  6. a summary table, printed at the end
 #
 # Output, in $OUT (default ./out-device; at most 8 files, no folders):
@@ -25,6 +27,7 @@
 #   bench.log                bench output, daemon logs and stats per daemon
 #   bench-chain-inproc.json  bench_chain_inproc --json
 #   bench-replay.json        every bench_replay run: {"runs": [...]}
+#   bench-fastpath.json      bench_fastpath --json
 #
 # Each step runs under a time limit taken from one budget
 # ($GG_DEVICE_BUDGET_S, default 480 s); a failed step is recorded and the
@@ -51,7 +54,7 @@ setup_log=$OUT/setup.log
 bench_log=$OUT/bench.log
 # start clean: only this run's files in $OUT
 rm -f "$summary" "$setup_log" "$bench_log" "$OUT/ctest-gpu.log" "$OUT/ctest-rest.log" \
-    "$OUT/bench-chain-inproc.json" "$OUT/bench-replay.json"
+    "$OUT/bench-chain-inproc.json" "$OUT/bench-replay.json" "$OUT/bench-fastpath.json"
 : >"$setup_log"
 : >"$bench_log"
 tmp=$(mktemp -d /tmp/gg-device-run.XXXXXX)
@@ -262,6 +265,20 @@ if [ -x "$daemon" ] && [ -x "$breplay" ] && [ -x "$ctl" ]; then
         -- chain64-graph --program chain64 --clients 1 --iters 2000 \
         -- onenode-c1 --program onenode --clients 1 --iters 2000 \
         -- onenode-c16 --program onenode --clients 16 --iters 1000
+    # the fast path against the socket and an in-process graph launch, and
+    # 16 client processes on each path (bench/README.md)
+    fpbench=$build/bench/bench_fastpath
+    if [ -x "$fpbench" ]; then
+        if daemon_start "fastpath"; then
+            echo "#### bench_fastpath" >>"$bench_log"
+            step "bench_fastpath" 150 "$bench_log" \
+                "$fpbench" --socket "$sock" --iters 2000 --warmup 200 --clients 16 \
+                --tput-iters 2000 --commit "$commit" --json "$OUT/bench-fastpath.json"
+            daemon_end "fastpath"
+        fi
+    else
+        record "bench_fastpath" skipped 0 "not built"
+    fi
     daemon_benches "GFXGRAPH=0" GFXGRAPH=0 \
         -- chain64-eager --program chain64 --clients 1 --iters 2000
     daemon_benches "GFXGRAPH_COMPLETION=hostfn" GFXGRAPH_COMPLETION=hostfn \
@@ -330,6 +347,14 @@ fi
         sed -n 's/^RESULT /  /p' "$bench_log"
     else
         echo "  (no runs)"
+    fi
+    echo
+    echo "bench_fastpath (fast path vs socket vs in-process graph, us; 16 clients' replays/s):"
+    if grep -q '^FASTPATH ' "$bench_log"; then
+        grep -E '^fast path:|^in process:|^  ratios|^  device time' "$bench_log" | sed 's/^/  /'
+        sed -n 's/^FASTPATH /  /p' "$bench_log"
+    else
+        echo "  (no run)"
     fi
 } >"$summary"
 echo
