@@ -1015,7 +1015,8 @@ int main(int argc, char **argv)
         const prog_result *pr = &res->prog[pk];
         const char *src;
         double dt = device_time(pr, &src);
-        printf("\n%s (%s): round trip us (%d each; %d graph, %d eager, %d captured in the timing)\n",
+        printf("\n%s (%s): round trip us (%d each; %d graph, %d eager, %d captured in the "
+               "timing)\n",
                prog_name((prog_kind)pk), pk == PROG_ONENODE ? "scale [1, 1024] f32"
                : "(layernorm -> gelu) x 32, [1, 1024] f16", o.iters, pr->graph, pr->eager,
                pr->captured);

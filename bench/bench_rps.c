@@ -695,8 +695,8 @@ int main(int argc, char **argv)
     printf("bench_rps %s: %s%s%s, %d client %s, %.1f s on cpus %s\n", label,
            opt.target == T_REDIS ? "redis PING" : "gfxgraph 1-node replay, fast path: ",
            opt.target == T_REDIS ? "" : ctl->out[0].fastpath,
-           opt.target == T_GFXGRAPH && fp_env ? (strcmp(fp_env, "0") ? "" : " (GFXGRAPH_FASTPATH=0)")
-                                              : "",
+           opt.target == T_GFXGRAPH && fp_env && !strcmp(fp_env, "0") ? " (GFXGRAPH_FASTPATH=0)"
+                                                                       : "",
            opt.clients, opt.procs ? "processes" : "threads", wall, aff);
     printf("  %.0f requests/s (%llu requests; per client %.0f .. %.0f/s)\n", rps,
            (unsigned long long)total, cmin, cmax);
