@@ -278,6 +278,8 @@ doc = {
         "gfx-fast-spin0": "the client's default path with GFXGRAPH_SPIN_US=0 (no spinning before the futex wait)",
         "redis": "PING over its Unix socket",
     },
+    "fast_path_in_use": all(r["options"]["path"] == "fast" for r in runs
+                            if r["target"].startswith("gfx-fast")),
     "median_requests_per_s": {k: round(v, 1) for k, v in sorted(med.items())},
     "ratios": ratios,
     "allocations_per_replay": {t: r.get("allocations_per_request") for t, r in alloc.items()},
@@ -304,6 +306,10 @@ for s in ("pinned", "unpinned"):
               q(ratios["%s-c%d fast/redis" % (s, c)]), q(ratios["%s-c%d fast/socket" % (s, c)]),
               q(ratios["%s-c%d fast-spin0/socket" % (s, c)])))
 print("  (pinned: everything on CPU %s; fast path target: fast/sock >= 3 with 1 client)" % pincpu)
+notfast = sorted({r["server"].get("fastpath_status", "") for r in runs
+                  if r["target"].startswith("gfx-fast") and r["options"]["path"] != "fast"})
+if notfast:
+    print("  NOTE: the fast-path columns are NOT fast-path runs; the client said: %s" % "; ".join(notfast))
 if alloc:
     print()
     print("heap allocations per cache-hit replay (tests/alloc_count.c shim, 1 client):")

@@ -6,10 +6,9 @@
 # preloaded library and owns malloc itself.
 #
 # The socket path still allocates per replay (7 in the daemon at 61db1e4,
-# none in the client): its
-# variant runs with GG_ALLOC_KNOWN_FAIL=1, which turns that failure into a
-# SKIP (exit 77) that prints the counts.  Remove the variable once the socket
-# path is allocation-free.
+# none in the client): its variant runs with GG_ALLOC_KNOWN_FAIL=1, which
+# turns that failure into a SKIP (exit 77) that prints the counts.  Remove
+# the variable once the socket path is allocation-free.
 if(NOT GFXGRAPH_SANITIZE)
   add_library(gg_alloc_count MODULE ${CMAKE_CURRENT_SOURCE_DIR}/alloc_count.c)
   set_target_properties(gg_alloc_count PROPERTIES PREFIX "lib" C_VISIBILITY_PRESET default)
