@@ -18,7 +18,7 @@
 #define GG_FP_MAGIC "GGFPATH1"        /* 8 bytes, no NUL */
 #define GG_FP_VERSION 1u
 #define GG_FP_SQE_SIZE 64u
-#define GG_FP_CQE_SIZE 128u
+#define GG_FP_CQE_SIZE 256u
 #define GG_FP_RING_OFFSET 512u         /* the submission ring starts here */
 #define GG_FP_MIN_ENTRIES 2u
 #define GG_FP_MAX_ENTRIES 4096u
@@ -109,7 +109,7 @@ typedef struct {
     double device_us;            /* when GG_FP_CQE_TIMED, else 0 */
     uint64_t user_data;
     uint8_t reserved1[16];
-    char reason[64];             /* NUL-terminated UTF-8: why eager, or the error */
+    char reason[192];            /* NUL-terminated UTF-8: why eager, or the error */
 } gg_fp_cqe;
 
 _Static_assert(sizeof(gg_fp_header) == GG_FP_RING_OFFSET, "header size");

@@ -30,6 +30,7 @@
 #include "core/cache.h"
 #include "core/exec.h"
 #include "core/session.h"
+#include "fastpath/fp.h"
 
 static int server_mkdirs(const char *dir)
 {
@@ -79,7 +80,9 @@ static void server_on_connection(uv_stream_t *l, int status)
     }
     if (srv->core.stopping)
         return;
+    gg_core_lock(&srv->core);
     int rc = gg_conn_accept(&srv->rpc, (uv_stream_t *)&srv->listener);
+    gg_core_unlock(&srv->core);
     if (rc < 0)
         gg_warn("accept failed: %s", strerror(-rc));
 }
@@ -168,7 +171,9 @@ static int server_listen(gg_server *srv, int fd, char *err, size_t errlen)
 _Noreturn static void server_exit_now(gg_server *srv, const char *why)
 {
     char jobs[768];
+    jobs[0] = '\0';
     unsigned n = srv->core.exec ? gg_exec_describe(srv->core.exec, jobs, sizeof(jobs)) : 0;
+    n = gg_fp_describe(srv->fp, jobs, sizeof(jobs), n);
     int code = srv->exit_code == GG_EXIT_DEVICE_LOST ? GG_EXIT_DEVICE_LOST : GG_EXIT_STOP_FORCED;
     if (n)
         gg_error("%s: exiting (status %d) with %u job(s) unfinished: %s", why, code, n, jobs);
@@ -187,14 +192,18 @@ static void server_on_signal(uv_signal_t *h, int signum)
         server_exit_now(srv, why);
     }
     gg_info("received %s: stopping (a second SIGTERM or SIGINT exits at once)", name);
+    gg_core_lock(&srv->core);
     gg_server_stop(srv, GG_EXIT_OK);
+    gg_core_unlock(&srv->core);
 }
 
 static void server_on_tick(uv_timer_t *t)
 {
     gg_server *srv = t->data;
+    gg_core_lock(&srv->core);
     gg_cache_tick(srv->core.cache, gg_now_ms());
     gg_notify_status(srv);
+    gg_core_unlock(&srv->core);
     if (srv->watchdog_usec)
         gg_notify_watchdog(srv);
 }
@@ -237,6 +246,13 @@ int gg_server_init(gg_server *srv, const gg_config *cfg, char *err, size_t errle
 
     if ((rc = gg_core_start(&srv->core, err, errlen)) < 0)
         return rc;
+    gg_fp_settings fps = {.enabled = srv->cfg.fastpath, .spin_us = srv->cfg.fastpath_spin_us,
+                          .max_regions = srv->cfg.fastpath_max_regions};
+    if ((rc = gg_fp_module_new(&srv->core, srv->loop, &fps, &srv->fp)) < 0) {
+        snprintf(err, errlen, "cannot start the fast path: %s", strerror(-rc));
+        return rc;
+    }
+    srv->rpc.fp = srv->fp;
     if ((rc = server_listen(srv, fd, err, errlen)) < 0)
         return rc;
 
@@ -274,6 +290,7 @@ static void server_on_grace_timeout(uv_timer_t *t)
              "device work still running %u ms after the stop began (shutdown-timeout-ms %u "
              "and a grace of %u ms)", srv->cfg.shutdown_timeout_ms + server_grace_ms(srv),
              srv->cfg.shutdown_timeout_ms, server_grace_ms(srv));
+    gg_core_lock(&srv->core);
     server_exit_now(srv, why);
 }
 
@@ -285,7 +302,9 @@ static void server_on_shutdown_timeout(uv_timer_t *t)
             server_grace_ms(srv));
     /* a job the device never finishes would keep the loop for ever */
     uv_timer_start(&srv->shutdown_timer, server_on_grace_timeout, server_grace_ms(srv), 0);
+    gg_core_lock(&srv->core);
     gg_conn_force_close_all(&srv->rpc);
+    gg_core_unlock(&srv->core);
 }
 
 static void server_close_handle(uv_handle_t *h)
@@ -309,11 +328,15 @@ void gg_server_stop(gg_server *srv, int exit_code)
             uv_timer_start(&srv->shutdown_timer, server_on_shutdown_timeout,
                            srv->cfg.shutdown_timeout_ms, 0);
         gg_conn_stop_all(&srv->rpc);
-    } else if (exit_code > srv->exit_code) {
-        srv->exit_code = exit_code;
+    } else {
+        if (exit_code > srv->exit_code)
+            srv->exit_code = exit_code;
+        /* a connection kept open for its fast-path work may be done now */
+        gg_conn_stop_all(&srv->rpc);
     }
-    /* The loop ends once no connection and no device work is left. */
-    if (srv->rpc.nconns == 0 && gg_core_idle(&srv->core)) {
+    /* The loop ends once no connection, no ring and no device work is left. */
+    if (srv->rpc.nconns == 0 && gg_fp_live(srv->fp) == 0 && gg_core_idle(&srv->core)) {
+        gg_fp_module_close(srv->fp);
         server_close_handle((uv_handle_t *)&srv->sigterm);
         server_close_handle((uv_handle_t *)&srv->sigint);
         server_close_handle((uv_handle_t *)&srv->shutdown_timer);
@@ -339,6 +362,13 @@ void gg_server_fini(gg_server *srv)
         if (srv->bound)
             unlink(srv->cfg.socket_path);
     }
+    if (srv->fp) {
+        /* a start that failed after the module was made: its handle is open */
+        gg_fp_module_close(srv->fp);
+        uv_run(srv->loop, UV_RUN_NOWAIT);
+    }
+    gg_fp_module_free(srv->fp);
+    srv->fp = NULL;
     gg_core_fini(&srv->core);
     uv_loop_close(srv->loop);
 }

@@ -32,6 +32,7 @@ typedef struct gg_server {
     gg_config cfg;
     gg_core core;
     gg_rpc rpc;
+    struct gg_fp_module *fp;        /* the shared-memory transport */
 
     uv_pipe_t listener;
     bool listening;

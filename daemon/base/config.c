@@ -76,6 +76,12 @@ void gg_config_defaults(gg_config *c)
     c->trusted_replay_sample_interval = 16;
     c->exec_update_limit = 64;
     c->workers = 0;
+    c->fastpath = true;
+    /* A decode loop's next step comes within tens of microseconds of the
+     * last one's completion; spinning that long keeps the pickup under a
+     * microsecond, and an idle ring sleeps after it (bench/README.md). */
+    c->fastpath_spin_us = 100;
+    c->fastpath_max_regions = 256;
 }
 
 const char *gg_backend_name(gg_backend_kind k)
@@ -254,6 +260,16 @@ int gg_config_set(gg_config *c, const char *key, const char *v, char *err, size_
         if (strcmp(v, "poll") == 0) c->completion_hostfn = false;
         else if (strcmp(v, "hostfn") == 0) c->completion_hostfn = true;
         else return cfg_bad(err, errlen, key, v, "poll or hostfn");
+    } else if (strcmp(key, "fastpath") == 0) {
+        if (strcmp(v, "on") == 0 || strcmp(v, "1") == 0) c->fastpath = true;
+        else if (strcmp(v, "off") == 0 || strcmp(v, "0") == 0) c->fastpath = false;
+        else return cfg_bad(err, errlen, key, v, "on or off");
+    } else if (strcmp(key, "fastpath-spin-us") == 0) {
+        if ((rc = cfg_uint(key, v, 0, 1000000, &u, err, errlen)) < 0) return rc;
+        c->fastpath_spin_us = (unsigned)u;
+    } else if (strcmp(key, "fastpath-max-regions") == 0) {
+        if ((rc = cfg_uint(key, v, 0, 65536, &u, err, errlen)) < 0) return rc;
+        c->fastpath_max_regions = (unsigned)u;
     } else if (strcmp(key, "device") == 0) {
         if ((rc = cfg_uint(key, v, 0, 255, &u, err, errlen)) < 0) return rc;
         c->device_index = (int)u;
@@ -332,6 +348,7 @@ static const struct {
     {"GFXGRAPH_CACHE_ENTRIES", "cache-entries"},
     {"GFXGRAPH_DEVICE", "device"},
     {"GFXGRAPH_COMPLETION", "completion"},
+    {"GFXGRAPH_FASTPATH_SPIN_US", "fastpath-spin-us"},
     {"GFXGRAPH_REQUEST_TIMEOUT_MS", "request-timeout-ms"},
     {"GFXGRAPH_MAX_CONNECTIONS_PER_UID", "max-connections-per-uid"},
 };

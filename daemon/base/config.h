@@ -54,6 +54,9 @@ typedef struct {
     unsigned workers;            /* executor threads; 0: automatic */
     int device_index;
     bool completion_hostfn;      /* hip: host functions instead of event polling */
+    bool fastpath;               /* offer shared-memory rings (fastpath.open) */
+    unsigned fastpath_spin_us;   /* a ring's thread busy-waits this long after activity */
+    unsigned fastpath_max_regions; /* rings open at once, daemon-wide */
 } gg_config;
 
 void gg_config_defaults(gg_config *c);

@@ -348,8 +348,9 @@ static void exec_start(gg_exec *x, gg_job *j)
     j->sess->running = j;
     pthread_mutex_lock(&x->lock);
     gg_list_add_tail(&x->queue, &j->link);
-    pthread_cond_signal(&x->cond);
     pthread_mutex_unlock(&x->lock);
+    /* after unlocking, so the woken worker does not block on the mutex */
+    pthread_cond_signal(&x->cond);
 }
 
 void gg_exec_submit(gg_exec *x, gg_job *j)
@@ -357,10 +358,20 @@ void gg_exec_submit(gg_exec *x, gg_job *j)
     x->pending++;
     gg_list_add_tail(&x->live, &j->live_link);
     gg_session_ref(j->sess);
-    if (j->sess->running)
+    /* the fast path may be launching on the session's stream right now */
+    if (j->sess->running || j->sess->fp_launching)
         gg_list_add_tail(&j->sess->jobs, &j->link);
     else
         exec_start(x, j);
+}
+
+void gg_exec_kick(gg_exec *x, gg_session *s)
+{
+    if (s->running || s->fp_launching || gg_list_empty(&s->jobs))
+        return;
+    gg_job *next = gg_container_of(s->jobs.next, gg_job, link);
+    gg_list_del(&next->link);
+    exec_start(x, next);
 }
 
 /* Undo what submitting pinned; free the job. */
@@ -378,6 +389,8 @@ static void exec_job_end(gg_exec *x, gg_job *j)
         gg_exec_release_graph(x, NULL, j->tmp_scratch);
     gg_session *s = j->sess;
     gg_list_del(&j->live_link);
+    if (j->ops->ended)
+        j->ops->ended(j, j->replied);
     gg_job_free(j);
     x->pending--;
     gg_session_unref(s);
@@ -487,7 +500,7 @@ static void exec_start_next(gg_exec *x, gg_job *j)
     if (s->running != j)
         return;
     s->running = NULL;
-    if (!gg_list_empty(&s->jobs)) {
+    if (!s->fp_launching && !gg_list_empty(&s->jobs)) {
         gg_job *next = gg_container_of(s->jobs.next, gg_job, link);
         gg_list_del(&next->link);
         exec_start(x, next);
@@ -571,6 +584,7 @@ static void exec_on_async(uv_async_t *h)
     gg_job *done = exec_reverse(x->done, false);
     x->enqueued = x->done = NULL;
     pthread_mutex_unlock(&x->lock);
+    gg_core_lock(x->core);
     for (gg_job *n; enq; enq = n) {
         n = enq->enq_next;
         exec_enqueued(x, enq);
@@ -583,4 +597,5 @@ static void exec_on_async(uv_async_t *h)
      * device go without failing a replay with -ENODEV */
     gg_core_check_device(x->core);
     gg_core_maybe_stopped(x->core);
+    gg_core_unlock(x->core);
 }

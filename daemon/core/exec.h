@@ -58,6 +58,9 @@ struct gg_job;
  * j->t_start_us/t_done_us.  The job is freed after done returns. */
 typedef struct gg_job_ops {
     void (*done)(struct gg_job *j, const gg_replay_outcome *out);
+    /* Optional: the job is about to be freed, answered or not (a queued job
+     * of a session whose client left is dropped unanswered). */
+    void (*ended)(struct gg_job *j, bool answered);
 } gg_job_ops;
 
 typedef struct gg_job {
@@ -110,6 +113,11 @@ bool gg_exec_idle(const gg_exec *x);
 unsigned gg_exec_describe(const gg_exec *x, char *buf, size_t len);
 /* Queue a job; the session's next job starts when its current one is done. */
 void gg_exec_submit(gg_exec *x, gg_job *job);
+/* The session's stream is free again after a launch made outside the
+ * executor (the fast path's cache hits): start its next queued job. */
+void gg_exec_kick(gg_exec *x, gg_session *s);
+/* Whether this replay of e is a validation sample (GFXGRAPH=validate). */
+bool gg_exec_should_validate(const gg_core *core, const gg_cache_entry *e);
 /* Drop a session's queued (not running) jobs: its client has gone. */
 void gg_exec_cancel_session(gg_exec *x, gg_session *s);
 /* A job for session s, answered through ops with tag; NULL when out of

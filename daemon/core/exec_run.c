@@ -279,7 +279,7 @@ static int exec_validate(gg_core *core, gg_job *j, gg_cache_entry *e, gg_dev_str
     return 0;
 }
 
-static bool exec_should_validate(const gg_core *core, const gg_cache_entry *e)
+bool gg_exec_should_validate(const gg_core *core, const gg_cache_entry *e)
 {
     const gg_config *c = core->cfg;
     if (!c->validate)
@@ -356,7 +356,7 @@ void gg_exec_run(gg_core *core, gg_job *j)
     if (try_graph && (e->state == GG_ENTRY_EMPTY || stale) && exec_capture(core, j, e, s, r) < 0)
         r->failed = true;
     if (try_graph && !r->failed) {
-        if (exec_should_validate(core, e)) {
+        if (gg_exec_should_validate(core, e)) {
             rc = exec_validate(core, j, e, s, r);
             if (rc == 0 && r->validation_failed) {
                 r->failed = true;

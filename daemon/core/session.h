@@ -56,6 +56,14 @@ typedef struct gg_session {
     gg_dev_stream *stream;          /* created on first use */
     gg_list jobs;                   /* queued, not yet running (gg_job.link) */
     struct gg_job *running;
+    /* The fast path is launching a cache hit on the stream: jobs queue
+     * behind it (core lock). */
+    bool fp_launching;
+    /* The fast-path transport's region, opaque to the core (core lock). */
+    void *fastpath;
+    /* Its descriptors taken and not yet completed (atomic): a stop waits
+     * for them as for socket requests in flight. */
+    unsigned fp_inflight;
 
     uint64_t requests, errors, replays, graph_replays, eager_replays;
     double replay_us_sum;

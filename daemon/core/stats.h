@@ -9,6 +9,7 @@ typedef struct {
     uint64_t errors;
     uint64_t capture_count;       /* graphs captured and instantiated */
     uint64_t replay_count;        /* replays served from a graph */
+    uint64_t fastpath_replays;    /* descriptors taken from fast-path rings */
     uint64_t eager_count;         /* replays run as eager launches (any reason) */
     uint64_t fallback_count;      /* eager because a capture/instantiate/launch failed */
     uint64_t oversize_count;      /* eager because batch > largest bucket */

@@ -106,6 +106,19 @@ typedef struct gg_device_ops {
     int (*op_launch)(gg_device *dev, gg_dev_stream *s, const gg_op_def *op, const gg_tensor *in,
                      int nin, const gg_tensor *out, int nout, const gg_op_attrs *attrs);
 
+    /* Host memory the device writes into (the fast path's shared region):
+     * register it, *devptr being the address the device uses for ptr;
+     * unregister before unmapping.  cpu: the same address, nothing to do. */
+    int (*host_register)(gg_device *dev, void *ptr, size_t len, void **devptr, char *err,
+                         size_t errlen);
+    void (*host_unregister)(gg_device *dev, void *ptr);
+    /* Enqueue on s: once the work before it is done, store value into the
+     * 8-byte word the device sees at devptr (host_register's), the host at
+     * hostptr.  hip: a stream memory operation (or a one-thread kernel);
+     * cpu: the work has already run, so a release store now. */
+    int (*stream_write_u64)(gg_device *dev, gg_dev_stream *s, void *devptr, uint64_t *hostptr,
+                            uint64_t value);
+
     /* Call fn(arg, status) once all work enqueued on s so far has completed. */
     int (*notify)(gg_device *dev, gg_dev_stream *s, gg_done_fn fn, void *arg);
 

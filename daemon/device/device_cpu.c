@@ -470,6 +470,33 @@ static bool cpu_op_needs_warmup(gg_device *dev, const gg_op_def *op)
     return false;
 }
 
+static int cpu_host_register(gg_device *dev, void *ptr, size_t len, void **devptr, char *err,
+                             size_t errlen)
+{
+    (void)dev;
+    (void)len;
+    (void)err;
+    (void)errlen;
+    *devptr = ptr;
+    return 0;
+}
+
+static void cpu_host_unregister(gg_device *dev, void *ptr)
+{
+    (void)dev;
+    (void)ptr;
+}
+
+static int cpu_stream_write_u64(gg_device *dev, gg_dev_stream *s, void *devptr, uint64_t *hostptr,
+                                uint64_t value)
+{
+    (void)dev;
+    (void)s;
+    (void)devptr;
+    __atomic_store_n(hostptr, value, __ATOMIC_RELEASE);
+    return 0;
+}
+
 static int cpu_notify(gg_device *dev, gg_dev_stream *s, gg_done_fn fn, void *arg)
 {
     (void)dev;
@@ -507,6 +534,9 @@ static const gg_device_ops cpu_ops = {
     .exec_footprint = cpu_exec_footprint,
     .op_needs_warmup = cpu_op_needs_warmup,
     .op_launch = cpu_op_launch,
+    .host_register = cpu_host_register,
+    .host_unregister = cpu_host_unregister,
+    .stream_write_u64 = cpu_stream_write_u64,
     .notify = cpu_notify,
     .last_error = cpu_last_error,
 };

@@ -534,6 +534,48 @@ static int hip_graph_launch(gg_device *dev, gg_dev_exec *x, gg_dev_stream *s)
     return 0;
 }
 
+static int hip_host_register(gg_device *dev, void *ptr, size_t len, void **devptr, char *err,
+                             size_t errlen)
+{
+    int rc = hipdev_bind(dev);
+    if (rc < 0) {
+        snprintf(err, errlen, "%s", hipdev_errbuf);
+        return rc;
+    }
+    hipError_t e = hipHostRegister(ptr, len, hipHostRegisterMapped | hipHostRegisterPortable);
+    if (e == hipSuccess) {
+        e = hipHostGetDevicePointer(devptr, ptr, 0);
+        if (e != hipSuccess)
+            hipHostUnregister(ptr);
+    }
+    if (e != hipSuccess) {
+        rc = hipdev_fail(dev, e, "hipHostRegister");
+        snprintf(err, errlen, "%s", hipdev_errbuf);
+        return rc;
+    }
+    return 0;
+}
+
+static void hip_host_unregister(gg_device *dev, void *ptr)
+{
+    hipdev_bind(dev);
+    hipHostUnregister(ptr);
+}
+
+static int hip_stream_write_u64(gg_device *dev, gg_dev_stream *s, void *devptr, uint64_t *hostptr,
+                                uint64_t value)
+{
+    (void)hostptr;
+    int rc = hipdev_bind(dev);
+    if (rc < 0)
+        return rc;
+    if (gg_gpu_signal_u64(s->s, devptr, value, NULL) < 0) {
+        snprintf(hipdev_errbuf, sizeof(hipdev_errbuf), "%s", gg_gpu_last_error());
+        return -EIO;
+    }
+    return 0;
+}
+
 static void hip_exec_destroy(gg_device *dev, gg_dev_exec *x)
 {
     if (!x)
@@ -625,6 +667,9 @@ static const gg_device_ops hip_ops = {
     .exec_footprint = hip_exec_footprint,
     .op_needs_warmup = hip_op_needs_warmup,
     .op_launch = hip_op_launch,
+    .host_register = hip_host_register,
+    .host_unregister = hip_host_unregister,
+    .stream_write_u64 = hip_stream_write_u64,
     .notify = hipdev_notify,
     .last_error = hip_last_error,
     .lost = hip_lost,

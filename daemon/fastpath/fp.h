@@ -54,7 +54,9 @@ int gg_fp_open(gg_fp_module *m, gg_session *s, uint32_t entries, int *fd, gg_fp_
 /* The session's connection is closing: its region stops taking descriptors
  * and goes once its work in flight is done.  Core lock held. */
 void gg_fp_session_closed(gg_fp_module *m, gg_session *s);
-/* Daemon stop: every region stops as above. */
-void gg_fp_stop_all(gg_fp_module *m);
+/* Cache hits still running, appended to buf as gg_exec_describe writes
+ * jobs ("; " before each when n > 0); returns n plus their count.  Core
+ * lock held. */
+unsigned gg_fp_describe(const gg_fp_module *m, char *buf, size_t len, unsigned n);
 
 #endif

@@ -60,6 +60,7 @@ struct gg_fp_module {
     atomic_uint live;
     gg_fp_region *regions;         /* core lock */
     const char *completion;
+    bool gpu_completion;           /* hits are completed by the device */
 };
 
 /* ring.c */

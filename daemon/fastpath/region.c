@@ -13,7 +13,6 @@
  * can neither shrink nor grow the memfd (sealed), so the daemon's mapping
  * never faults; whatever it writes into the region is only ever read by the
  * region's own thread, which checks it (ring.c). */
-#define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -31,10 +30,8 @@ static void fp_on_async(uv_async_t *h)
 {
     gg_fp_module *m = h->data;
     gg_core_lock(m->core);
-    const char *lost = gg_device_lost_reason(m->core->dev);
-    if (lost)
-        m->core->hooks.device_lost(m->core, lost);
-    m->core->hooks.maybe_stopped(m->core);
+    gg_core_check_device(m->core);
+    gg_core_maybe_stopped(m->core);
     gg_core_unlock(m->core);
 }
 
@@ -46,7 +43,8 @@ int gg_fp_module_new(gg_core *core, uv_loop_t *loop, const gg_fp_settings *set,
         return -ENOMEM;
     m->core = core;
     m->set = *set;
-    m->completion = strcmp(core->dev->ops->name, "cpu") == 0 ? "cpu" : "gpu";
+    m->gpu_completion = strcmp(core->dev->ops->name, "cpu") != 0;
+    m->completion = m->gpu_completion ? "gpu" : "cpu";
     int rc = uv_async_init(loop, &m->async, fp_on_async);
     if (rc < 0) {
         free(m);
@@ -222,10 +220,27 @@ void gg_fp_session_closed(gg_fp_module *m, gg_session *s)
         fp_region_stop(r);
 }
 
-void gg_fp_stop_all(gg_fp_module *m)
+unsigned gg_fp_describe(const gg_fp_module *m, char *buf, size_t len, unsigned n)
 {
-    for (gg_fp_region *r = m->regions; r; r = r->next)
-        fp_region_stop(r);
+    size_t off = strlen(buf);
+    for (const gg_fp_region *r = m ? m->regions : NULL; r; r = r->next)
+        for (uint32_t i = 0; i < r->entries; i++) {
+            const gg_fp_slot *sl = &r->slots[i];
+            if (!sl->prog)   /* only hits pin here; other work is the executor's */
+                continue;
+            const gg_session *s = r->sess;
+            char one[320];
+            snprintf(one, sizeof(one), "replay of program %llu '%s' (batch %u, running) for "
+                     "session %llu (pid %d, client '%s')", (unsigned long long)sl->prog->id,
+                     sl->prog->name, sl->batch, (unsigned long long)s->id, (int)s->pid,
+                     s->client);
+            if (off + 1 < len) {
+                int w = snprintf(buf + off, len - off, "%s%s", n ? "; " : "", one);
+                off += w < 0 ? 0 : (size_t)w < len - off ? (size_t)w : len - off - 1;
+            }
+            n++;
+        }
+    return n;
 }
 
 /* The region's thread, last: wait for work in flight, close, unmap. */

@@ -22,6 +22,7 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <sched.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -29,6 +30,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "core/replay.h"
 #include "fp_internal.h"
 
 uint64_t gg_fp_now_us(void)
@@ -102,7 +104,12 @@ static void fp_wake_client(gg_fp_region *r)
 
 static void fp_slot_free(gg_fp_slot *sl)
 {
+    gg_fp_region *r = sl->r;
     atomic_store_explicit(&sl->busy, 0, memory_order_release);
+    __atomic_fetch_sub(&r->sess->fp_inflight, 1, __ATOMIC_RELEASE);
+    /* a stop keeps the connection open until this work is answered */
+    if (__atomic_load_n(&r->core->stopping, __ATOMIC_RELAXED))
+        uv_async_send(&r->m->async);
 }
 
 /* An error for the descriptor in sl: written by this thread, at once. */
@@ -123,7 +130,7 @@ static void fp_fail(gg_fp_slot *sl, int status, const char *fmt, ...)
 
 /* ---- the executor's answer (loop thread, core lock held) ----------------- */
 
-static void fp_job_answer(gg_job *j, const gg_replay_outcome *o)
+static void fp_job_done(gg_job *j, const gg_replay_outcome *o)
 {
     gg_fp_slot *sl = j->ctx;
     uint32_t flags = 0;
@@ -133,8 +140,8 @@ static void fp_job_answer(gg_job *j, const gg_replay_outcome *o)
         flags |= o->captured ? GG_FP_CQE_CAPTURED : 0;
         flags |= o->async ? GG_FP_CQE_ASYNC : GG_FP_CQE_TIMED;
     }
-    fp_fill(sl, o->rc, flags, o->rc == 0 ? (uint32_t)o->bucket : 0, o->rc == 0 ? o->device_us : 0,
-            o->reason);
+    fp_fill(sl, o->rc, flags, o->rc == 0 ? (uint32_t)o->bucket : 0,
+            o->rc == 0 && !o->async ? o->device_us : 0, o->rc < 0 || o->has_reason ? o->reason : NULL);
     fp_publish(sl);
     fp_slot_free(sl);
     fp_wake_client(sl->r);
@@ -148,22 +155,20 @@ static void fp_job_ended(gg_job *j, bool answered)
 }
 
 static const gg_job_ops fp_job_ops = {
-    .answer = fp_job_answer,
+    .done = fp_job_done,
     .ended = fp_job_ended,
 };
 
 /* Core lock held: queue the descriptor as a job, as a socket replay. */
-static void fp_to_executor(gg_fp_slot *sl, const gg_replay_req *rq, const gg_replay_target *t)
+static void fp_to_executor(gg_fp_slot *sl, const gg_replay_target *t)
 {
     gg_fp_region *r = sl->r;
     int rc = 0;
-    gg_job *j = gg_replay_job(r->core, r->sess, rq, t, &rc);
+    gg_job *j = gg_replay_job(r->core, r->sess, t, &fp_job_ops, sl->seq, sl, &rc);
     if (!j) {
         fp_fail(sl, rc, "out of memory");
         return;
     }
-    j->ops = &fp_job_ops;
-    j->ctx = sl;
     gg_exec_queue(r->core, j);
 }
 
@@ -178,7 +183,6 @@ static void fp_hit_release(gg_fp_slot *sl, bool ran, double us)
     if (ran) {
         core->stats.replay_count++;
         core->stats.replay_us_sum += us;
-        core->stats.fastpath_replays++;
         s->replays++;
         s->graph_replays++;
         s->replay_us_sum += us;
@@ -207,6 +211,8 @@ static void fp_hit_done(void *arg, int status)
         fp_fill(sl, status, 0, 0, 0.0, "the device reported an error while running");
         fp_publish(sl);
     } else if (!(sl->sqe_flags & GG_FP_SQE_ASYNC) && !sl->gpu_writes_seq) {
+        /* asked for (TIMED), or free: the cpu backend ran the work on this
+         * thread, so its time is known when the record is written */
         fp_fill(sl, 0, GG_FP_CQE_TIMED, sl->bucket, us, NULL);
         fp_publish(sl);
     }
@@ -238,7 +244,7 @@ static int fp_hit_launch(gg_fp_slot *sl, gg_dev_stream *st, gg_dev_exec *x)
         fp_fill(sl, 0, GG_FP_CQE_ASYNC, sl->bucket, 0.0, NULL);
         fp_publish(sl);
         fp_wake_client(r);
-    } else if (!(sl->sqe_flags & GG_FP_SQE_TIMED)) {
+    } else if (!(sl->sqe_flags & GG_FP_SQE_TIMED) && r->m->gpu_completion) {
         fp_fill(sl, 0, GG_FP_CQE_GPU, sl->bucket, 0.0, NULL);
         size_t off = (size_t)((uint8_t *)&fp_cqe(sl)->seq - r->base);
         sl->gpu_writes_seq = dev->ops->stream_write_u64(dev, st, r->dev_base + off,
@@ -265,38 +271,46 @@ static void fp_take(gg_fp_region *r, gg_fp_slot *sl, const gg_fp_sqe *d)
     sl->batch = d->batch;
     sl->branch = d->branch;
     sl->bucket = 0;
-    if (d->seq != sl->seq) {
-        fp_fail(sl, -EPROTO, "descriptor in slot %u has seq %llu, expected %llu", sl->index,
-                (unsigned long long)d->seq, (unsigned long long)sl->seq);
-        return;
-    }
-    if (d->flags & ~GG_FP_SQE_FLAGS_KNOWN) {
-        fp_fail(sl, -EINVAL, "unknown flags 0x%x", d->flags & ~GG_FP_SQE_FLAGS_KNOWN);
-        return;
-    }
-    if (d->reserved0 || d->reserved1) {
-        fp_fail(sl, -EINVAL, "reserved descriptor fields must be 0");
-        return;
-    }
-    gg_replay_req rq = {
-        .program = d->program, .batch = d->batch, .branch = d->branch,
-        .wait_event = d->wait_event, .signal_event = d->signal_event,
-        .async = (d->flags & GG_FP_SQE_ASYNC) != 0,
-    };
-    gg_replay_target t;
+    gg_replay_target t = {.batch = (int)d->batch, .async = (d->flags & GG_FP_SQE_ASYNC) != 0};
     char msg[256] = "";
     proto_errbuf err = {msg, sizeof(msg)};
+    int rc = 0;
 
     gg_core_lock(core);
-    int rc = gg_replay_check(core, s, &rq, &t, &err);
+    /* a descriptor is a request like a socket message, counted the same */
+    core->stats.requests++;
+    s->requests++;
+    __atomic_fetch_add(&s->fp_inflight, 1, __ATOMIC_RELAXED);
+    if (core->stopping)
+        rc = proto_fail(&err, -ESHUTDOWN, "the daemon is shutting down");
+    else if (d->seq != sl->seq)
+        rc = proto_fail(&err, -EPROTO, "descriptor in slot %u has seq %llu, expected %llu",
+                        sl->index, (unsigned long long)d->seq, (unsigned long long)sl->seq);
+    else if (d->flags & ~GG_FP_SQE_FLAGS_KNOWN)
+        rc = proto_fail(&err, -EINVAL, "unknown flags 0x%x", d->flags & ~GG_FP_SQE_FLAGS_KNOWN);
+    else if (d->reserved0 || d->reserved1)
+        rc = proto_fail(&err, -EINVAL, "reserved descriptor fields must be 0");
+    else if (d->batch == 0 || d->batch > GG_MAX_BATCH)
+        rc = proto_fail(&err, -EINVAL, "batch %u is not in 1..%d", d->batch, GG_MAX_BATCH);
+    if (rc == 0)
+        rc = gg_program_lookup(core, s, d->program, &t.prog, &err);
+    if (rc == 0)
+        rc = gg_replay_target_check(&t, d->branch, &err);
+    if (rc == 0 && d->wait_event)
+        rc = gg_event_lookup(core, s, d->wait_event, &t.wait_ev, &err);
+    if (rc == 0 && d->signal_event)
+        rc = gg_event_lookup(core, s, d->signal_event, &t.signal_ev, &err);
     if (rc < 0) {
+        core->stats.errors++;
+        s->errors++;
         gg_core_unlock(core);
         fp_fail(sl, rc, "%s", msg);
         return;
     }
-    gg_cache_entry *e = gg_replay_hit(core, s, &rq, &t);
+    core->stats.fastpath_replays++;
+    gg_cache_entry *e = gg_replay_hit(core, s, &t);
     if (!e) {
-        fp_to_executor(sl, &rq, &t);
+        fp_to_executor(sl, &t);
         gg_core_unlock(core);
         return;
     }
@@ -326,7 +340,7 @@ static void fp_take(gg_fp_region *r, gg_fp_slot *sl, const gg_fp_sqe *d)
         /* Nothing of the graph ran: the executor takes it from here, with
          * its eager fallback and device-loss handling. */
         fp_hit_release(sl, false, 0.0);
-        fp_to_executor(sl, &rq, &t);
+        fp_to_executor(sl, &t);
     }
     gg_exec_kick(core->exec, s);
     gg_core_unlock(core);

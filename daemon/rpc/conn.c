@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "rpc/conn.h"
 
@@ -33,6 +34,9 @@
 #include "core/session.h"
 #include "proto.h"
 #include "rpc/dispatch.h"
+#include "fastpath/fp.h"
+
+static bool conn_send_fd(struct gg_conn *c, msgpack_sbuffer *sb, int fd);
 
 #define CONN_READ_CHUNK 65536
 #define CONN_MAX_WRITE_QUEUE (64u << 20)
@@ -82,15 +86,19 @@ static void conn_on_close(uv_handle_t *h)
     gg_core *core = c->rpc->core;
     if (--c->handles > 0)
         return;
+    gg_core_lock(core);
     if (c->sess) {
         gg_log_fields f = {.session = c->sess->id};
         GG_LOG(GG_LOG_DEBUG, &f, "connection closed");
+        if (c->rpc->fp)
+            gg_fp_session_closed(c->rpc->fp, c->sess);
         gg_session_detach(c->sess);
     }
     conn_list_del(c);
     free(c->rbuf);
     free(c);
     gg_core_maybe_stopped(core);  /* re-check whether the loop can end */
+    gg_core_unlock(core);
 }
 
 static void conn_close_now(gg_conn *c)
@@ -201,8 +209,10 @@ static void conn_on_request_timeout(uv_timer_t *t)
     snprintf(msg, sizeof(msg),
              "a request was not complete within %u ms (request-timeout-ms): %zu bytes of it "
              "arrived", c->rpc->core->cfg->request_timeout_ms, c->rlen);
+    gg_core_lock(c->rpc->core);
     c->rpc->core->stats.errors++;
     conn_fatal(c, -ETIMEDOUT, msg);
+    gg_core_unlock(c->rpc->core);
 }
 
 /* After a read: time the partial request left in the buffer, if any.
@@ -270,7 +280,7 @@ static void conn_handle_request(gg_conn *c, const proto_msg *m)
     proto_pack_response_head(&pk, m->msgid);
     gg_call call = {
         .core = core, .rpc = c->rpc, .sess = s, .msgid = m->msgid, .params = m->params, .pk = &pk,
-        .err = {errmsg, sizeof(errmsg)},
+        .err = {errmsg, sizeof(errmsg)}, .send_fd = -1,
     };
     c->inflight++;
     int rc = method->fn(&call);
@@ -290,6 +300,22 @@ static void conn_handle_request(gg_conn *c, const proto_msg *m)
                proto_errno_code(rc), errmsg);
         sb.size = 0;
         proto_pack_error_response(&pk, m->msgid, rc, errmsg);
+    }
+    if (call.send_fd >= 0) {
+        bool sent = conn_send_fd(c, &sb, call.send_fd);
+        close(call.send_fd);
+        if (!sent) {
+            /* the region is no use to a client that never got it */
+            if (c->rpc->fp)
+                gg_fp_session_closed(c->rpc->fp, s);
+            sb.size = 0;
+            proto_pack_error_response(&pk, m->msgid, -EAGAIN, "the socket would not take the "
+                                      "answer carrying the region; ask again");
+        } else {
+            msgpack_sbuffer_destroy(&sb);
+            gg_conn_request_done(c);
+            return;
+        }
     }
     gg_conn_send(c, &sb);
     msgpack_sbuffer_destroy(&sb);
@@ -353,7 +379,7 @@ static void conn_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     *buf = uv_buf_init((char *)c->rbuf + c->rlen, (unsigned)(c->rcap - c->rlen));
 }
 
-static void conn_on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
+static void conn_on_read_locked(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
 {
     (void)buf;
     gg_conn *c = st->data;
@@ -400,6 +426,17 @@ static void conn_on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
         c->rbuf = NULL;
         c->rcap = 0;
     }
+}
+
+/* Everything a request does touches core state: under the core lock, which
+ * the fast path's threads take too. */
+static void conn_on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
+{
+    gg_conn *c = st->data;
+    gg_core *core = c->rpc->core;
+    gg_core_lock(core);
+    conn_on_read_locked(st, n, buf);
+    gg_core_unlock(core);
 }
 
 /* Open connections of uid, the new one included; those already being
@@ -475,7 +512,10 @@ void gg_conn_stop_all(gg_rpc *rpc)
 {
     for (gg_conn *c = rpc->conns, *n; c; c = n) {
         n = c->next;
-        if (c->inflight == 0)
+        if (c->closing)
+            continue;
+        bool fp_busy = c->sess && __atomic_load_n(&c->sess->fp_inflight, __ATOMIC_ACQUIRE);
+        if (c->inflight == 0 && !fp_busy)
             gg_conn_close(c);
         else {
             /* stop reading; the last reply closes it (gg_conn_request_done).
@@ -500,4 +540,50 @@ gg_session *gg_conn_session(gg_conn *c)
 gg_conn *gg_conn_next(gg_conn *c)
 {
     return c->next;
+}
+
+bool gg_conn_writes_idle(gg_conn *c)
+{
+    return c && !c->closing && uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) == 0;
+}
+
+/* Send sb's bytes with fd attached to the first of them, straight to the
+ * socket (the write queue is empty: gg_conn_writes_idle); what the socket
+ * does not take at once is queued as usual.  false: the descriptor did not
+ * go (the connection is then closed when the socket failed). */
+static bool conn_send_fd(gg_conn *c, msgpack_sbuffer *sb, int fd)
+{
+    uv_os_fd_t sfd;
+    if (!gg_conn_writes_idle(c) || uv_fileno((uv_handle_t *)&c->pipe, &sfd) != 0)
+        return false;
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } ctl;
+    memset(&ctl, 0, sizeof(ctl));
+    struct iovec iov = {.iov_base = sb->data, .iov_len = sb->size};
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+                         .msg_controllen = sizeof(ctl.buf)};
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+    ssize_t n;
+    do
+        n = sendmsg(sfd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    while (n < 0 && errno == EINTR);
+    if (n < 0) {
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+            conn_close_now(c);
+        return false;
+    }
+    if ((size_t)n < sb->size) {
+        msgpack_sbuffer rest;
+        msgpack_sbuffer_init(&rest);
+        msgpack_sbuffer_write(&rest, sb->data + n, sb->size - (size_t)n);
+        gg_conn_send(c, &rest);
+        msgpack_sbuffer_destroy(&rest);
+    }
+    return true;
 }

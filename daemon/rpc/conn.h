@@ -19,6 +19,7 @@ typedef struct gg_rpc {
     gg_core *core;
     struct gg_conn *conns;          /* list */
     unsigned nconns;
+    struct gg_fp_module *fp;        /* the fast path, negotiated here; NULL: none */
 } gg_rpc;
 
 void gg_rpc_init(gg_rpc *rpc, gg_core *core);
@@ -34,6 +35,9 @@ void gg_conn_request_done(struct gg_conn *c);
 void gg_conn_stop_all(gg_rpc *rpc);
 void gg_conn_force_close_all(gg_rpc *rpc);
 struct gg_session *gg_conn_session(struct gg_conn *c);
+/* Nothing is waiting to be written: an answer sent now goes out first, so
+ * it can carry a file descriptor. */
+bool gg_conn_writes_idle(struct gg_conn *c);
 struct gg_conn *gg_conn_next(struct gg_conn *c);
 
 #endif

@@ -19,6 +19,7 @@ static const gg_method dispatch_methods[] = {
     {"program.prepare", gg_method_program_prepare},
     {"program.rebind", gg_method_program_rebind},
     {"replay", gg_method_replay},
+    {"fastpath.open", gg_method_fastpath_open},
 };
 
 const gg_method *gg_dispatch_find(const char *name, size_t len)

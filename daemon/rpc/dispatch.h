@@ -25,6 +25,9 @@ typedef struct gg_call {
     const msgpack_object *params;   /* the params map; NULL when params was [] */
     msgpack_packer *pk;
     proto_errbuf err;
+    /* A handler that answers with a file descriptor (fastpath.open) puts it
+     * here: it rides on the answer's first byte (SCM_RIGHTS), then closed. */
+    int send_fd;
 } gg_call;
 
 typedef int (*gg_method_fn)(gg_call *call);
@@ -52,5 +55,6 @@ int gg_method_program_list(gg_call *c);
 int gg_method_program_prepare(gg_call *c);
 int gg_method_program_rebind(gg_call *c);
 int gg_method_replay(gg_call *c);
+int gg_method_fastpath_open(gg_call *c);    /* methods_fastpath.c */
 
 #endif

@@ -11,6 +11,8 @@
 #include "rpc/conn.h"
 #include "core/session.h"
 #include "rpc/reply.h"
+#include "fastpath.h"
+#include "fastpath/fp.h"
 
 static void info_pack_device(msgpack_packer *pk, const gg_core *core)
 {
@@ -49,7 +51,7 @@ int gg_method_hello(gg_call *c)
     gg_core *core = c->core;
     core->dev->ops->info(core->dev, &core->devinfo);
     msgpack_packer *pk = c->pk;
-    msgpack_pack_map(pk, 8);
+    msgpack_pack_map(pk, 9);
     proto_pack_kv_u64(pk, "protocol", GG_PROTOCOL_VERSION);
     proto_pack_kv_str(pk, "version", GG_VERSION);
     proto_pack_kv_str(pk, "backend", core->backend);
@@ -69,6 +71,11 @@ int gg_method_hello(gg_call *c)
     proto_pack_kv_u64(pk, "max_batch", GG_MAX_BATCH);
     proto_pack_kv_u64(pk, "max_tensors", GG_MAX_TENSORS);
     proto_pack_kv_u64(pk, "max_nodes", GG_MAX_NODES);
+    proto_pack_key(pk, "fastpath");
+    msgpack_pack_map(pk, 3);
+    proto_pack_kv_bool(pk, "available", gg_fp_available(c->rpc->fp));
+    proto_pack_kv_u64(pk, "max_entries", GG_FP_MAX_ENTRIES);
+    proto_pack_kv_str(pk, "completion", gg_fp_completion(c->rpc->fp));
     size_t n;
     const gg_method *m = gg_dispatch_table(&n);
     proto_pack_key(pk, "methods");
@@ -89,8 +96,9 @@ static void stats_pack_session(msgpack_packer *pk, const gg_session *s)
         nbuf++;
     for (gg_list *l = s->programs.next; l != &s->programs; l = l->next)
         nprog++;
-    msgpack_pack_map(pk, 12);
+    msgpack_pack_map(pk, 13);
     proto_pack_kv_u64(pk, "id", s->id);
+    proto_pack_kv_bool(pk, "fastpath", s->fastpath != NULL);
     proto_pack_kv_str(pk, "client", s->client);
     proto_pack_kv_i64(pk, "pid", s->pid);
     proto_pack_kv_i64(pk, "uid", (int64_t)s->uid);
@@ -109,7 +117,7 @@ int gg_method_stats(gg_call *c)
     gg_core *core = c->core;
     const gg_stats *st = &core->stats;
     msgpack_packer *pk = c->pk;
-    msgpack_pack_map(pk, 22);
+    msgpack_pack_map(pk, 24);
     proto_pack_kv_u64(pk, "capture_count", st->capture_count);
     proto_pack_kv_u64(pk, "replay_count", st->replay_count);
     proto_pack_kv_u64(pk, "eager_count", st->eager_count);
@@ -123,6 +131,8 @@ int gg_method_stats(gg_call *c)
     proto_pack_kv_u64(pk, "errors", st->errors);
     proto_pack_kv_u64(pk, "evictions", st->evictions);
     proto_pack_kv_u64(pk, "exec_updates", st->exec_updates);
+    proto_pack_kv_u64(pk, "fastpath_replays", st->fastpath_replays);
+    proto_pack_kv_u64(pk, "fastpath_regions", gg_fp_live(c->rpc->fp));
     proto_pack_kv_u64(pk, "uptime_s", (gg_now_ms() - core->started_ms) / 1000);
     proto_pack_kv_str(pk, "backend", core->backend);
     proto_pack_kv_u64(pk, "sessions_active", c->rpc->nconns);

@@ -8,6 +8,7 @@
 #include "core/exec.h"
 #include "base/log.h"
 #include "core/program.h"
+#include "core/replay.h"
 #include "rpc/reply.h"
 #include "core/core.h"
 #include "rpc/conn.h"
@@ -108,61 +109,39 @@ int gg_method_program_rebind(gg_call *c)
 
 int gg_method_replay(gg_call *c)
 {
-    gg_program *p;
+    gg_replay_target t = {0};
     uint64_t batch, branch = 0;
-    int rc = prog_arg(c, "program", &p);
+    int rc = prog_arg(c, "program", &t.prog);
     if (rc < 0)
         return rc;
     if ((rc = proto_get_u64(c->params, "batch", true, GG_MAX_BATCH, &batch, &c->err)) < 0)
         return rc;
     if (batch == 0)
         return proto_fail(&c->err, -EINVAL, "argument 'batch' must be at least 1");
+    t.batch = (int)batch;
     rc = proto_get_u64(c->params, "branch", false, UINT32_MAX, &branch, &c->err);
     if (rc < 0 && rc != -ENOENT)
         return rc;
-    if ((int64_t)branch >= p->nbranches)
-        return proto_fail(&c->err, -EINVAL, "branch %llu does not exist: program %llu has %d",
-                          (unsigned long long)branch, (unsigned long long)p->id, p->nbranches);
-    int bi = gg_program_bucket_index(p, (int)batch);
-    if (bi < 0 && (int64_t)batch > p->max_batch)
-        return proto_fail(&c->err, -ERANGE, "batch %llu is past what the program's buffers hold "
-                          "(%d rows)", (unsigned long long)batch, p->max_batch);
-    if (bi < 0 && (rc = gg_program_check_rows(p, (int)branch, (int)batch, &c->err)) < 0)
+    if ((rc = gg_replay_target_check(&t, branch, &c->err)) < 0)
         return rc;
-    gg_event *wait_ev = NULL, *signal_ev = NULL;
     uint64_t evid;
-    bool async = false;
     /* absent or nil: none; an id that does not resolve: refused */
     if ((rc = proto_get_u64(c->params, "wait_event", false, UINT64_MAX, &evid, &c->err)) == 0 &&
-        (rc = gg_event_lookup(c->core, c->sess, evid, &wait_ev, &c->err)) < 0)
+        (rc = gg_event_lookup(c->core, c->sess, evid, &t.wait_ev, &c->err)) < 0)
         return rc;
     if (rc < 0 && rc != -ENOENT)
         return rc;
     if ((rc = proto_get_u64(c->params, "signal_event", false, UINT64_MAX, &evid, &c->err)) == 0 &&
-        (rc = gg_event_lookup(c->core, c->sess, evid, &signal_ev, &c->err)) < 0)
+        (rc = gg_event_lookup(c->core, c->sess, evid, &t.signal_ev, &c->err)) < 0)
         return rc;
     if (rc < 0 && rc != -ENOENT)
         return rc;
-    rc = proto_get_bool(c->params, "async", false, &async, &c->err);
+    rc = proto_get_bool(c->params, "async", false, &t.async, &c->err);
     if (rc < 0 && rc != -ENOENT)
         return rc;
-    gg_job *j = gg_job_new(GG_JOB_REPLAY, c->sess, &gg_rpc_replay_ops, c->msgid, p,
-                           bi < 0 ? 0 : 1);
+    gg_job *j = gg_replay_job(c->core, c->sess, &t, &gg_rpc_replay_ops, c->msgid, NULL, &rc);
     if (!j)
-        return proto_fail(&c->err, -ENOMEM, "out of memory");
-    j->async = async;
-    j->wait_ev = wait_ev;     /* counted as users once queued (gg_exec_queue) */
-    j->signal_ev = signal_ev;
-    j->batch = (int)batch;
-    j->branch = (int)branch;
-    j->rows = bi < 0 ? (int)batch : p->buckets[bi];
-    if (bi >= 0) {
-        if ((rc = gg_cache_get(c->core->cache, p, (int)branch, bi, &j->entries[0])) < 0) {
-            gg_job_free(j);
-            return proto_fail(&c->err, rc, "out of memory");
-        }
-        j->nentries = 1;
-    }
+        return proto_fail(&c->err, rc, "out of memory");
     gg_exec_queue(c->core, j);
     return GG_CALL_ASYNC;
 }

@@ -218,7 +218,7 @@ typedef struct gg_replay_result {
 
 /* Run program for batch rows (>= 1) on branch (< 0: the default, 0).  Returns
  * when the work has completed, so the outputs are in the buffers.  res may be
- * NULL.  device_us is measured (on the fast path too: see timed below). */
+ * NULL.  device_us: see gg_replay_opts.timed below (this call is untimed). */
 GG_CLIENT_API int gg_client_replay(gg_client *c, uint64_t program, int batch, int branch,
                                    gg_replay_result *res);
 
@@ -231,10 +231,11 @@ GG_CLIENT_API int gg_client_replay(gg_client *c, uint64_t program, int batch, in
  * timed (added after the first release, in what was padding, so the struct's
  * size and the other fields' offsets are unchanged; zero-initialise the
  * struct, e.g. `gg_replay_opts o = {0}` or designated initialisers): on the
- * fast path, have the daemon measure device_us; otherwise device_us is 0 and a
- * cache hit is completed by the GPU itself, a few microseconds sooner.  Over
- * the socket device_us is always measured.  opts == NULL behaves as
- * {.timed = true}, so gg_client_replay() reports device_us as it always has. */
+ * fast path, have the daemon measure device_us; otherwise a cache hit on a
+ * GPU is completed by the GPU itself, a few microseconds sooner, and its
+ * device_us is 0.  The cpu backend and every replay that is not a plain hit
+ * (capture, eager, ...) measure it anyway, as the socket path always does.
+ * opts == NULL behaves as all zeros: the quickest path. */
 typedef struct gg_replay_opts {
     uint64_t wait_event;    /* 0: none */
     uint64_t signal_event;  /* 0: none */
