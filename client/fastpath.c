@@ -124,7 +124,13 @@ void client_fp_env(gg_client *c)
      * with it in gg_client_fastpath_status() */
     c->fp_want_entries =
         (uint32_t)fp_env_long("GFXGRAPH_FASTPATH_ENTRIES", 1, 1 << 20, GG_FP_DEFAULT_ENTRIES);
-    c->fp_spin_us = (int)fp_env_long("GFXGRAPH_SPIN_US", 0, FP_MAX_SPIN_US, FP_DEFAULT_SPIN_US);
+    /* With one CPU to run on, spinning only keeps the daemon from the work
+     * being waited for: sleep at once unless told otherwise. */
+    long spin = FP_DEFAULT_SPIN_US;
+    cpu_set_t cpus;
+    if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0 && CPU_COUNT(&cpus) < 2)
+        spin = 0;
+    c->fp_spin_us = (int)fp_env_long("GFXGRAPH_SPIN_US", 0, FP_MAX_SPIN_US, spin);
 }
 
 void client_fp_hello(gg_client *c, const msgpack_object *hello)

@@ -47,6 +47,7 @@ typedef struct gg_fp_region {
     gg_fp_cqe *cq;
     gg_fp_slot *slots;
     uint64_t head;                 /* descriptors taken (the last seq taken) */
+    unsigned spins;                /* idle spin rounds, for the yield cadence */
     atomic_int quit;
     pthread_t thread;
     struct gg_fp_region *next;     /* the module's list (core lock) */

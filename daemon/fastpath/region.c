@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,14 @@ int gg_fp_module_new(gg_core *core, uv_loop_t *loop, const gg_fp_settings *set,
         return -ENOMEM;
     m->core = core;
     m->set = *set;
+    /* With one CPU to run on, a spinning ring thread only delays the client
+     * it waits for: sleep at once instead. */
+    cpu_set_t cpus;
+    if (m->set.spin_us && sched_getaffinity(0, sizeof(cpus), &cpus) == 0 && CPU_COUNT(&cpus) < 2) {
+        gg_info("fast path: one CPU to run on, so ring threads sleep without spinning "
+                "(fastpath-spin-us %u ignored)", m->set.spin_us);
+        m->set.spin_us = 0;
+    }
     m->gpu_completion = strcmp(core->dev->ops->name, "cpu") != 0;
     m->completion = m->gpu_completion ? "gpu" : "cpu";
     int rc = uv_async_init(loop, &m->async, fp_on_async);
