@@ -279,6 +279,17 @@ if [ -x "$daemon" ] && [ -x "$breplay" ] && [ -x "$ctl" ]; then
     else
         record "bench_fastpath" skipped 0 "not built"
     fi
+    # the floor, in the same run: two processes and a shared page, no daemon
+    # (bench/fastpath_probe.cu; its numbers sit beside bench_fastpath's)
+    if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
+        nvcc_bin=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+        echo "#### fastpath_probe" >>"$bench_log"
+        if step "fastpath_probe build" 120 "$bench_log" \
+            "$nvcc_bin" -O2 -arch=sm_90 bench/fastpath_probe.cu -lcuda -o "$tmp/fastpath_probe"; then
+            step "fastpath_probe 1 node" 60 "$bench_log" "$tmp/fastpath_probe" 1 5000
+            step "fastpath_probe 64 nodes" 90 "$bench_log" "$tmp/fastpath_probe" 64 3000
+        fi
+    fi
     daemon_benches "GFXGRAPH=0" GFXGRAPH=0 \
         -- chain64-eager --program chain64 --clients 1 --iters 2000
     daemon_benches "GFXGRAPH_COMPLETION=hostfn" GFXGRAPH_COMPLETION=hostfn \
@@ -353,6 +364,13 @@ fi
     if grep -q '^FASTPATH ' "$bench_log"; then
         grep -E '^fast path:|^in process:|^  ratios|^  device time' "$bench_log" | sed 's/^/  /'
         sed -n 's/^FASTPATH /  /p' "$bench_log"
+    else
+        echo "  (no run)"
+    fi
+    echo
+    echo "fastpath_probe (the floor: two processes, a shared page, no daemon; p50 us):"
+    if grep -qE '^nodes [0-9]+ iters' "$bench_log"; then
+        grep -E '^nodes [0-9]+ iters|^(inproc|xproc)-' "$bench_log" | sed 's/^/  /'
     else
         echo "  (no run)"
     fi
