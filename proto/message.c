@@ -27,6 +27,16 @@ static int msg_params(const msgpack_object *p, const msgpack_object **out, char 
     return 0;
 }
 
+msgpack_unpack_return proto_unpack(const uint8_t *data, size_t len, msgpack_zone *zone,
+                                   msgpack_object *obj)
+{
+    size_t off = 0;
+    msgpack_unpack_return r = msgpack_unpack((const char *)data, len, &off, zone, obj);
+    if (r == MSGPACK_UNPACK_SUCCESS || r == MSGPACK_UNPACK_NOMEM_ERROR)
+        return r;
+    return MSGPACK_UNPACK_PARSE_ERROR;   /* short, or more than one value */
+}
+
 int proto_msg_decode(const msgpack_object *o, proto_msg *m, bool *msgid_ok, char *err,
                      size_t errlen)
 {

@@ -59,6 +59,14 @@ typedef struct {
     const msgpack_object *result;  /* response */
 } proto_msg;
 
+/* Unpack one whole message (len bytes, as proto_frame_scan found it) into
+ * obj: its maps and arrays are allocated in zone, which the caller owns and
+ * may clear and reuse between messages; its strings and binaries point
+ * into data.  MSGPACK_UNPACK_SUCCESS, MSGPACK_UNPACK_NOMEM_ERROR or
+ * MSGPACK_UNPACK_PARSE_ERROR (bytes that are not one MessagePack value). */
+msgpack_unpack_return proto_unpack(const uint8_t *data, size_t len, msgpack_zone *zone,
+                                   msgpack_object *obj);
+
 /* Decode an unpacked message.  0, or -EPROTO with a reason in err; when the
  * message was a request whose msgid could be read, *msgid_ok is set so the
  * caller can answer it. */

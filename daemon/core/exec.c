@@ -3,9 +3,15 @@
  * Happy path: the loop submits a replay; a worker thread captures the
  * (program, branch, bucket) graph if the entry is empty, launches it on the
  * session's stream, and asks the device to call back when the stream has
- * drained; the callback queues the job for the loop and wakes it with
- * uv_async_send; the loop applies the results to the cache, counts, answers
- * the client and starts the session's next job.
+ * drained; then, under the core lock, it applies its findings to the cache
+ * and starts the session's next job itself (stream order keeps the two in
+ * sequence on the device), with no loop round trip between them.  The
+ * callback queues the job for the loop and wakes it with uv_async_send; the
+ * loop counts and answers the client (an async replay's answer goes once
+ * its work is enqueued).  A plain cache hit that is cheap to launch skips
+ * the worker: the loop launches it itself (gg_exec_hit) and, when the
+ * device completes it synchronously (cpu), answers before it next polls.
+ * Jobs come from a free list, so a replay allocates nothing.
  *
  * Failure modes: a failed (or injected, GFXGRAPH_FAULT) capture,
  * instantiate or launch runs the same nodes eagerly instead, so the answer
@@ -15,8 +21,10 @@
  * client leaves has its queued jobs dropped; a running one finishes first,
  * holding the session (and so its imported buffers) until it does.
  *
- * Only the loop thread writes cache entries, programs and counters; a
- * worker reads the pinned entry and writes its findings into the job. */
+ * Cache entries, programs, sessions and counters change only under the core
+ * lock (the loop, a worker applying its findings, the fast path); while a
+ * job runs, its worker reads the pinned entry and writes its findings into
+ * the job. */
 #include "core/exec.h"
 
 #include <errno.h>
@@ -37,6 +45,10 @@ typedef struct {
     gg_dev_stream *stream;
 } exec_release;
 
+/* Free jobs kept for reuse: enough for max-inflight pipelined replays of a
+ * few busy sessions; a burst beyond it is freed as it drains. */
+#define EXEC_JOB_POOL_MAX 256
+
 struct gg_exec {
     gg_core *core;
     uv_async_t async;
@@ -52,6 +64,8 @@ struct gg_exec {
     bool quit;
     bool closed;
     unsigned pending;            /* submitted and not yet finished (loop-side) */
+    gg_job *pool;                /* free jobs (core lock), linked by done_next */
+    unsigned npool;
 };
 
 static void exec_on_async(uv_async_t *h);
@@ -60,17 +74,32 @@ void gg_job_free(gg_job *job)
 {
     if (!job)
         return;
+    bool small = job->entries == &job->one && job->results == &job->one_result;
+    gg_exec *x = job->sess ? job->sess->core->exec : NULL;
+    if (small && x && x->npool < EXEC_JOB_POOL_MAX) {
+        job->done_next = x->pool;
+        x->pool = job;
+        x->npool++;
+        return;
+    }
     free(job->entries != &job->one ? job->entries : NULL);
-    free(job->results);
+    free(job->results != &job->one_result ? job->results : NULL);
     free(job);
 }
 
 gg_job *gg_job_new(gg_job_kind kind, gg_session *s, const gg_job_ops *ops, uint64_t tag,
                    gg_program *p, int nentries)
 {
-    gg_job *j = calloc(1, sizeof(*j));
-    if (!j)
+    gg_exec *x = s->core->exec;
+    gg_job *j;
+    if (nentries <= 1 && x->pool) {
+        j = x->pool;
+        x->pool = j->done_next;
+        x->npool--;
+        memset(j, 0, sizeof(*j));
+    } else if (!(j = calloc(1, sizeof(*j)))) {
         return NULL;
+    }
     gg_list_init(&j->link);
     gg_list_init(&j->live_link);
     j->kind = kind;
@@ -80,7 +109,7 @@ gg_job *gg_job_new(gg_job_kind kind, gg_session *s, const gg_job_ops *ops, uint6
     j->prog = p;
     j->gen = p ? p->gen : 0;
     j->entries = nentries > 1 ? calloc((size_t)nentries, sizeof(*j->entries)) : &j->one;
-    j->results = calloc((size_t)(nentries ? nentries : 1), sizeof(*j->results));
+    j->results = nentries > 1 ? calloc((size_t)nentries, sizeof(*j->results)) : &j->one_result;
     if (!j->entries || !j->results) {
         gg_job_free(j);
         return NULL;
@@ -88,12 +117,10 @@ gg_job *gg_job_new(gg_job_kind kind, gg_session *s, const gg_job_ops *ops, uint6
     return j;
 }
 
-void gg_exec_queue(gg_core *core, gg_job *j)
+/* Core lock held: what a job holds is counted here, and released when it
+ * ends (exec_job_end). */
+static void exec_hold(gg_core *core, gg_job *j)
 {
-    /* Nothing below can fail: what the job holds is counted here, and
-     * released when it ends (exec_job_end).  The session's stream is made
-     * by the worker that first needs it (exec_run.c): making one creates a
-     * BLAS handle and allocates its workspace, too slow for the loop. */
     if (j->prog)
         j->prog->pins++;
     if (j->wait_ev)
@@ -102,28 +129,70 @@ void gg_exec_queue(gg_core *core, gg_job *j)
         j->signal_ev->users++;
     for (int i = 0; i < j->nentries; i++)
         gg_cache_pin(core->cache, j->entries[i]);
+}
+
+/* Core lock held: the executor owns j from here until exec_job_end. */
+static void exec_adopt(gg_exec *x, gg_job *j)
+{
+    x->pending++;
+    gg_list_add_tail(&x->live, &j->live_link);
+    gg_session_ref(j->sess);
+}
+
+void gg_exec_queue(gg_core *core, gg_job *j)
+{
+    /* Nothing below can fail.  The session's stream is made by the worker
+     * that first needs it (exec_run.c): making one creates a BLAS handle
+     * and allocates its workspace, too slow for the loop. */
+    exec_hold(core, j);
     gg_exec_submit(core->exec, j);
 }
 
+static void exec_apply(gg_exec *x, gg_job *j, gg_cache_entry *e, gg_job_result *r);
+static void exec_start_next(gg_exec *x, gg_job *j, bool on_worker);
+
+/* Core lock held (a worker, or the loop after its own launch): j's work is
+ * on the stream.  Its findings go into the cache now, so the session's next
+ * job, started here, already sees the graph this one captured. */
+static void exec_enqueued_locked(gg_exec *x, gg_job *j, bool on_worker)
+{
+    for (int i = 0; i < j->nentries; i++)
+        exec_apply(x, j, j->entries[i], &j->results[i]);
+    j->applied = true;
+    exec_start_next(x, j, on_worker);
+}
+
 /* Worker: j's work is on the stream and its completion is being watched.
- * Pushed only after notify(): once the loop hears of it, the session's next
- * job may start on the same stream, and nothing of j's may be put on that
- * stream after the next job has begun (a capture would take it in).  A
- * completion that came first was held back (gg_exec_job_done) and goes now,
- * after the enqueued news, so the loop sees the two in order. */
+ * Called only after notify(): from here the session's next job may start
+ * on the same stream, and nothing of j's may be put on that stream after
+ * the next job has begun (a capture would take it in).  The loop hears of
+ * it only when it has an answer to give now (an async replay).  A
+ * completion that came first was held back (gg_exec_job_done) and goes
+ * now, after the enqueued news, so the loop sees the two in order. */
 void gg_exec_job_enqueued(gg_job *j)
 {
-    gg_exec *x = j->sess->core->exec;
+    gg_core *core = j->sess->core;
+    gg_exec *x = core->exec;
+    gg_core_lock(core);
+    exec_enqueued_locked(x, j, true);
+    gg_core_unlock(core);
+    bool wake = false;
     pthread_mutex_lock(&x->lock);
     j->enq_pushed = true;
-    j->enq_next = x->enqueued;
-    x->enqueued = j;
+    /* the loop's exec_enqueued answers it, unless its completion failed */
+    if (j->async) {
+        j->enq_next = x->enqueued;
+        x->enqueued = j;
+        wake = true;
+    }
     if (j->done_deferred) {
         j->done_next = x->done;
         x->done = j;
+        wake = true;
     }
     pthread_mutex_unlock(&x->lock);
-    uv_async_send(&x->async);
+    if (wake)
+        uv_async_send(&x->async);
 }
 
 /* Worker: the next step asks for a completion callback; until the enqueued
@@ -142,12 +211,14 @@ void gg_exec_job_done(void *arg, int status)
 {
     gg_job *j = arg;
     gg_exec *x = j->sess->core->exec;
-    j->t_done_us = gg_now_us();
+    uint64_t now = gg_now_us();
+    /* under the lock: the thread that enqueued j may be reading rc */
+    pthread_mutex_lock(&x->lock);
+    j->t_done_us = now;
     if (status < 0 && j->rc == 0) {
         j->rc = status;
         snprintf(j->reason, sizeof(j->reason), "the device reported an error while running");
     }
-    pthread_mutex_lock(&x->lock);
     if (j->await_enq && !j->enq_pushed) {
         j->done_deferred = true;   /* gg_exec_job_enqueued pushes it */
         pthread_mutex_unlock(&x->lock);
@@ -221,8 +292,9 @@ static void exec_release_push(gg_exec *x, gg_dev_exec *g, uint8_t *scratch, gg_d
     rel->stream = st;
     pthread_mutex_lock(&x->lock);
     gg_list_add_tail(&x->releases, &rel->link);
-    pthread_cond_signal(&x->cond);
     pthread_mutex_unlock(&x->lock);
+    /* after unlocking, so the woken worker does not block on the mutex */
+    pthread_cond_signal(&x->cond);
 }
 
 void gg_exec_release_graph(gg_exec *x, gg_dev_exec *g, uint8_t *scratch)
@@ -270,8 +342,8 @@ int gg_exec_new(gg_core *core, gg_exec **out)
 undo_threads:
     pthread_mutex_lock(&x->lock);
     x->quit = true;
-    pthread_cond_broadcast(&x->cond);
     pthread_mutex_unlock(&x->lock);
+    pthread_cond_broadcast(&x->cond);
     for (int i = 0; i < x->nthreads; i++)
         pthread_join(x->threads[i], NULL);
     free(x->threads);
@@ -291,8 +363,8 @@ void gg_exec_close(gg_exec *x)
         return;
     pthread_mutex_lock(&x->lock);
     x->quit = true;
-    pthread_cond_broadcast(&x->cond);
     pthread_mutex_unlock(&x->lock);
+    pthread_cond_broadcast(&x->cond);
     for (int i = 0; i < x->nthreads; i++)
         pthread_join(x->threads[i], NULL);
     x->nthreads = 0;
@@ -303,6 +375,10 @@ void gg_exec_close(gg_exec *x)
 void gg_exec_free(gg_exec *x)
 {
     gg_exec_close(x);
+    for (gg_job *j; (j = x->pool);) {
+        x->pool = j->done_next;
+        free(j);
+    }
     pthread_mutex_destroy(&x->lock);
     pthread_cond_destroy(&x->cond);
     free(x->threads);
@@ -343,26 +419,29 @@ unsigned gg_exec_describe(const gg_exec *x, char *buf, size_t len)
     return n;
 }
 
-static void exec_start(gg_exec *x, gg_job *j)
+/* Core lock held.  on_worker: called by a worker that goes back to the
+ * queue right after, and takes j itself when nothing is ahead of it, so no
+ * other worker needs waking (and no futex call is made). */
+static void exec_start(gg_exec *x, gg_job *j, bool on_worker)
 {
     j->sess->running = j;
     pthread_mutex_lock(&x->lock);
+    bool wake = !on_worker || !gg_list_empty(&x->queue) || !gg_list_empty(&x->releases);
     gg_list_add_tail(&x->queue, &j->link);
     pthread_mutex_unlock(&x->lock);
     /* after unlocking, so the woken worker does not block on the mutex */
-    pthread_cond_signal(&x->cond);
+    if (wake)
+        pthread_cond_signal(&x->cond);
 }
 
 void gg_exec_submit(gg_exec *x, gg_job *j)
 {
-    x->pending++;
-    gg_list_add_tail(&x->live, &j->live_link);
-    gg_session_ref(j->sess);
+    exec_adopt(x, j);
     /* the fast path may be launching on the session's stream right now */
     if (j->sess->running || j->sess->fp_launching)
         gg_list_add_tail(&j->sess->jobs, &j->link);
     else
-        exec_start(x, j);
+        exec_start(x, j, false);
 }
 
 void gg_exec_kick(gg_exec *x, gg_session *s)
@@ -371,7 +450,7 @@ void gg_exec_kick(gg_exec *x, gg_session *s)
         return;
     gg_job *next = gg_container_of(s->jobs.next, gg_job, link);
     gg_list_del(&next->link);
-    exec_start(x, next);
+    exec_start(x, next, false);
 }
 
 /* Undo what submitting pinned; free the job. */
@@ -492,9 +571,10 @@ static void exec_answer(gg_exec *x, gg_job *j, double us)
     j->ops->done(j, &o);
 }
 
-/* The session's next job may go as soon as this one's work is on the
- * stream: stream order keeps them in sequence on the device. */
-static void exec_start_next(gg_exec *x, gg_job *j)
+/* Core lock held.  The session's next job may go as soon as this one's
+ * work is on the stream: stream order keeps them in sequence on the
+ * device. */
+static void exec_start_next(gg_exec *x, gg_job *j, bool on_worker)
 {
     gg_session *s = j->sess;
     if (s->running != j)
@@ -503,20 +583,16 @@ static void exec_start_next(gg_exec *x, gg_job *j)
     if (!s->fp_launching && !gg_list_empty(&s->jobs)) {
         gg_job *next = gg_container_of(s->jobs.next, gg_job, link);
         gg_list_del(&next->link);
-        exec_start(x, next);
+        exec_start(x, next, on_worker);
     }
 }
 
-/* Loop: the work is enqueued.  Results go into the cache now, so the next
- * job already sees the graph this one captured. */
+/* Loop: an async replay's work is enqueued (its worker has applied its
+ * findings and started the session's next job): answer it now. */
 static void exec_enqueued(gg_exec *x, gg_job *j)
 {
-    for (int i = 0; i < j->nentries; i++)
-        exec_apply(x, j, j->entries[i], &j->results[i]);
-    j->applied = true;
     if (j->async && j->rc == 0)
         exec_answer(x, j, 0.0);
-    exec_start_next(x, j);
 }
 
 /* Loop: the device is done with j (or it never started). */
@@ -557,8 +633,76 @@ static void exec_finish(gg_exec *x, gg_job *j)
     }
     if (!j->replied)
         exec_answer(x, j, us);
-    exec_start_next(x, j);
+    exec_start_next(x, j, false);
     exec_job_end(x, j);
+}
+
+/* The cpu backend runs a graph on the thread that launches it.  Up to this
+ * mean run time an entry's replays run on the loop thread itself: about
+ * the loop's own cost of one socket replay (~10 us read, decode, answer,
+ * write on one core, bench_rps pinned), so an inline launch at most about
+ * doubles the time the loop spends on that request, while the worker hand
+ * off it replaces costs two thread wake-ups and an eventfd round trip.
+ * Longer kernels stay on the workers, where they overlap other sessions and
+ * never hold up the loop. */
+#define EXEC_HIT_CPU_MAX_US 10.0
+/* The mean is trusted from this many runs on: the first ones touch the
+ * client's pages and the kernel's code for the first time and can take
+ * tens of times longer, so a mean of one or two says little either way.
+ * Until then the workers run the entry (and measure it). */
+#define EXEC_HIT_CPU_MIN_RUNS 16
+
+bool gg_exec_hit_cheap(const gg_core *core, const gg_cache_entry *e)
+{
+    if (strcmp(core->backend, "cpu") != 0)
+        return true;    /* hip: a launch enqueues, the device runs it */
+    return e->replays >= EXEC_HIT_CPU_MIN_RUNS &&
+           e->replay_us_sum <= EXEC_HIT_CPU_MAX_US * (double)e->replays;
+}
+
+void gg_exec_hit(gg_core *core, gg_job *j)
+{
+    gg_exec *x = core->exec;
+    gg_session *s = j->sess;
+    gg_cache_entry *e = j->entries[0];
+    exec_hold(core, j);
+    exec_adopt(x, j);
+    /* The stream is this launch's until its work is enqueued: the
+     * session's jobs, socket replays and fast-path hits queue behind a
+     * running job, as they would behind a worker's. */
+    s->running = j;
+    j->results[0].scratch = e->scratch;
+    j->results[0].exec = e->exec;
+    /* every completion, error or not, waits for this thread's enqueued
+     * news below (no other thread knows j yet: no lock needed) */
+    j->await_enq = true;
+    gg_dev_stream *st = s->stream;
+    /* A cpu launch runs the kernels: the fast path's threads and the
+     * workers must not wait for them. */
+    gg_core_unlock(core);
+    int how = gg_exec_run_hit(core, j, st);
+    gg_core_lock(core);
+    if (how == GG_HIT_NOT_RUN) {
+        /* nothing of it is on the stream: a worker runs it, with the eager
+         * fallback and error handling of any job */
+        j->await_enq = false;
+        exec_start(x, j, false);
+        return;
+    }
+    pthread_mutex_lock(&x->lock);
+    j->enq_pushed = true;
+    bool done = j->done_deferred;
+    pthread_mutex_unlock(&x->lock);
+    /* a failed launch has nothing to apply; exec_finish answers it */
+    if (how == GG_HIT_LAUNCHED) {
+        exec_enqueued_locked(x, j, false);
+        exec_enqueued(x, j);
+    }
+    /* Done already (a synchronous device): answered and ended here, before
+     * the loop polls again.  Else the device's callback hands it to the
+     * loop like any job's completion. */
+    if (done)
+        exec_finish(x, j);
 }
 
 static gg_job *exec_reverse(gg_job *list, bool enq)

@@ -1,7 +1,9 @@
 /* The executor: runs replays off the loop thread.  Each session's jobs run
  * one at a time in order on that session's stream; different sessions run
  * in parallel on the worker threads.  Completion comes back to the loop
- * through a uv_async handle. */
+ * through a uv_async handle.  A plain cache hit that is cheap to launch may
+ * instead be launched by the loop itself (gg_exec_hit): the same job, the
+ * same ordering and counting, without a worker round trip. */
 #ifndef GG_EXEC_H
 #define GG_EXEC_H
 
@@ -87,9 +89,10 @@ typedef struct gg_job {
     bool captured;
     bool eager_oversize;
     gg_job_result *results;         /* one per entry (at least one) */
+    gg_job_result one_result;       /* storage for results when there is one */
     uint64_t t_start_us, t_done_us;
     uint8_t *tmp_scratch;           /* eager runs beyond the buckets */
-    struct gg_job *done_next;
+    struct gg_job *done_next;       /* also the executor's free list of jobs */
     struct gg_job *enq_next;
     /* under the executor's lock: notify() is called before the enqueued
      * news is pushed, so a completion that comes first waits for it */
@@ -121,13 +124,29 @@ bool gg_exec_should_validate(const gg_core *core, const gg_cache_entry *e);
 /* Drop a session's queued (not running) jobs: its client has gone. */
 void gg_exec_cancel_session(gg_exec *x, gg_session *s);
 /* A job for session s, answered through ops with tag; NULL when out of
- * memory. */
+ * memory.  Jobs of at most one entry come from a free list, so a replay
+ * allocates nothing once the daemon is warm.  Core lock held (both). */
 gg_job *gg_job_new(gg_job_kind kind, gg_session *s, const gg_job_ops *ops, uint64_t tag,
                    gg_program *p, int nentries);
 void gg_job_free(gg_job *job);
 /* Transport side: pin what the job uses and queue it.  Cannot fail: from
  * here the job is the executor's, and its answer comes through j->ops. */
 void gg_exec_queue(gg_core *core, gg_job *j);
+/* Loop thread, core lock held: j replays e, a plain cache hit
+ * (gg_replay_hit said so just now, under the same lock hold) that
+ * gg_exec_hit_cheap allows here.  Pins as gg_exec_queue does, launches
+ * the graph on the session's stream from this thread with the core lock
+ * released meanwhile (the session counts as running, so its jobs and
+ * fast-path hits queue behind it), and answers as the executor would: at
+ * once when the device completed it synchronously (the cpu backend), else
+ * through the executor's hand-back.  A launch that did not start goes to a
+ * worker as an ordinary job.  Cannot fail. */
+void gg_exec_hit(gg_core *core, gg_job *j);
+/* Whether launching e's ready graph on the loop thread is cheap enough:
+ * always where a launch only enqueues (hip); on the cpu backend, where
+ * the launch runs the kernels, only while e's measured mean run time is
+ * short.  Core lock held. */
+bool gg_exec_hit_cheap(const gg_core *core, const gg_cache_entry *e);
 
 /* Executor threads (exec_run.c): run one job.  A job whose work went on
  * the stream ends with gg_exec_job_await(j, true), the device's notify(),
@@ -135,6 +154,14 @@ void gg_exec_queue(gg_core *core, gg_job *j);
  * device has finished it (or at once from the worker when the job failed
  * before its work was enqueued). */
 void gg_exec_run(gg_core *core, gg_job *j);
+/* gg_exec_hit's launch (exec_run.c, no lock held, await already set):
+ * GG_HIT_NOT_RUN when nothing was put on the stream and a worker should
+ * run j; else j's completion has come or is coming through
+ * gg_exec_job_done: GG_HIT_FAILED when the launch failed (j->rc says why),
+ * GG_HIT_LAUNCHED when the work is on the stream. */
+enum { GG_HIT_NOT_RUN = 0, GG_HIT_LAUNCHED, GG_HIT_FAILED };
+int gg_exec_run_hit(gg_core *core, gg_job *j, gg_dev_stream *s);
+/* Worker: j's work is on the stream (takes the core lock). */
 void gg_exec_job_enqueued(gg_job *j);
 void gg_exec_job_await(gg_job *j, bool want);
 /* Loop: destroy a session's stream (and its kernel context) on a worker. */

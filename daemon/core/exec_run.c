@@ -1,8 +1,10 @@
 /* What an executor thread does with one job: capture (with warm-up and
  * fault injection), launch the graph or the eager nodes, validate against
  * eager in GFXGRAPH=validate mode, then hand completion to the device's
- * notify.  Nothing here writes loop-owned state: findings go into the job
- * (gg_job_result) and exec.c applies them on the loop thread. */
+ * notify.  Also the loop's launch of a plain cache hit (gg_exec_run_hit):
+ * the graph launch and notify alone.  Nothing here writes shared state:
+ * findings go into the job (gg_job_result) and exec.c applies them under
+ * the core lock. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -279,6 +281,36 @@ static int exec_validate(gg_core *core, gg_job *j, gg_cache_entry *e, gg_dev_str
     return 0;
 }
 
+/* j's work is on stream s: record its event and ask the device to call
+ * back when it is done.  0, or the completion has been given
+ * (gg_exec_job_done) with j->rc set.  inline_hit: gg_exec_hit's launch,
+ * which holds every completion back until its thread has handled the
+ * enqueued news itself. */
+static int exec_submitted(gg_core *core, gg_job *j, gg_dev_stream *s, bool inline_hit)
+{
+    gg_device *dev = core->dev;
+    int rc;
+    if (j->signal_ev && (rc = dev->ops->event_record(dev, j->signal_ev->dev, s)) < 0) {
+        j->rc = rc;
+        snprintf(j->reason, sizeof(j->reason), "cannot record event %llu: %s",
+                 (unsigned long long)j->signal_ev->id, dev->ops->last_error(dev));
+        gg_exec_job_done(j, rc);
+        return rc;
+    }
+    gg_exec_job_await(j, true);
+    rc = dev->ops->notify(dev, s, gg_exec_job_done, j);
+    if (rc < 0) {
+        if (!inline_hit)
+            gg_exec_job_await(j, false);
+        j->rc = rc;
+        snprintf(j->reason, sizeof(j->reason), "cannot wait for completion: %s",
+                 dev->ops->last_error(dev));
+        gg_exec_job_done(j, rc);
+        return rc;
+    }
+    return 0;
+}
+
 bool gg_exec_should_validate(const gg_core *core, const gg_cache_entry *e)
 {
     const gg_config *c = core->cfg;
@@ -416,22 +448,30 @@ void gg_exec_run(gg_core *core, gg_job *j)
         }
     }
 submitted:
-    if (j->signal_ev && (rc = dev->ops->event_record(dev, j->signal_ev->dev, s)) < 0) {
+    if (exec_submitted(core, j, s, false) == 0)
+        gg_exec_job_enqueued(j);
+}
+
+int gg_exec_run_hit(gg_core *core, gg_job *j, gg_dev_stream *s)
+{
+    gg_device *dev = core->dev;
+    int rc;
+    /* A failure before the graph is on the stream is left to a worker,
+     * which gives it the same answer (or the eager fallback) as any job:
+     * a stream wait done twice waits for nothing more. */
+    if (j->wait_ev && dev->ops->stream_wait_event(dev, s, j->wait_ev->dev) < 0)
+        return GG_HIT_NOT_RUN;
+    j->t_start_us = gg_now_us();
+    rc = dev->ops->graph_launch(dev, j->results[0].exec, s);
+    if (rc == -ENODEV || rc == -EFAULT) {
+        /* as gg_exec_run: the graph may have run in part */
         j->rc = rc;
-        snprintf(j->reason, sizeof(j->reason), "cannot record event %llu: %s",
-                 (unsigned long long)j->signal_ev->id, dev->ops->last_error(dev));
+        snprintf(j->reason, sizeof(j->reason), "%s", dev->ops->last_error(dev));
         gg_exec_job_done(j, rc);
-        return;
+        return GG_HIT_FAILED;
     }
-    gg_exec_job_await(j, true);
-    rc = dev->ops->notify(dev, s, gg_exec_job_done, j);
-    if (rc < 0) {
-        gg_exec_job_await(j, false);
-        j->rc = rc;
-        snprintf(j->reason, sizeof(j->reason), "cannot wait for completion: %s",
-                 dev->ops->last_error(dev));
-        gg_exec_job_done(j, rc);
-        return;
-    }
-    gg_exec_job_enqueued(j);
+    if (rc < 0)
+        return GG_HIT_NOT_RUN;
+    j->graph = true;
+    return exec_submitted(core, j, s, true) == 0 ? GG_HIT_LAUNCHED : GG_HIT_FAILED;
 }

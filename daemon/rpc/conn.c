@@ -1,9 +1,12 @@
 /* Client connections.
  *
  * Happy path: accept, read into a growing buffer, frame complete messages
- * with proto_frame_scan (header checked before body), unpack each, dispatch
- * by method name, queue the response with uv_write.  A connection carries one
- * session.
+ * with proto_frame_scan (header checked before body), unpack each into the
+ * connection's zone (emptied, not freed, between messages), dispatch by
+ * method name, pack the response into the connection's buffer and write it
+ * with uv_try_write; only what the socket does not take at once is copied
+ * into a pooled write request and queued with uv_write.  A connection
+ * carries one session.  Once warm, a request allocates nothing here.
  *
  * Failure modes: a message over max-message-size, bytes that are not
  * MessagePack, or more than max-inflight requests in flight get an error
@@ -36,10 +39,26 @@
 #include "rpc/dispatch.h"
 #include "fastpath/fp.h"
 
-static bool conn_send_fd(struct gg_conn *c, msgpack_sbuffer *sb, int fd);
+static bool conn_send_fd(struct gg_conn *c, const char *data, size_t len, int fd);
 
 #define CONN_READ_CHUNK 65536
 #define CONN_MAX_WRITE_QUEUE (64u << 20)
+/* The unpack zone's chunk: a request of any method but program.define
+ * unpacks into far less, so one chunk serves them all. */
+#define CONN_ZONE_CHUNK 4096
+/* Response buffers and pooled write requests above this are freed after
+ * use (a large stats answer), so an idle connection stays small. */
+#define CONN_KEEP_BYTES 65536
+/* Write requests kept for reuse: more are in flight only while the peer
+ * reads slower than we answer. */
+#define CONN_WRITE_POOL 4
+
+typedef struct conn_write {
+    uv_write_t req;
+    struct conn_write *next;        /* the connection's free list */
+    char *data;
+    size_t cap;
+} conn_write;
 
 typedef struct gg_conn {
     uv_pipe_t pipe;                 /* first: the handle's data is the conn */
@@ -54,18 +73,23 @@ typedef struct gg_conn {
     int handles;                    /* open: freed when the last one closes */
     uv_timer_t req_timer;           /* request-timeout-ms of a partial request */
     uv_shutdown_t shutdown_req;
+    msgpack_zone zone;              /* the message being handled unpacks here */
+    /* Answers are packed here and written straight from here: out for the
+     * answer its handler returns, reply for one given later (gg_conn_reply_*),
+     * which may be packed while out holds a half-made answer (a cache hit
+     * the loop ran completes inside its handler). */
+    msgpack_sbuffer out, reply;
+    msgpack_packer out_pk, reply_pk;
+    conn_write *wfree;
+    unsigned nwfree;
 } gg_conn;
-
-typedef struct {
-    uv_write_t req;
-    char *data;
-} conn_write;
 
 void gg_rpc_init(gg_rpc *rpc, gg_core *core)
 {
     rpc->core = core;
     rpc->conns = NULL;
     rpc->nconns = 0;
+    rpc->devinfo_ms = 0;            /* the first hello reads it afresh */
 }
 
 static void conn_list_del(gg_conn *c)
@@ -96,6 +120,15 @@ static void conn_on_close(uv_handle_t *h)
     }
     conn_list_del(c);
     free(c->rbuf);
+    msgpack_zone_destroy(&c->zone);
+    msgpack_sbuffer_destroy(&c->out);
+    msgpack_sbuffer_destroy(&c->reply);
+    while (c->wfree) {
+        conn_write *w = c->wfree;
+        c->wfree = w->next;
+        free(w->data);
+        free(w);
+    }
     free(c);
     gg_core_maybe_stopped(core);  /* re-check whether the loop can end */
     gg_core_unlock(core);
@@ -129,52 +162,114 @@ void gg_conn_close(gg_conn *c)
         conn_close_now(c);
 }
 
+/* A write request from the pool, with room for len bytes; NULL when out
+ * of memory. */
+static conn_write *conn_write_get(gg_conn *c, size_t len)
+{
+    conn_write *w = c->wfree;
+    if (w) {
+        c->wfree = w->next;
+        c->nwfree--;
+    } else if (!(w = calloc(1, sizeof(*w)))) {
+        return NULL;
+    }
+    if (w->cap < len) {
+        free(w->data);
+        w->cap = 0;
+        if (!(w->data = malloc(len))) {
+            free(w);
+            return NULL;
+        }
+        w->cap = len;
+    }
+    return w;
+}
+
+static void conn_write_put(gg_conn *c, conn_write *w)
+{
+    if (c->nwfree >= CONN_WRITE_POOL || w->cap > CONN_KEEP_BYTES) {
+        free(w->data);
+        free(w);
+        return;
+    }
+    w->next = c->wfree;
+    c->wfree = w;
+    c->nwfree++;
+}
+
+/* Empty a response buffer for the next answer, freeing it when an answer
+ * made it large. */
+static void conn_buf_reset(msgpack_sbuffer *sb)
+{
+    if (sb->alloc > CONN_KEEP_BYTES) {
+        msgpack_sbuffer_destroy(sb);
+        msgpack_sbuffer_init(sb);
+    }
+    sb->size = 0;
+}
+
 static void conn_on_write(uv_write_t *req, int status)
 {
-    conn_write *w = (conn_write *)req;
+    conn_write *w = gg_container_of(req, conn_write, req);
     gg_conn *c = req->handle->data;
-    free(w->data);
-    free(w);
+    conn_write_put(c, w);
     if (status < 0 && status != UV_ECANCELED && !c->closing) {
         gg_debug("write failed: %s", uv_strerror(status));
         conn_close_now(c);
     }
 }
 
-bool gg_conn_send(gg_conn *c, msgpack_sbuffer *sb)
+bool gg_conn_send(gg_conn *c, const char *data, size_t len)
 {
-    if (!c || c->closing || uv_is_closing((uv_handle_t *)&c->pipe)) {
-        msgpack_sbuffer_destroy(sb);
-        msgpack_sbuffer_init(sb);
+    if (!c || c->closing || uv_is_closing((uv_handle_t *)&c->pipe))
         return false;
-    }
     if (uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) > CONN_MAX_WRITE_QUEUE) {
         gg_log_fields f = {.session = c->sess ? c->sess->id : 0};
         GG_LOG(GG_LOG_WARN, &f, "client pid %d is not reading its responses; closing its "
                "connection", c->sess ? (int)c->sess->pid : -1);
-        msgpack_sbuffer_destroy(sb);
-        msgpack_sbuffer_init(sb);
         conn_close_now(c);
         return false;
     }
-    conn_write *w = malloc(sizeof(*w));
+    /* Straight to the socket when nothing is queued before it (libuv
+     * refuses with EAGAIN otherwise, which keeps answers in order); the
+     * common answer leaves in this one call, from the caller's buffer. */
+    uv_buf_t buf = uv_buf_init((char *)data, (unsigned)len);
+    int n = uv_try_write((uv_stream_t *)&c->pipe, &buf, 1);
+    if (n >= 0 && (size_t)n == len)
+        return true;
+    if (n < 0 && n != UV_EAGAIN) {
+        gg_debug("write failed: %s", uv_strerror(n));
+        conn_close_now(c);
+        return false;
+    }
+    size_t off = n > 0 ? (size_t)n : 0;
+    conn_write *w = conn_write_get(c, len - off);
     if (!w) {
-        msgpack_sbuffer_destroy(sb);
-        msgpack_sbuffer_init(sb);
         conn_close_now(c);
         return false;
     }
-    size_t len = sb->size;
-    w->data = msgpack_sbuffer_release(sb);
-    uv_buf_t buf = uv_buf_init(w->data, (unsigned)len);
+    memcpy(w->data, data + off, len - off);
+    buf = uv_buf_init(w->data, (unsigned)(len - off));
     int rc = uv_write(&w->req, (uv_stream_t *)&c->pipe, &buf, 1, conn_on_write);
     if (rc < 0) {
-        free(w->data);
-        free(w);
+        conn_write_put(c, w);
         conn_close_now(c);
         return false;
     }
     return true;
+}
+
+msgpack_packer *gg_conn_reply_begin(gg_conn *c)
+{
+    conn_buf_reset(&c->reply);
+    return &c->reply_pk;
+}
+
+void gg_conn_reply_end(gg_conn *c)
+{
+    gg_conn_send(c, c->reply.data, c->reply.size);
+    conn_buf_reset(&c->reply);
+    gg_conn_request_done(c);
 }
 
 void gg_conn_request_done(gg_conn *c)
@@ -190,13 +285,10 @@ void gg_conn_request_done(gg_conn *c)
 /* Send an error for a message that cannot be answered by msgid, then close. */
 static void conn_fatal(gg_conn *c, int err, const char *msg)
 {
-    msgpack_sbuffer sb;
-    msgpack_packer pk;
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    proto_pack_error_notify(&pk, err, msg);
-    gg_conn_send(c, &sb);
-    msgpack_sbuffer_destroy(&sb);
+    conn_buf_reset(&c->out);
+    proto_pack_error_notify(&c->out_pk, err, msg);
+    gg_conn_send(c, c->out.data, c->out.size);
+    conn_buf_reset(&c->out);
     gg_log_fields f = {.session = c->sess ? c->sess->id : 0};
     GG_LOG(GG_LOG_INFO, &f, "closing connection: %s", msg);
     gg_conn_close(c);
@@ -230,13 +322,10 @@ static void conn_time_request(gg_conn *c, bool started)
 
 static void conn_send_error(gg_conn *c, uint32_t msgid, int err, const char *msg)
 {
-    msgpack_sbuffer sb;
-    msgpack_packer pk;
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    proto_pack_error_response(&pk, msgid, err, msg);
-    gg_conn_send(c, &sb);
-    msgpack_sbuffer_destroy(&sb);
+    conn_buf_reset(&c->out);
+    proto_pack_error_response(&c->out_pk, msgid, err, msg);
+    gg_conn_send(c, c->out.data, c->out.size);
+    conn_buf_reset(&c->out);
 }
 
 static void conn_handle_request(gg_conn *c, const proto_msg *m)
@@ -273,23 +362,22 @@ static void conn_handle_request(gg_conn *c, const proto_msg *m)
         return;
     }
 
-    msgpack_sbuffer sb;
-    msgpack_packer pk;
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    proto_pack_response_head(&pk, m->msgid);
+    /* The head goes in first (a handler packs its result map after it);
+     * an async handler's is dropped, at the cost of a few bytes' packing. */
+    msgpack_sbuffer *sb = &c->out;
+    msgpack_packer *pk = &c->out_pk;
+    conn_buf_reset(sb);
+    proto_pack_response_head(pk, m->msgid);
     gg_call call = {
-        .core = core, .rpc = c->rpc, .sess = s, .msgid = m->msgid, .params = m->params, .pk = &pk,
+        .core = core, .rpc = c->rpc, .sess = s, .msgid = m->msgid, .params = m->params, .pk = pk,
         .err = {errmsg, sizeof(errmsg)}, .send_fd = -1,
     };
     c->inflight++;
     int rc = method->fn(&call);
     /* an import or a stream made on this thread may have found the device gone */
     gg_core_check_device(core);
-    if (rc == GG_CALL_ASYNC) {
-        msgpack_sbuffer_destroy(&sb);
+    if (rc == GG_CALL_ASYNC)
         return;
-    }
     if (rc < 0) {
         core->stats.errors++;
         s->errors++;
@@ -298,38 +386,39 @@ static void conn_handle_request(gg_conn *c, const proto_msg *m)
         gg_log_fields f = {.session = s->id};
         GG_LOG(GG_LOG_DEBUG, &f, "%.*s refused: %s: %s", (int)m->method_len, m->method,
                proto_errno_code(rc), errmsg);
-        sb.size = 0;
-        proto_pack_error_response(&pk, m->msgid, rc, errmsg);
+        sb->size = 0;
+        proto_pack_error_response(pk, m->msgid, rc, errmsg);
     }
     if (call.send_fd >= 0) {
-        bool sent = conn_send_fd(c, &sb, call.send_fd);
+        bool sent = conn_send_fd(c, sb->data, sb->size, call.send_fd);
         close(call.send_fd);
         if (!sent) {
             /* the region is no use to a client that never got it */
             if (c->rpc->fp)
                 gg_fp_session_closed(c->rpc->fp, s);
-            sb.size = 0;
-            proto_pack_error_response(&pk, m->msgid, -EAGAIN, "the socket would not take the "
+            sb->size = 0;
+            proto_pack_error_response(pk, m->msgid, -EAGAIN, "the socket would not take the "
                                       "answer carrying the region; ask again");
         } else {
-            msgpack_sbuffer_destroy(&sb);
+            conn_buf_reset(sb);
             gg_conn_request_done(c);
             return;
         }
     }
-    gg_conn_send(c, &sb);
-    msgpack_sbuffer_destroy(&sb);
+    gg_conn_send(c, sb->data, sb->size);
+    conn_buf_reset(sb);
     gg_conn_request_done(c);
 }
 
 static void conn_handle_message(gg_conn *c, const uint8_t *data, size_t len)
 {
-    msgpack_unpacked up;
-    msgpack_unpacked_init(&up);
-    size_t off = 0;
-    msgpack_unpack_return r = msgpack_unpack_next(&up, (const char *)data, len, &off);
+    /* Strings in the objects point into data (rbuf), untouched until the
+     * message has been handled; maps and arrays go in the zone, whose first
+     * chunk is kept from one message to the next. */
+    msgpack_object obj;
+    msgpack_zone_clear(&c->zone);
+    msgpack_unpack_return r = proto_unpack(data, len, &c->zone, &obj);
     if (r != MSGPACK_UNPACK_SUCCESS) {
-        msgpack_unpacked_destroy(&up);
         conn_fatal(c, r == MSGPACK_UNPACK_NOMEM_ERROR ? -ENOMEM : -EPROTO,
                    r == MSGPACK_UNPACK_NOMEM_ERROR ? "out of memory unpacking the message"
                                                    : "malformed MessagePack");
@@ -338,26 +427,22 @@ static void conn_handle_message(gg_conn *c, const uint8_t *data, size_t len)
     proto_msg m;
     bool msgid_ok;
     char why[256];
-    if (proto_msg_decode(&up.data, &m, &msgid_ok, why, sizeof(why)) < 0) {
+    if (proto_msg_decode(&obj, &m, &msgid_ok, why, sizeof(why)) < 0) {
         c->rpc->core->stats.errors++;
         /* Well framed but the wrong shape: answer and keep the connection. */
-        if (msgid_ok)
+        if (msgid_ok) {
             conn_send_error(c, m.msgid, -EPROTO, why);
-        else {
-            msgpack_sbuffer sb;
-            msgpack_packer pk;
-            msgpack_sbuffer_init(&sb);
-            msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-            proto_pack_error_notify(&pk, -EPROTO, why);
-            gg_conn_send(c, &sb);
-            msgpack_sbuffer_destroy(&sb);
+        } else {
+            conn_buf_reset(&c->out);
+            proto_pack_error_notify(&c->out_pk, -EPROTO, why);
+            gg_conn_send(c, c->out.data, c->out.size);
+            conn_buf_reset(&c->out);
         }
     } else if (m.type == GG_MSG_REQUEST) {
         conn_handle_request(c, &m);
     } else {
         gg_debug("ignoring a %s from the client", m.type == GG_MSG_RESPONSE ? "response" : "notification");
     }
-    msgpack_unpacked_destroy(&up);
 }
 
 static void conn_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
@@ -457,8 +542,17 @@ int gg_conn_accept(gg_rpc *rpc, uv_stream_t *listener)
     gg_core *core = rpc->core;
     c->rpc = rpc;
     proto_frame_init(&c->frame, core->cfg->max_message);
+    if (!msgpack_zone_init(&c->zone, CONN_ZONE_CHUNK)) {
+        free(c);
+        return -ENOMEM;
+    }
+    msgpack_sbuffer_init(&c->out);
+    msgpack_sbuffer_init(&c->reply);
+    msgpack_packer_init(&c->out_pk, &c->out, msgpack_sbuffer_write);
+    msgpack_packer_init(&c->reply_pk, &c->reply, msgpack_sbuffer_write);
     int rc = uv_pipe_init(core->loop, &c->pipe, 0);
     if (rc < 0) {
+        msgpack_zone_destroy(&c->zone);
         free(c);
         return rc;
     }
@@ -547,11 +641,11 @@ bool gg_conn_writes_idle(gg_conn *c)
     return c && !c->closing && uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) == 0;
 }
 
-/* Send sb's bytes with fd attached to the first of them, straight to the
+/* Send len bytes with fd attached to the first of them, straight to the
  * socket (the write queue is empty: gg_conn_writes_idle); what the socket
  * does not take at once is queued as usual.  false: the descriptor did not
  * go (the connection is then closed when the socket failed). */
-static bool conn_send_fd(gg_conn *c, msgpack_sbuffer *sb, int fd)
+static bool conn_send_fd(gg_conn *c, const char *data, size_t len, int fd)
 {
     uv_os_fd_t sfd;
     if (!gg_conn_writes_idle(c) || uv_fileno((uv_handle_t *)&c->pipe, &sfd) != 0)
@@ -561,7 +655,7 @@ static bool conn_send_fd(gg_conn *c, msgpack_sbuffer *sb, int fd)
         struct cmsghdr align;
     } ctl;
     memset(&ctl, 0, sizeof(ctl));
-    struct iovec iov = {.iov_base = sb->data, .iov_len = sb->size};
+    struct iovec iov = {.iov_base = (void *)data, .iov_len = len};
     struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
                          .msg_controllen = sizeof(ctl.buf)};
     struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
@@ -578,12 +672,7 @@ static bool conn_send_fd(gg_conn *c, msgpack_sbuffer *sb, int fd)
             conn_close_now(c);
         return false;
     }
-    if ((size_t)n < sb->size) {
-        msgpack_sbuffer rest;
-        msgpack_sbuffer_init(&rest);
-        msgpack_sbuffer_write(&rest, sb->data + n, sb->size - (size_t)n);
-        gg_conn_send(c, &rest);
-        msgpack_sbuffer_destroy(&rest);
-    }
+    if ((size_t)n < len)
+        gg_conn_send(c, data + n, len - (size_t)n);
     return true;
 }

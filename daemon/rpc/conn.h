@@ -20,6 +20,7 @@ typedef struct gg_rpc {
     struct gg_conn *conns;          /* list */
     unsigned nconns;
     struct gg_fp_module *fp;        /* the fast path, negotiated here; NULL: none */
+    uint64_t devinfo_ms;            /* when core->devinfo was last read (gg_now_ms) */
 } gg_rpc;
 
 void gg_rpc_init(gg_rpc *rpc, gg_core *core);
@@ -27,8 +28,14 @@ void gg_rpc_init(gg_rpc *rpc, gg_core *core);
 int gg_conn_accept(gg_rpc *rpc, uv_stream_t *listener);
 /* Graceful close: flush what is queued, then close. */
 void gg_conn_close(struct gg_conn *c);
-/* Queue bytes taken from sb (sb is reset); false if the connection is gone. */
-bool gg_conn_send(struct gg_conn *c, msgpack_sbuffer *sb);
+/* Write len bytes: what the socket takes at once leaves from data, the
+ * rest is copied and queued.  false if the connection is gone. */
+bool gg_conn_send(struct gg_conn *c, const char *data, size_t len);
+/* An answer given after its handler returned: begin hands out the
+ * connection's emptied reply buffer's packer; end sends what was packed
+ * and counts the request done. */
+msgpack_packer *gg_conn_reply_begin(struct gg_conn *c);
+void gg_conn_reply_end(struct gg_conn *c);
 /* A request finished (replied to or dropped). */
 void gg_conn_request_done(struct gg_conn *c);
 /* Close every connection as part of a stop; idle ones at once. */

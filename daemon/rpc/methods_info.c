@@ -14,6 +14,8 @@
 #include "fastpath.h"
 #include "fastpath/fp.h"
 
+#define INFO_DEVINFO_MAX_AGE_MS 1000
+
 static void info_pack_device(msgpack_packer *pk, const gg_core *core)
 {
     const gg_device_info *d = &core->devinfo;
@@ -49,7 +51,13 @@ int gg_method_hello(gg_call *c)
     s->said_hello = true;
 
     gg_core *core = c->core;
-    core->dev->ops->info(core->dev, &core->devinfo);
+    /* Only the free memory changes; reading it can take a driver call
+     * (hip) or several syscalls (cpu): at most once a second. */
+    uint64_t now = gg_now_ms();
+    if (now - c->rpc->devinfo_ms >= INFO_DEVINFO_MAX_AGE_MS) {
+        core->dev->ops->info(core->dev, &core->devinfo);
+        c->rpc->devinfo_ms = now;
+    }
     msgpack_packer *pk = c->pk;
     msgpack_pack_map(pk, 9);
     proto_pack_kv_u64(pk, "protocol", GG_PROTOCOL_VERSION);
@@ -159,7 +167,7 @@ static void health_done(gg_job *j, const gg_replay_outcome *out)
 {
     (void)out;
     gg_core *core = j->sess->core;
-    const gg_rpc *rpc = j->ctx;
+    gg_rpc *rpc = j->ctx;
     const gg_job_result *r = &j->results[0];
     char smoke[200] = "passed";
     bool ok = !core->device_lost && j->rc == 0 && r->rc == 0;
@@ -169,32 +177,32 @@ static void health_done(gg_job *j, const gg_replay_outcome *out)
         snprintf(smoke, sizeof(smoke), "failed: %s", r->rc < 0 ? r->reason : j->reason);
     if (!ok && !core->device_lost)
         snprintf(core->unhealthy_reason, sizeof(core->unhealthy_reason), "smoke test %s", smoke);
+    /* health reads the device afresh: it is the check, and rare */
     core->dev->ops->info(core->dev, &core->devinfo);
+    rpc->devinfo_ms = gg_now_ms();
     const gg_device_info *d = &core->devinfo;
-    msgpack_sbuffer sb;
-    msgpack_packer pk;
-    gg_rpc_reply_begin(&sb, &pk, (uint32_t)j->tag);
-    msgpack_pack_map(&pk, 6);
-    proto_pack_kv_bool(&pk, "ok", ok);
-    proto_pack_kv_str(&pk, "gpu", d->name);
-    proto_pack_kv_str(&pk, "arch", d->arch);
-    proto_pack_kv_u64(&pk, "vram_total_mb", d->mem_total >> 20);
-    proto_pack_kv_u64(&pk, "vram_free_mb", d->mem_free >> 20);
-    proto_pack_key(&pk, "details");
-    msgpack_pack_map(&pk, ok ? 10 : 11);
-    proto_pack_kv_str(&pk, "backend", core->backend);
-    proto_pack_kv_str(&pk, "runtime", d->runtime);
-    proto_pack_kv_str(&pk, "driver", d->driver);
-    proto_pack_kv_str(&pk, "smoke_test", smoke);
-    proto_pack_kv_f64(&pk, "smoke_test_us", (double)(j->t_done_us - j->t_start_us));
-    proto_pack_kv_u64(&pk, "uptime_s", (gg_now_ms() - core->started_ms) / 1000);
-    proto_pack_kv_u64(&pk, "sessions", rpc->nconns);
-    proto_pack_kv_u64(&pk, "graphs_cached", gg_cache_count(core->cache));
-    proto_pack_kv_str(&pk, "socket", core->cfg->socket_path);
-    proto_pack_kv_str(&pk, "version", GG_VERSION);
+    msgpack_packer *pk = gg_rpc_reply_begin(j->sess, (uint32_t)j->tag);
+    msgpack_pack_map(pk, 6);
+    proto_pack_kv_bool(pk, "ok", ok);
+    proto_pack_kv_str(pk, "gpu", d->name);
+    proto_pack_kv_str(pk, "arch", d->arch);
+    proto_pack_kv_u64(pk, "vram_total_mb", d->mem_total >> 20);
+    proto_pack_kv_u64(pk, "vram_free_mb", d->mem_free >> 20);
+    proto_pack_key(pk, "details");
+    msgpack_pack_map(pk, ok ? 10 : 11);
+    proto_pack_kv_str(pk, "backend", core->backend);
+    proto_pack_kv_str(pk, "runtime", d->runtime);
+    proto_pack_kv_str(pk, "driver", d->driver);
+    proto_pack_kv_str(pk, "smoke_test", smoke);
+    proto_pack_kv_f64(pk, "smoke_test_us", (double)(j->t_done_us - j->t_start_us));
+    proto_pack_kv_u64(pk, "uptime_s", (gg_now_ms() - core->started_ms) / 1000);
+    proto_pack_kv_u64(pk, "sessions", rpc->nconns);
+    proto_pack_kv_u64(pk, "graphs_cached", gg_cache_count(core->cache));
+    proto_pack_kv_str(pk, "socket", core->cfg->socket_path);
+    proto_pack_kv_str(pk, "version", GG_VERSION);
     if (!ok)
-        proto_pack_kv_str(&pk, "reason", core->unhealthy_reason);
-    gg_rpc_reply_end(j->sess, &sb);
+        proto_pack_kv_str(pk, "reason", core->unhealthy_reason);
+    gg_rpc_reply_end(j->sess);
 }
 
 /* The smoke test captures and replays a graph: it runs on an executor

@@ -1,4 +1,12 @@
-/* program.define, program.release, program.list, program.prepare, replay. */
+/* program.define, program.release, program.list, program.prepare, replay.
+ *
+ * Happy path: each handler checks its arguments and answers from the core;
+ * a replay that is a plain cache hit with a cheap launch is launched from
+ * the loop (gg_exec_hit), any other goes to the executor as a job.
+ *
+ * Failure modes: an argument that is missing, of the wrong type or names
+ * what is not the session's is refused with a message naming it; out of
+ * memory refuses the request and leaves nothing pinned. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,10 +147,16 @@ int gg_method_replay(gg_call *c)
     rc = proto_get_bool(c->params, "async", false, &t.async, &c->err);
     if (rc < 0 && rc != -ENOENT)
         return rc;
+    gg_cache_entry *hit = gg_replay_hit(c->core, c->sess, &t);
     gg_job *j = gg_replay_job(c->core, c->sess, &t, &gg_rpc_replay_ops, c->msgid, NULL, &rc);
     if (!j)
         return proto_fail(&c->err, rc, "out of memory");
-    gg_exec_queue(c->core, j);
+    /* A ready graph whose launch is cheap goes from here: no worker hand-off
+     * and, on the cpu backend, the answer before the loop polls again. */
+    if (hit && gg_exec_hit_cheap(c->core, hit))
+        gg_exec_hit(c->core, j);
+    else
+        gg_exec_queue(c->core, j);
     return GG_CALL_ASYNC;
 }
 

@@ -1,7 +1,9 @@
 /* Replies that leave after their handler returned, and the packing of the
  * core's answers (replay outcomes, prepared entries, the cache table) into
  * exactly the maps PROTOCOL.md documents: key order included, since
- * clients and tests/test_daemon_doc.c compare bytes. */
+ * clients and tests/test_daemon_doc.c compare bytes.  An answer is packed
+ * into its connection's reusable reply buffer and written from there
+ * (gg_conn_reply_*): no allocation per answer. */
 #include "rpc/reply.h"
 
 #include <stdbool.h>
@@ -11,33 +13,41 @@
 #include "proto.h"
 #include "rpc/conn.h"
 
-void gg_rpc_reply_begin(msgpack_sbuffer *sb, msgpack_packer *pk, uint32_t msgid)
+/* Where an answer for a client that has gone is packed: nowhere. */
+static int reply_discard(void *data, const char *buf, size_t len)
 {
-    msgpack_sbuffer_init(sb);
-    msgpack_packer_init(pk, sb, msgpack_sbuffer_write);
-    proto_pack_response_head(pk, msgid);
+    (void)data;
+    (void)buf;
+    (void)len;
+    return 0;
 }
 
-void gg_rpc_reply_end(gg_session *s, msgpack_sbuffer *sb)
+static msgpack_packer reply_void = {.data = NULL, .callback = reply_discard};
+
+msgpack_packer *gg_rpc_reply_begin(gg_session *s, uint32_t msgid)
 {
     struct gg_conn *conn = s->transport;   /* rpc's sessions carry their gg_conn */
-    if (conn) {
-        gg_conn_send(conn, sb);
-        gg_conn_request_done(conn);
-    }
-    msgpack_sbuffer_destroy(sb);
+    msgpack_packer *pk = conn ? gg_conn_reply_begin(conn) : &reply_void;
+    proto_pack_response_head(pk, msgid);
+    return pk;
+}
+
+void gg_rpc_reply_end(gg_session *s)
+{
+    struct gg_conn *conn = s->transport;
+    if (conn)
+        gg_conn_reply_end(conn);
 }
 
 void gg_rpc_reply_error(gg_session *s, uint32_t msgid, int neg_errno, const char *message)
 {
-    msgpack_sbuffer sb;
-    msgpack_packer pk;
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    proto_pack_error_response(&pk, msgid, neg_errno, message);
+    struct gg_conn *conn = s->transport;
     s->errors++;
     s->core->stats.errors++;
-    gg_rpc_reply_end(s, &sb);
+    if (!conn)
+        return;
+    proto_pack_error_response(gg_conn_reply_begin(conn), msgid, neg_errno, message);
+    gg_conn_reply_end(conn);
 }
 
 static void reply_replay(gg_job *j, const gg_replay_outcome *o)
@@ -46,21 +56,19 @@ static void reply_replay(gg_job *j, const gg_replay_outcome *o)
         gg_rpc_reply_error(j->sess, (uint32_t)j->tag, o->rc, o->reason);
         return;
     }
-    msgpack_sbuffer sb;
-    msgpack_packer pk;
-    gg_rpc_reply_begin(&sb, &pk, (uint32_t)j->tag);
-    msgpack_pack_map(&pk, (o->has_reason ? 9 : 8));
-    proto_pack_kv_str(&pk, "path", o->graph ? "graph" : "eager");
-    proto_pack_kv_i64(&pk, "bucket", o->bucket);
-    proto_pack_kv_i64(&pk, "batch", o->batch);
-    proto_pack_kv_i64(&pk, "branch", o->branch);
-    proto_pack_kv_bool(&pk, "fallback", o->fallback);
-    proto_pack_kv_bool(&pk, "captured", o->captured);
-    proto_pack_kv_bool(&pk, "async", o->async);
-    proto_pack_kv_f64(&pk, "device_us", o->device_us);
+    msgpack_packer *pk = gg_rpc_reply_begin(j->sess, (uint32_t)j->tag);
+    msgpack_pack_map(pk, (o->has_reason ? 9 : 8));
+    proto_pack_kv_str(pk, "path", o->graph ? "graph" : "eager");
+    proto_pack_kv_i64(pk, "bucket", o->bucket);
+    proto_pack_kv_i64(pk, "batch", o->batch);
+    proto_pack_kv_i64(pk, "branch", o->branch);
+    proto_pack_kv_bool(pk, "fallback", o->fallback);
+    proto_pack_kv_bool(pk, "captured", o->captured);
+    proto_pack_kv_bool(pk, "async", o->async);
+    proto_pack_kv_f64(pk, "device_us", o->device_us);
     if (o->has_reason)
-        proto_pack_kv_str(&pk, "reason", o->reason);
-    gg_rpc_reply_end(j->sess, &sb);
+        proto_pack_kv_str(pk, "reason", o->reason);
+    gg_rpc_reply_end(j->sess);
 }
 
 static void reply_prepare(gg_job *j, const gg_replay_outcome *o)
@@ -69,24 +77,22 @@ static void reply_prepare(gg_job *j, const gg_replay_outcome *o)
         gg_rpc_reply_error(j->sess, (uint32_t)j->tag, o->rc, o->reason);
         return;
     }
-    msgpack_sbuffer sb;
-    msgpack_packer pk;
-    gg_rpc_reply_begin(&sb, &pk, (uint32_t)j->tag);
-    msgpack_pack_map(&pk, 2);
-    proto_pack_kv_u64(&pk, "id", j->prog->id);
-    proto_pack_key(&pk, "prepared");
-    msgpack_pack_array(&pk, j->nentries);
+    msgpack_packer *pk = gg_rpc_reply_begin(j->sess, (uint32_t)j->tag);
+    msgpack_pack_map(pk, 2);
+    proto_pack_kv_u64(pk, "id", j->prog->id);
+    proto_pack_key(pk, "prepared");
+    msgpack_pack_array(pk, j->nentries);
     for (int i = 0; i < j->nentries; i++) {
         gg_cache_entry *e = j->entries[i];
         bool failed = e->state == GG_ENTRY_FAILED;
-        msgpack_pack_map(&pk, failed ? 4 : 3);
-        proto_pack_kv_i64(&pk, "branch", e->branch);
-        proto_pack_kv_i64(&pk, "bucket", e->bucket);
-        proto_pack_kv_str(&pk, "state", failed ? "failed" : e->state == GG_ENTRY_READY ? "ready" : "empty");
+        msgpack_pack_map(pk, failed ? 4 : 3);
+        proto_pack_kv_i64(pk, "branch", e->branch);
+        proto_pack_kv_i64(pk, "bucket", e->bucket);
+        proto_pack_kv_str(pk, "state", failed ? "failed" : e->state == GG_ENTRY_READY ? "ready" : "empty");
         if (failed)
-            proto_pack_kv_str(&pk, "reason", e->reason);
+            proto_pack_kv_str(pk, "reason", e->reason);
     }
-    gg_rpc_reply_end(j->sess, &sb);
+    gg_rpc_reply_end(j->sess);
 }
 
 const gg_job_ops gg_rpc_replay_ops = {.done = reply_replay};

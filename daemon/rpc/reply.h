@@ -11,11 +11,12 @@
 #include "core/exec.h"
 #include "core/session.h"
 
-/* Begin packs the response head into sb; the caller packs the result map;
- * end sends it on the session's connection, or drops it when the client
- * has gone. */
-void gg_rpc_reply_begin(msgpack_sbuffer *sb, msgpack_packer *pk, uint32_t msgid);
-void gg_rpc_reply_end(gg_session *s, msgpack_sbuffer *sb);
+/* Begin packs the response head into the session's connection's reply
+ * buffer (nowhere when the client has gone) and returns the packer; the
+ * caller packs the result map; end sends it and counts the request done.
+ * Loop thread, one answer at a time. */
+msgpack_packer *gg_rpc_reply_begin(gg_session *s, uint32_t msgid);
+void gg_rpc_reply_end(gg_session *s);
 /* An error response; counted as an error of the session and the daemon. */
 void gg_rpc_reply_error(gg_session *s, uint32_t msgid, int neg_errno, const char *message);
 
