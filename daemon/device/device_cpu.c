@@ -543,6 +543,7 @@ static const gg_device_ops cpu_ops = {
     .host_unregister = cpu_host_unregister,
     .stream_write_u64 = cpu_stream_write_u64,
     .notify = cpu_notify,
+    .notify_lazy = cpu_notify,
     .last_error = cpu_last_error,
 };
 

@@ -671,6 +671,7 @@ static const gg_device_ops hip_ops = {
     .host_unregister = hip_host_unregister,
     .stream_write_u64 = hip_stream_write_u64,
     .notify = hipdev_notify,
+    .notify_lazy = hipdev_notify_lazy,
     .last_error = hip_last_error,
     .lost = hip_lost,
 };

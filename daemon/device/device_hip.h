@@ -26,6 +26,7 @@ typedef struct hip_wait {
     hipEvent_t ev;
     gg_done_fn fn;
     void *arg;
+    bool lazy;                     /* nobody waits on it: polled at leisure */
 } hip_wait;
 
 typedef enum { HIP_NOTIFY_POLL = 0, HIP_NOTIFY_HOSTFN } hip_notify_mode;
@@ -83,6 +84,7 @@ int hipdev_bind(gg_device *dev);
 
 /* device_hip_done.c */
 int hipdev_notify(gg_device *dev, gg_dev_stream *s, gg_done_fn fn, void *arg);
+int hipdev_notify_lazy(gg_device *dev, gg_dev_stream *s, gg_done_fn fn, void *arg);
 int hipdev_completion_start(gg_device *dev);
 /* Stop the polling thread (if any) and free its events. */
 void hipdev_completion_stop(gg_device *dev);

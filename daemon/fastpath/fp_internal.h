@@ -30,6 +30,8 @@ typedef struct gg_fp_slot {
     gg_program *prog;
     gg_event *wait_ev, *signal_ev;
     bool gpu_writes_seq;
+    atomic_int gpu_pending;        /* the device writes seq; the hit is not yet released */
+    bool woken;                    /* the region thread woke the client for it */
     uint64_t t_launch_us;
 } gg_fp_slot;
 
@@ -48,6 +50,7 @@ typedef struct gg_fp_region {
     gg_fp_slot *slots;
     uint64_t head;                 /* descriptors taken (the last seq taken) */
     unsigned spins;                /* idle spin rounds, for the yield cadence */
+    atomic_uint gpu_pending;       /* slots whose seq the device will write */
     atomic_int quit;
     pthread_t thread;
     struct gg_fp_region *next;     /* the module's list (core lock) */

@@ -50,6 +50,11 @@ void gg_fp_futex_wake(uint32_t *word, int n)
     syscall(SYS_futex, word, FUTEX_WAKE, n, NULL, NULL, 0);
 }
 
+/* How long a ring thread keeps spinning while its device work runs: a
+ * decode step's graph is done well inside it; longer work (a prefill)
+ * is then waited for asleep, in 50 us naps. */
+#define FP_PENDING_SPIN_MAX_US 2000
+
 static inline void fp_cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
@@ -221,6 +226,8 @@ static void fp_hit_done(void *arg, int status)
     gg_core_unlock(r->core);
     if (status == -ENODEV)
         uv_async_send(&r->m->async);   /* the loop reports the device lost */
+    if (atomic_exchange(&sl->gpu_pending, 0))
+        atomic_fetch_sub(&r->gpu_pending, 1);
     fp_slot_free(sl);
     fp_wake_client(r);
 }
@@ -251,7 +258,17 @@ static int fp_hit_launch(gg_fp_slot *sl, gg_dev_stream *st, gg_dev_exec *x)
                                                         &fp_cqe(sl)->seq, sl->seq) == 0;
         /* else the completion callback writes it */
     }
-    rc = dev->ops->notify(dev, st, fp_hit_done, sl);
+    /* The client learns of a device-written completion from the device;
+     * the callback only releases pins and counts, and may come late (a
+     * sleeping client is woken by this thread instead: fp_seen_done). */
+    if (sl->gpu_writes_seq) {
+        sl->woken = false;
+        atomic_store(&sl->gpu_pending, 1);
+        atomic_fetch_add(&r->gpu_pending, 1);
+        rc = dev->ops->notify_lazy(dev, st, fp_hit_done, sl);
+    } else {
+        rc = dev->ops->notify(dev, st, fp_hit_done, sl);
+    }
     if (rc < 0) {
         /* no callback is coming: drain here, so the pins can go */
         int rc2 = dev->ops->stream_sync(dev, st);
@@ -348,6 +365,31 @@ static void fp_take(gg_fp_region *r, gg_fp_slot *sl, const gg_fp_sqe *d)
 
 /* ---- the thread ------------------------------------------------------------ */
 
+/* Device-written completions this thread has not seen yet: notice them
+ * (their callbacks may come late), wake the client if it sleeps, and
+ * report whether any was new, which counts as activity: the client's next
+ * descriptor usually follows its completion within microseconds. */
+static bool fp_seen_done(gg_fp_region *r)
+{
+    if (!atomic_load_explicit(&r->gpu_pending, memory_order_relaxed))
+        return false;
+    bool any = false;
+    for (uint32_t i = 0; i < r->entries; i++) {
+        gg_fp_slot *sl = &r->slots[i];
+        if (sl->woken || !atomic_load_explicit(&sl->gpu_pending, memory_order_acquire))
+            continue;
+        uint64_t seq = atomic_load_explicit((_Atomic uint64_t *)&fp_cqe(sl)->seq,
+                                            memory_order_acquire);
+        if (seq == sl->seq) {
+            sl->woken = true;
+            any = true;
+        }
+    }
+    if (any)
+        fp_wake_client(r);
+    return any;
+}
+
 /* Copy a descriptor out of shared memory once, word by word: the client may
  * be rewriting it; only the copy is looked at. */
 static void fp_copy_sqe(gg_fp_sqe *dst, const gg_fp_sqe *src)
@@ -365,7 +407,13 @@ static void fp_idle(gg_fp_region *r, uint64_t *last, unsigned *empty_wakes)
 {
     gg_fp_header *h = r->hdr;
     uint64_t now = gg_fp_now_us();
-    if (now - *last < r->m->set.spin_us) {
+    /* While the device runs this ring's work, keep watching (up to a cap):
+     * the client's next descriptor comes right after the completion, and a
+     * thread asleep by then costs it a futex wake and a wake-up. */
+    bool running = r->m->set.spin_us &&
+                   atomic_load_explicit(&r->gpu_pending, memory_order_relaxed) &&
+                   now - *last < FP_PENDING_SPIN_MAX_US;
+    if (running || now - *last < r->m->set.spin_us) {
         /* Spin, but give the CPU away every few microseconds: where the
          * client (or another ring) needs this core, it gets it at once
          * instead of after our whole spin; on an idle core the yield
@@ -381,14 +429,21 @@ static void fp_idle(gg_fp_region *r, uint64_t *last, unsigned *empty_wakes)
     atomic_store_explicit(sleeping, 1, memory_order_seq_cst);
     uint32_t w = atomic_load_explicit(wake, memory_order_seq_cst);
     uint32_t tail = atomic_load_explicit((_Atomic uint32_t *)&h->sq_tail, memory_order_seq_cst);
+    bool timed_out = false;
     if (tail == (uint32_t)r->head && !atomic_load(&r->quit)) {
-        /* a timeout bounds how long a quit that races the sleep waits */
+        /* a timeout bounds how long a quit that races the sleep waits; with
+         * device-written completions in flight, how late a sleeping client
+         * is woken (fp_seen_done) */
         struct timespec tmo = {.tv_sec = 1};
-        gg_fp_futex_wait(&h->sq_wake, w, &tmo);
+        if (atomic_load_explicit(&r->gpu_pending, memory_order_relaxed))
+            tmo = (struct timespec){.tv_nsec = 50000};
+        timed_out = gg_fp_futex_wait(&h->sq_wake, w, &tmo) < 0 && errno == ETIMEDOUT;
     }
     atomic_store_explicit(sleeping, 0, memory_order_relaxed);
     tail = atomic_load_explicit((_Atomic uint32_t *)&h->sq_tail, memory_order_acquire);
-    if (tail == (uint32_t)r->head) {
+    if (timed_out && tail == (uint32_t)r->head) {
+        *last = 0;   /* nothing new: straight back to sleep */
+    } else if (tail == (uint32_t)r->head) {
         /* woken with nothing to do: go straight back to sleep next time,
          * and after a few in a row pause, so a client that keeps bumping
          * sq_wake burns none of the daemon's CPU */
@@ -419,6 +474,8 @@ void *gg_fp_thread_main(void *arg)
     uint64_t last = gg_fp_now_us();
     unsigned empty_wakes = 0;
     while (!atomic_load_explicit(&r->quit, memory_order_relaxed)) {
+        if (fp_seen_done(r))
+            last = gg_fp_now_us();
         uint32_t tail = atomic_load_explicit((_Atomic uint32_t *)&h->sq_tail, memory_order_acquire);
         uint32_t avail = tail - (uint32_t)r->head;
         if (avail == 0) {
