@@ -152,7 +152,7 @@ static void slow_unlink(slow_prog *s, bool mapped)
 static int wait_taken(gg_client *w, uint64_t sid, uint64_t req0, uint64_t rep0)
 {
     for (int64_t end = h_now_ms() + 30000; h_now_ms() < end;) {
-        const msgpack_object *st;
+        const msgpack_object *st = NULL;
         if (gg_client_call(w, "stats", NULL, 0, &st) == 0) {
             const msgpack_object *e = fp_session_of(st, sid);
             if (e && h_getu(e, "requests") >= req0 + 1)
@@ -179,7 +179,7 @@ static void killed_child(const char *sock, slow_prog *s, const char *spin, int w
     if (c && slow_setup(s, c, 300)) {
         m.sid = gg_client_session_id(c);
         m.layers = s->layers;
-        const msgpack_object *st;
+        const msgpack_object *st = NULL;
         if (gg_client_call(c, "stats", NULL, 0, &st) == 0) {
             const msgpack_object *e = fp_session_of(st, m.sid);
             m.req0 = h_getu(e, "requests");
@@ -278,6 +278,81 @@ static void test_killed(h_daemon *d, gg_client *w, const char *spin)
     tbuf_free(&y);
     gg_client_close(c);
     CHECK_EQ(fp_wait_stat(w, "fastpath_regions", 0, 15000), 0);
+}
+
+/* ---- program.release and buffer.release around fast-path work --------------------- */
+
+static void test_release(h_daemon *d)
+{
+    h_section("program.release with a fast-path replay in flight; buffer.release after the "
+              "completion");
+    gg_client *c = fp_client(d->sock, "fp-release");
+    slow_prog s;
+    slow_names(&s, "ggtest-fprel");
+    bool mapped = c && slow_setup(&s, c, 300);
+    if (mapped) {
+        memset(s.y, 0, s.xb);
+        uint64_t t = 0;
+        if (CHECK(gg_client_submit(c, s.prog, SLOW_ROWS, -1, NULL, &t) == 0)) {
+            h_sleep_ms(30);
+            /* the program goes from the list at once; its buffers stay busy
+             * until the replay is done */
+            CHECK(gg_client_program_release(c, s.prog) == 0);
+            int poll1 = gg_client_poll(c, t);
+            int rc = gg_client_buffer_release(c, s.bx);
+            if (poll1 == 0)
+                CHECKF(rc == -EBUSY, "buffer.release while the released program's replay runs: "
+                       "EBUSY (%d: %s)", rc, gg_client_last_error(c));
+            gg_replay_result r;
+            CHECKF(gg_client_wait(c, t, &r) == 0, "the replay of the released program completes "
+                   "(%s)", gg_client_last_error(c));
+            CHECKF(slow_wrong(&s) == 0, "with the right output (%d wrong)", slow_wrong(&s));
+            if (rc != 0) {
+                rc = gg_client_buffer_release(c, s.bx);
+                CHECKF(rc == 0, "buffer.release right after the completion (%d: %s)", rc,
+                       gg_client_last_error(c));
+            }
+            CHECK(gg_client_buffer_release(c, s.by) == 0 && gg_client_buffer_release(c, s.bw) == 0);
+        }
+    }
+    /* many times over: a hit's completion is seen, then the program and its
+     * buffers are released at once */
+    tbuf x = {0}, y = {0};
+    int busy = 0, fails = 0, n = 0;
+    if (c && tbuf_new(c, &x, 4 * 8) && tbuf_new(c, &y, 4 * 8)) {
+        for (; n < 200; n++) {
+            uint64_t bx = 0, by = 0, prog = 0;
+            if (gg_client_buffer_register_shm(c, x.name, 0, x.size, &bx) < 0 ||
+                gg_client_buffer_register_shm(c, y.name, 0, y.size, &by) < 0 ||
+                !(prog = t_define_silu2x(c, "rel", bx, by, 8)) ||
+                gg_client_replay(c, prog, 2, -1, NULL) < 0 ||
+                gg_client_replay(c, prog, 2, -1, NULL) < 0 ||
+                gg_client_program_release(c, prog) < 0) {
+                if (!fails++)
+                    h_note("iteration %d: %s", n, gg_client_last_error(c));
+                continue;
+            }
+            int rc1 = gg_client_buffer_release(c, bx), rc2 = gg_client_buffer_release(c, by);
+            if (rc1 == -EBUSY || rc2 == -EBUSY) {
+                if (!busy++)
+                    h_note("iteration %d: %s", n, gg_client_last_error(c));
+                for (int k = 0; k < 1000 && gg_client_buffer_release(c, bx) == -EBUSY; k++)
+                    h_sleep_ms(1);
+                for (int k = 0; k < 1000 && gg_client_buffer_release(c, by) == -EBUSY; k++)
+                    h_sleep_ms(1);
+            } else if (rc1 < 0 || rc2 < 0) {
+                fails++;
+            }
+        }
+    }
+    CHECK_EQ(fails, 0);
+    CHECKF(busy == 0, "buffer.release straight after a released program's last fast-path "
+           "completion never says EBUSY (%d of %d)", busy, n);
+    CHECK_CONTAINS(gg_client_fastpath_status(c), "active");
+    tbuf_free(&x);
+    tbuf_free(&y);
+    gg_client_close(c);
+    slow_unlink(&s, mapped);
 }
 
 /* ---- many sessions ------------------------------------------------------------------ */
@@ -527,6 +602,8 @@ static void test_stop_inflight(void)
            slow_wrong(&s));
     CHECKF(clean_loss(f.rc_after), "a replay after the stop began fails cleanly (%d: %s)",
            f.rc_after, gg_client_last_error(c));
+    h_note("a replay after the stop began: %d (%s: %s)", f.rc_after, gg_client_last_error_code(c),
+           gg_client_last_error(c));
     int code = h_daemon_wait_exit(&d, 30000);
     CHECKF(code == 0, "exit status 0 (%d)", code);
     CHECKF(h_now_ms() - t0 < 30000, "no hang");
@@ -566,6 +643,7 @@ int main(void)
             test_killed(&d, w, "1000000");
             test_killed(&d, w, "0");
             test_many(&d, w);
+            test_release(&d);
         }
         gg_client_close(w);
         CHECK_EQ(h_daemon_stop(&d), 0);

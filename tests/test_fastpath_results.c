@@ -336,7 +336,7 @@ static int socket_replay(gg_client *c, uint64_t prog, int batch)
     msgpack_pack_map(&pk, 2);
     proto_pack_kv_u64(&pk, "program", prog);
     proto_pack_kv_u64(&pk, "batch", (uint64_t)batch);
-    const msgpack_object *r;
+    const msgpack_object *r = NULL;
     int rc = gg_client_call(c, "replay", sb.data, sb.size, &r);
     msgpack_sbuffer_destroy(&sb);
     return rc;

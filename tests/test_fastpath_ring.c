@@ -171,7 +171,7 @@ static void test_descriptors(void)
     /* a second open on the session */
     CHECK(fpr_open_region(&f, 8) == 0 && strcmp(f.code, "EEXIST") == 0);
     uint64_t err0 = 0, fpr0 = 0;
-    const msgpack_object *st;
+    const msgpack_object *st = NULL;
     if (CHECK(fpr_call(&f, "stats", NULL, &st) == 1)) {
         err0 = h_getu(fp_session_of(st, f.session), "errors");
         fpr0 = h_getu(st, "fastpath_replays");
@@ -422,7 +422,7 @@ static void scribbler(const char *sock, uint64_t other_prog, int ms, int wfd)
         if (h_now_ms() >= next_check) {
             /* a closed region: ask for another one and scribble on that */
             next_check = h_now_ms() + 100;
-            const msgpack_object *st;
+            const msgpack_object *st = NULL;
             if (fpr_call(&f, "stats", NULL, &st) == 1 && fp_session_fastpath(st, f.session) == 0) {
                 rep.closed_seen++;
                 munmap(f.base, f.size);
@@ -443,7 +443,7 @@ static void scribbler(const char *sock, uint64_t other_prog, int ms, int wfd)
         }
     }
     /* the socket still answers */
-    const msgpack_object *st;
+    const msgpack_object *st = NULL;
     for (int i = 0; i < 3; i++)
         if (fpr_call(&f, "stats", NULL, &st) == 1) {
             rep.socket_ok++;
@@ -531,7 +531,7 @@ static void test_scribbler(void)
            rep.closed_seen);
     /* the daemon lives and is sane */
     CHECK(kill(d.pid, 0) == 0);
-    const msgpack_object *hr;
+    const msgpack_object *hr = NULL;
     if (CHECK(gg_client_call(c, "health", NULL, 0, &hr) == 0))
         CHECK(h_get(hr, "ok") && h_get(hr, "ok")->via.boolean);
     CHECK_EQ(fp_wait_stat(c, "sessions_active", 1, 10000), 1);

@@ -44,7 +44,7 @@ int main(void)
     if (c) {
         CHECK_EQ(fp_wait_stat(c, "sessions_active", 1, 10000), 1);
         CHECK_EQ(fp_wait_stat(c, "fastpath_regions", 0, 10000), 0);
-        const msgpack_object *hr;
+        const msgpack_object *hr = NULL;
         if (CHECK(gg_client_call(c, "health", NULL, 0, &hr) == 0))
             CHECK(h_get(hr, "ok") && h_get(hr, "ok")->via.boolean);
     }

@@ -171,7 +171,7 @@ static inline bool fpr_connect(fpr *f, const char *sock, const char *name)
     msgpack_pack_map(&pk, 2);
     proto_pack_kv_u64(&pk, "protocol", 1);
     proto_pack_kv_str(&pk, "client", name);
-    const msgpack_object *r;
+    const msgpack_object *r = NULL;
     int rc = fpr_call(f, "hello", &sb, &r);
     msgpack_sbuffer_destroy(&sb);
     if (!CHECKF(rc == 1, "raw hello: %d %s", rc, f->code))
@@ -199,7 +199,7 @@ static inline uint64_t fpr_register(fpr *f, const char *name, size_t size)
     msgpack_pack_map(&pk, 2);
     proto_pack_kv_str(&pk, "handle", name);
     proto_pack_kv_u64(&pk, "size", size);
-    const msgpack_object *r;
+    const msgpack_object *r = NULL;
     int rc = fpr_call(f, "buffer.register", &sb, &r);
     msgpack_sbuffer_destroy(&sb);
     if (!CHECKF(rc == 1, "raw buffer.register %s: %d %s", name, rc, f->code))
@@ -252,7 +252,7 @@ static inline uint64_t fpr_define_scale(fpr *f, const char *name, uint64_t x, ui
     msgpack_pack_uint64(&pk, 1);
     msgpack_pack_uint64(&pk, 2);
     msgpack_pack_uint64(&pk, 4);
-    const msgpack_object *r;
+    const msgpack_object *r = NULL;
     int rc = fpr_call(f, "program.define", &sb, &r);
     msgpack_sbuffer_destroy(&sb);
     if (!CHECKF(rc == 1, "raw program.define %s: %d %s", name, rc, f->code))
@@ -316,7 +316,7 @@ static inline int fpr_open_region(fpr *f, uint32_t entries)
             memcpy(&fd, CMSG_DATA(cm), sizeof fd);
     const msgpack_object *r = NULL, *e = NULL;
     for (;;) {
-        const msgpack_object *o;
+        const msgpack_object *o = NULL;
         rc = h_conn_recv(c, 30000, &o);
         if (!CHECKF(rc == 1, "the answer to fastpath.open: %d", rc))
             goto fail;
