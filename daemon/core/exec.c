@@ -5,7 +5,8 @@
  * session's stream, and asks the device to call back when the stream has
  * drained; then, under the core lock, it applies its findings to the cache
  * and starts the session's next job itself (stream order keeps the two in
- * sequence on the device), with no loop round trip between them.  The
+ * sequence on the device), with no loop round trip between them (when the
+ * lock is busy and no job waits, the loop does both instead).  The
  * callback queues the job for the loop and wakes it with uv_async_send; the
  * loop counts and answers the client (an async replay's answer goes once
  * its work is enqueued).  A plain cache hit that is cheap to launch skips
@@ -165,22 +166,34 @@ static void exec_enqueued_locked(gg_exec *x, gg_job *j, bool on_worker)
 /* Worker: j's work is on the stream and its completion is being watched.
  * Called only after notify(): from here the session's next job may start
  * on the same stream, and nothing of j's may be put on that stream after
- * the next job has begun (a capture would take it in).  The loop hears of
- * it only when it has an answer to give now (an async replay).  A
- * completion that came first was held back (gg_exec_job_done) and goes
- * now, after the enqueued news, so the loop sees the two in order. */
+ * the next job has begun (a capture would take it in).  The worker starts
+ * that job itself, under the core lock, so consecutive jobs of a session
+ * do not wait for the loop.  It waits for the lock only when a job is
+ * known to be queued: otherwise a busy lock (the loop handling a request)
+ * is not worth a sleep and a wake-up, and the loop takes the news instead.
+ * The loop hears of it then, or when it has an answer to give now (an
+ * async replay).  A completion that came first was held back
+ * (gg_exec_job_done) and goes now, after the enqueued news, so the loop
+ * sees the two in order. */
 void gg_exec_job_enqueued(gg_job *j)
 {
     gg_core *core = j->sess->core;
     gg_exec *x = core->exec;
-    gg_core_lock(core);
-    exec_enqueued_locked(x, j, true);
-    gg_core_unlock(core);
+    bool locked = true;
+    if (atomic_load_explicit(&j->next_waiting, memory_order_relaxed))
+        gg_core_lock(core);
+    else
+        locked = pthread_mutex_trylock(&core->lock) == 0;   /* gg_core_lock's mutex */
+    if (locked) {
+        exec_enqueued_locked(x, j, true);
+        gg_core_unlock(core);
+    }
     bool wake = false;
     pthread_mutex_lock(&x->lock);
     j->enq_pushed = true;
-    /* the loop's exec_enqueued answers it, unless its completion failed */
-    if (j->async) {
+    /* the loop's exec_enqueued applies what is left, and answers an async
+     * replay unless its completion failed */
+    if (!locked || j->async) {
         j->enq_next = x->enqueued;
         x->enqueued = j;
         wake = true;
@@ -437,10 +450,13 @@ static void exec_start(gg_exec *x, gg_job *j, bool on_worker)
 void gg_exec_submit(gg_exec *x, gg_job *j)
 {
     exec_adopt(x, j);
+    gg_session *s = j->sess;
     /* the fast path may be launching on the session's stream right now */
-    if (j->sess->running || j->sess->fp_launching)
-        gg_list_add_tail(&j->sess->jobs, &j->link);
-    else
+    if (s->running || s->fp_launching) {
+        if (s->running)
+            atomic_store_explicit(&s->running->next_waiting, true, memory_order_relaxed);
+        gg_list_add_tail(&s->jobs, &j->link);
+    } else
         exec_start(x, j, false);
 }
 
@@ -587,10 +603,12 @@ static void exec_start_next(gg_exec *x, gg_job *j, bool on_worker)
     }
 }
 
-/* Loop: an async replay's work is enqueued (its worker has applied its
- * findings and started the session's next job): answer it now. */
+/* Loop: a job's work is enqueued.  Its findings and the session's next
+ * job, unless its worker saw to them; an async replay's answer. */
 static void exec_enqueued(gg_exec *x, gg_job *j)
 {
+    if (!j->applied)
+        exec_enqueued_locked(x, j, false);
     if (j->async && j->rc == 0)
         exec_answer(x, j, 0.0);
 }
@@ -694,10 +712,8 @@ void gg_exec_hit(gg_core *core, gg_job *j)
     bool done = j->done_deferred;
     pthread_mutex_unlock(&x->lock);
     /* a failed launch has nothing to apply; exec_finish answers it */
-    if (how == GG_HIT_LAUNCHED) {
-        exec_enqueued_locked(x, j, false);
+    if (how == GG_HIT_LAUNCHED)
         exec_enqueued(x, j);
-    }
     /* Done already (a synchronous device): answered and ended here, before
      * the loop polls again.  Else the device's callback hands it to the
      * loop like any job's completion. */

@@ -7,6 +7,7 @@
 #ifndef GG_EXEC_H
 #define GG_EXEC_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -98,6 +99,9 @@ typedef struct gg_job {
      * news is pushed, so a completion that comes first waits for it */
     bool await_enq, enq_pushed, done_deferred;
     bool applied;                   /* results are in the cache */
+    /* A job of the session is queued behind this one (set under the core
+     * lock, read by the worker running this one without it). */
+    atomic_bool next_waiting;
     bool replied;
     bool async;                     /* answer once enqueued, not once done */
     struct gg_event *wait_ev;       /* the stream waits for it before the work */
