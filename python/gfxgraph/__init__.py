@@ -1,0 +1,71 @@
+"""gfxgraph: Python bindings for gfxgraphd, the GPU graph-replay daemon.
+
+    import gfxgraph
+    with gfxgraph.Client() as c:                  # default socket rules
+        x = gfxgraph.shared_array((64, 256), "float32")   # cpu backend
+        bx = c.register(x)
+        ...
+        prog = c.define({"name": "p", "tensors": {...}, "nodes": [...]})
+        prog.replay(batch=5)
+
+PyTorch: ``client.register(cuda_tensor)`` (hip backend, by IPC);
+``gfxgraph.enable()`` routes ``torch.cuda.CUDAGraph`` / ``torch.cuda.graph``
+captures through the daemon; ``torch.compile(m, backend="gfxgraph")``.
+See docs/python.md.  The library binds libgfxgraph-client with ctypes
+(``gfxgraph._lib``: GFXGRAPH_LIB, the build it was installed from, the
+system loader); numpy and torch are optional.
+"""
+
+import sys as _sys
+
+from .errors import Error
+from .client import Buffer, Client, Ticket
+from .program import Program
+from .shm import SharedMemory, shared_array, shm_of
+from .stats import health_check, stats
+
+__version__ = "0.1.0"
+
+__all__ = ["Error", "Client", "Buffer", "Program", "Ticket", "SharedMemory", "shared_array",
+           "shm_of", "stats", "health_check", "enable", "disable", "is_enabled",
+           "library_path", "__version__"]
+
+
+def library_path():
+    """The libgfxgraph-client the package uses (loading it if needed)."""
+    from . import _lib
+    return _lib.library_path()
+
+
+def enable(socket=None, **kw):
+    """Route torch.cuda.CUDAGraph / torch.cuda.graph captures through the
+    daemon (needs torch; see gfxgraph.cudagraph).  Idempotent."""
+    from . import cudagraph
+    return cudagraph.enable(socket=socket, **kw)
+
+
+def disable():
+    """Undo enable(): torch.cuda.CUDAGraph is PyTorch's own again."""
+    if "gfxgraph.cudagraph" in _sys.modules:
+        _sys.modules["gfxgraph.cudagraph"].disable()
+
+
+def is_enabled():
+    """Whether enable() is in effect."""
+    m = _sys.modules.get("gfxgraph.cudagraph")
+    return bool(m is not None and m.is_enabled())
+
+
+def register_compile_backend():
+    """Register "gfxgraph" as a torch.compile backend (done on import when
+    torch is already imported, and by enable(); a pip install also
+    registers it through the torch_dynamo_backends entry point)."""
+    from . import compile as _compile
+    _compile.register()
+
+
+if "torch" in _sys.modules:
+    try:
+        register_compile_backend()
+    except Exception:      # an old or partial torch: torch.compile just lacks the name
+        pass
