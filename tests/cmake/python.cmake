@@ -1,0 +1,19 @@
+# The Python package (python/gfxgraph) against a cpu-backend daemon, label
+# integration:
+#
+#   python_package  tests/python/test_package.py starts its own gfxgraphd on
+#                   a temporary socket and imports the package from the
+#                   source tree with GFXGRAPH_LIB naming this build's
+#                   libgfxgraph-client: define, replays across buckets and
+#                   branches against references, the socket path, errors
+#                   and their codes, submit/poll/wait, prepare, rebind,
+#                   stats/health keys, release and close; numpy checks when
+#                   numpy is installed (Debian: python3-numpy), else
+#                   reported as skipped.  SKIP (77) without python3.
+add_test(NAME python_package
+  COMMAND sh -c "command -v python3 >/dev/null 2>&1 || { echo 'SKIP: python3 is not available'; exit 77; }; exec python3 \"$@\"" sh
+    ${CMAKE_SOURCE_DIR}/tests/python/test_package.py
+    --daemon $<TARGET_FILE:gfxgraphd> --lib $<TARGET_FILE:gfxgraph-client>)
+set_tests_properties(python_package PROPERTIES
+  LABELS integration TIMEOUT 300 SKIP_RETURN_CODE 77
+  ENVIRONMENT "PYTHONPATH=${CMAKE_SOURCE_DIR}/python;PYTHONDONTWRITEBYTECODE=1")
