@@ -225,6 +225,41 @@ static void server_maybe_stopped(gg_core *core)
     gg_server_stop(srv, srv->exit_code);
 }
 
+/* rpc/ negotiates the fast path; these hand its calls to fastpath/. */
+static bool server_fp_available(const void *ctx)
+{
+    return gg_fp_available(ctx);
+}
+
+static const char *server_fp_completion(const void *ctx)
+{
+    return gg_fp_completion(ctx);
+}
+
+static unsigned server_fp_regions(const void *ctx)
+{
+    return gg_fp_live(ctx);
+}
+
+static int server_fp_open(void *ctx, gg_session *s, uint32_t entries, int *fd,
+                          struct gg_rpc_fp_geom *geom, proto_errbuf *err)
+{
+    gg_fp_geom g;
+    int rc = gg_fp_open(ctx, s, entries, fd, &g, err);
+    if (rc == 0)
+        *geom = (struct gg_rpc_fp_geom){
+            .entries = g.entries, .region_size = g.region_size, .sq_offset = g.sq_offset,
+            .cq_offset = g.cq_offset, .sqe_size = g.sqe_size, .cqe_size = g.cqe_size,
+            .completion = g.completion,
+        };
+    return rc;
+}
+
+static void server_fp_session_closed(void *ctx, gg_session *s)
+{
+    gg_fp_session_closed(ctx, s);
+}
+
 int gg_server_init(gg_server *srv, const gg_config *cfg, char *err, size_t errlen)
 {
     memset(srv, 0, sizeof(*srv));
@@ -252,7 +287,12 @@ int gg_server_init(gg_server *srv, const gg_config *cfg, char *err, size_t errle
         snprintf(err, errlen, "cannot start the fast path: %s", strerror(-rc));
         return rc;
     }
-    srv->rpc.fp = srv->fp;
+    srv->rpc_fp = (gg_rpc_fastpath){
+        .ctx = srv->fp, .available = server_fp_available, .completion = server_fp_completion,
+        .regions = server_fp_regions, .open = server_fp_open,
+        .session_closed = server_fp_session_closed,
+    };
+    srv->rpc.fp = &srv->rpc_fp;
     if ((rc = server_listen(srv, fd, err, errlen)) < 0)
         return rc;
 

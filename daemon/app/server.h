@@ -33,6 +33,7 @@ typedef struct gg_server {
     gg_core core;
     gg_rpc rpc;
     struct gg_fp_module *fp;        /* the shared-memory transport */
+    gg_rpc_fastpath rpc_fp;         /* how rpc/ reaches it */
 
     uv_pipe_t listener;
     bool listening;

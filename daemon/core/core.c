@@ -113,3 +113,8 @@ void gg_core_unlock(gg_core *core)
 {
     pthread_mutex_unlock(&core->lock);
 }
+
+bool gg_core_trylock(gg_core *core)
+{
+    return pthread_mutex_trylock(&core->lock) == 0;
+}

@@ -60,8 +60,11 @@ struct gg_core {
     char unhealthy_reason[256];
     gg_core_hooks hooks;
 
-    /* For a second transport whose requests do not come from the loop
-     * thread; taken nowhere yet (the loop thread owns everything above). */
+    /* Whoever holds it owns everything above and the sessions, programs
+     * and cache entries: the loop takes it in every callback, the fast
+     * path's region threads and the executor's workers to look up, pin,
+     * count or start a session's next job.  Device calls are made outside
+     * it (docs/architecture.md). */
     pthread_mutex_t lock;
 };
 
@@ -87,6 +90,8 @@ void gg_core_maybe_stopped(gg_core *core);
 
 void gg_core_lock(gg_core *core);
 void gg_core_unlock(gg_core *core);
+/* true when taken; false at once when another thread holds it */
+bool gg_core_trylock(gg_core *core);
 
 uint64_t gg_now_ms(void);
 uint64_t gg_now_us(void);

@@ -183,7 +183,7 @@ void gg_exec_job_enqueued(gg_job *j)
     if (atomic_load_explicit(&j->next_waiting, memory_order_relaxed))
         gg_core_lock(core);
     else
-        locked = pthread_mutex_trylock(&core->lock) == 0;   /* gg_core_lock's mutex */
+        locked = gg_core_trylock(core);
     if (locked) {
         exec_enqueued_locked(x, j, true);
         gg_core_unlock(core);

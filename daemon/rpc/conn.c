@@ -37,7 +37,6 @@
 #include "core/session.h"
 #include "proto.h"
 #include "rpc/dispatch.h"
-#include "fastpath/fp.h"
 
 static bool conn_send_fd(struct gg_conn *c, const char *data, size_t len, int fd);
 
@@ -115,7 +114,7 @@ static void conn_on_close(uv_handle_t *h)
         gg_log_fields f = {.session = c->sess->id};
         GG_LOG(GG_LOG_DEBUG, &f, "connection closed");
         if (c->rpc->fp)
-            gg_fp_session_closed(c->rpc->fp, c->sess);
+            c->rpc->fp->session_closed(c->rpc->fp->ctx, c->sess);
         gg_session_detach(c->sess);
     }
     conn_list_del(c);
@@ -395,7 +394,7 @@ static void conn_handle_request(gg_conn *c, const proto_msg *m)
         if (!sent) {
             /* the region is no use to a client that never got it */
             if (c->rpc->fp)
-                gg_fp_session_closed(c->rpc->fp, s);
+                c->rpc->fp->session_closed(c->rpc->fp->ctx, s);
             sb->size = 0;
             proto_pack_error_response(pk, m->msgid, -EAGAIN, "the socket would not take the "
                                       "answer carrying the region; ask again");

@@ -9,17 +9,44 @@
 #include <uv.h>
 
 #include "core/core.h"
+#include "proto.h"
+
+struct gg_session;
+
+/* fastpath.open's answer, besides the fd */
+struct gg_rpc_fp_geom {
+    uint32_t entries;
+    uint64_t region_size;
+    uint32_t sq_offset, cq_offset, sqe_size, cqe_size;
+    const char *completion;
+};
 
 struct gg_conn;
 struct gg_session;
 
 /* The transport's own state, kept apart from the core so a second
  * transport has its own. */
+/* The shared-memory transport as this one sees it: negotiated over the
+ * socket (fastpath.open), so rpc/ needs these few entries, set by app/ from
+ * fastpath/: the two transports stay side by side, each over the core. */
+typedef struct gg_rpc_fastpath {
+    void *ctx;
+    bool (*available)(const void *ctx);
+    const char *(*completion)(const void *ctx);    /* "gpu" | "cpu" */
+    unsigned (*regions)(const void *ctx);          /* open now */
+    /* Create s's region: the sealed memfd in *fd (sent, then closed, by
+     * rpc) and its geometry; negative errno with a message in err. */
+    int (*open)(void *ctx, struct gg_session *s, uint32_t entries, int *fd,
+                struct gg_rpc_fp_geom *geom, proto_errbuf *err);
+    /* s's connection is closing (core lock held). */
+    void (*session_closed)(void *ctx, struct gg_session *s);
+} gg_rpc_fastpath;
+
 typedef struct gg_rpc {
     gg_core *core;
     struct gg_conn *conns;          /* list */
     unsigned nconns;
-    struct gg_fp_module *fp;        /* the fast path, negotiated here; NULL: none */
+    const struct gg_rpc_fastpath *fp; /* the fast path, negotiated here; NULL: none */
     uint64_t devinfo_ms;            /* when core->devinfo was last read (gg_now_ms) */
 } gg_rpc;
 

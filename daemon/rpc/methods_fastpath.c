@@ -6,7 +6,6 @@
 
 #include "core/session.h"
 #include "fastpath.h"
-#include "fastpath/fp.h"
 #include "rpc/conn.h"
 #include "rpc/dispatch.h"
 
@@ -16,7 +15,8 @@ int gg_method_fastpath_open(gg_call *c)
     int rc = proto_get_u64(c->params, "entries", false, UINT32_MAX, &entries, &c->err);
     if (rc < 0 && rc != -ENOENT)
         return rc;
-    if (!c->rpc->fp)
+    const gg_rpc_fastpath *fp = c->rpc->fp;
+    if (!fp)
         return proto_fail(&c->err, -ENOTSUP, "this daemon has no fast path");
     /* The descriptor must ride on this answer's first byte: nothing queued
      * before it may be written after it. */
@@ -24,8 +24,8 @@ int gg_method_fastpath_open(gg_call *c)
         return proto_fail(&c->err, -EAGAIN, "answers to earlier requests are still being "
                           "written on this connection; read them, then ask again");
     int fd;
-    gg_fp_geom g;
-    if ((rc = gg_fp_open(c->rpc->fp, c->sess, (uint32_t)entries, &fd, &g, &c->err)) < 0)
+    struct gg_rpc_fp_geom g;
+    if ((rc = fp->open(fp->ctx, c->sess, (uint32_t)entries, &fd, &g, &c->err)) < 0)
         return rc;
     msgpack_packer *pk = c->pk;
     msgpack_pack_map(pk, 7);

@@ -12,7 +12,6 @@
 #include "core/session.h"
 #include "rpc/reply.h"
 #include "fastpath.h"
-#include "fastpath/fp.h"
 
 #define INFO_DEVINFO_MAX_AGE_MS 1000
 
@@ -81,9 +80,10 @@ int gg_method_hello(gg_call *c)
     proto_pack_kv_u64(pk, "max_nodes", GG_MAX_NODES);
     proto_pack_key(pk, "fastpath");
     msgpack_pack_map(pk, 3);
-    proto_pack_kv_bool(pk, "available", gg_fp_available(c->rpc->fp));
+    const gg_rpc_fastpath *fp = c->rpc->fp;
+    proto_pack_kv_bool(pk, "available", fp && fp->available(fp->ctx));
     proto_pack_kv_u64(pk, "max_entries", GG_FP_MAX_ENTRIES);
-    proto_pack_kv_str(pk, "completion", gg_fp_completion(c->rpc->fp));
+    proto_pack_kv_str(pk, "completion", fp ? fp->completion(fp->ctx) : "cpu");
     size_t n;
     const gg_method *m = gg_dispatch_table(&n);
     proto_pack_key(pk, "methods");
@@ -140,7 +140,8 @@ int gg_method_stats(gg_call *c)
     proto_pack_kv_u64(pk, "evictions", st->evictions);
     proto_pack_kv_u64(pk, "exec_updates", st->exec_updates);
     proto_pack_kv_u64(pk, "fastpath_replays", st->fastpath_replays);
-    proto_pack_kv_u64(pk, "fastpath_regions", gg_fp_live(c->rpc->fp));
+    proto_pack_kv_u64(pk, "fastpath_regions",
+                      c->rpc->fp ? c->rpc->fp->regions(c->rpc->fp->ctx) : 0);
     proto_pack_kv_u64(pk, "uptime_s", (gg_now_ms() - core->started_ms) / 1000);
     proto_pack_kv_str(pk, "backend", core->backend);
     proto_pack_kv_u64(pk, "sessions_active", c->rpc->nconns);
