@@ -14,6 +14,17 @@ add_test(NAME python_package
   COMMAND sh -c "command -v python3 >/dev/null 2>&1 || { echo 'SKIP: python3 is not available'; exit 77; }; exec python3 \"$@\"" sh
     ${CMAKE_SOURCE_DIR}/tests/python/test_package.py
     --daemon $<TARGET_FILE:gfxgraphd> --lib $<TARGET_FILE:gfxgraph-client>)
+set(_gg_py_env PYTHONPATH=${CMAKE_SOURCE_DIR}/python PYTHONDONTWRITEBYTECODE=1)
+if(GFXGRAPH_SANITIZE)
+  # python loads the ASan-built library with ctypes: the runtime must come
+  # first, and python's own allocations are not ours to leak-check (the
+  # daemon keeps leak checks: GG_DAEMON_ASAN_OPTIONS).
+  execute_process(COMMAND ${CMAKE_C_COMPILER} -print-file-name=libasan.so
+    OUTPUT_VARIABLE _gg_libasan OUTPUT_STRIP_TRAILING_WHITESPACE)
+  list(APPEND _gg_py_env LD_PRELOAD=${_gg_libasan}
+    ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
+    GG_DAEMON_ASAN_OPTIONS=detect_leaks=1:abort_on_error=1)
+endif()
 set_tests_properties(python_package PROPERTIES
   LABELS integration TIMEOUT 300 SKIP_RETURN_CODE 77
-  ENVIRONMENT "PYTHONPATH=${CMAKE_SOURCE_DIR}/python;PYTHONDONTWRITEBYTECODE=1")
+  ENVIRONMENT "${_gg_py_env}")

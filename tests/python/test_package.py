@@ -133,9 +133,16 @@ class Daemon:
     def __init__(self, path, tmp, extra=()):
         self.sock = os.path.join(tmp, "gfxgraphd.sock")
         self.log = open(os.path.join(tmp, "gfxgraphd.log"), "w+")
+        # sanitizer builds: python runs with libasan preloaded and leak
+        # checks off (python.cmake); the daemon, linked with it, gets its own
+        # options back
+        env = dict(os.environ)
+        env.pop("LD_PRELOAD", None)
+        if env.get("GG_DAEMON_ASAN_OPTIONS"):
+            env["ASAN_OPTIONS"] = env["GG_DAEMON_ASAN_OPTIONS"]
         self.p = subprocess.Popen([path, "--socket", self.sock, "--backend", "cpu",
                                    "--log-target", "stderr"] + list(extra),
-                                  stdout=self.log, stderr=subprocess.STDOUT)
+                                  stdout=self.log, stderr=subprocess.STDOUT, env=env)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if self.p.poll() is not None:
