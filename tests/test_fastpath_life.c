@@ -369,6 +369,19 @@ typedef struct {
     char err[256];
 } worker;
 
+/* tbuf_new with a name of its own: h_unique is not for several threads */
+static bool named_tbuf(gg_client *c, tbuf *b, size_t floats, int idx, char what)
+{
+    memset(b, 0, sizeof *b);
+    snprintf(b->name, sizeof b->name, "/ggtest-fpmany-%d-%d-%c", (int)getpid(), idx, what);
+    b->size = floats * sizeof(float);
+    if (gg_client_shm_create(b->name, b->size, (void **)&b->f) < 0) {
+        b->f = NULL;
+        return false;
+    }
+    return gg_client_buffer_register_shm(c, b->name, 0, b->size, &b->id) == 0;
+}
+
 static void *worker_main(void *p)
 {
     worker *wk = p;
@@ -378,8 +391,8 @@ static void *worker_main(void *p)
     tbuf x = {0}, y = {0};
     uint64_t prog = 0;
     float k = (float)(wk->idx + 1);
-    if (gg_client_connect(c, wk->sock, name) == 0 && tbuf_new(c, &x, 4 * MD) &&
-        tbuf_new(c, &y, 4 * MD)) {
+    if (gg_client_connect(c, wk->sock, name) == 0 && named_tbuf(c, &x, 4 * MD, wk->idx, 'x') &&
+        named_tbuf(c, &y, 4 * MD, wk->idx, 'y')) {
         gg_program_def *d = gg_program_def_new(name);
         int64_t sh[2] = {GG_BATCH, MD};
         static const int b[] = {1, 2, 4};

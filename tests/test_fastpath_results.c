@@ -242,6 +242,8 @@ static void run_results(const char *fault)
     CHECK_CONTAINS(gg_client_fastpath_status(f.c), "cpu completion");
     CHECK_CONTAINS(gg_client_fastpath_status(s.c), "off");
 
+    /* the counters of the last hit may land just after its completion */
+    fp_wait_session(s.c, gg_client_session_id(f.c), "replays", (uint64_t)nf_ok, 5000);
     const msgpack_object *st = t_stats(s.c);
     if (st) {
         CHECK_EQ(h_getu(st, "fastpath_replays"), nf_ok);
@@ -432,6 +434,8 @@ static void test_ordering(void)
     CHECK_CONTAINS(gg_client_fastpath_status(c), "active");
     h_note("%d fast-path replays, %d socket replays, %d pipelined submissions", n_fast, n_sock,
            n_sub);
+    fp_wait_session(c, gg_client_session_id(c), "replays", (uint64_t)(n_fast + n_sock + n_sub),
+                    5000);
     const msgpack_object *st = t_stats(c);
     if (st) {
         CHECK_EQ(h_getu(st, "fastpath_replays") - fp0, n_fast + n_sub);

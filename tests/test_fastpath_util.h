@@ -120,6 +120,24 @@ static inline uint64_t fp_wait_stat(gg_client *c, const char *key, uint64_t want
     }
 }
 
+/* Poll stats until sessions[sid].key == want or timeout_ms passes; the last
+ * value seen.  A fast-path hit's completion can be visible before the
+ * daemon has counted the replay (it counts once it learns the device is
+ * done), so tests that check counters wait for them. */
+static inline uint64_t fp_wait_session(gg_client *c, uint64_t sid, const char *key, uint64_t want,
+                                       int timeout_ms)
+{
+    uint64_t v = UINT64_MAX;
+    for (int64_t end = h_now_ms() + timeout_ms;;) {
+        const msgpack_object *r = NULL;
+        if (gg_client_call(c, "stats", NULL, 0, &r) == 0)
+            v = h_getu(fp_session_of(r, sid), key);
+        if (v == want || h_now_ms() >= end)
+            return v;
+        h_sleep_ms(5);
+    }
+}
+
 /* ---- fpr: a raw region client -------------------------------------------- */
 
 typedef struct {
