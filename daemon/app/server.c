@@ -260,6 +260,11 @@ static void server_fp_session_closed(void *ctx, gg_session *s)
     gg_fp_session_closed(ctx, s);
 }
 
+static void server_fp_collect(void *ctx, gg_session *s)
+{
+    gg_fp_collect(ctx, s);
+}
+
 int gg_server_init(gg_server *srv, const gg_config *cfg, char *err, size_t errlen)
 {
     memset(srv, 0, sizeof(*srv));
@@ -290,7 +295,7 @@ int gg_server_init(gg_server *srv, const gg_config *cfg, char *err, size_t errle
     srv->rpc_fp = (gg_rpc_fastpath){
         .ctx = srv->fp, .available = server_fp_available, .completion = server_fp_completion,
         .regions = server_fp_regions, .open = server_fp_open,
-        .session_closed = server_fp_session_closed,
+        .session_closed = server_fp_session_closed, .collect = server_fp_collect,
     };
     srv->rpc.fp = &srv->rpc_fp;
     if ((rc = server_listen(srv, fd, err, errlen)) < 0)

@@ -54,6 +54,12 @@ int gg_fp_open(gg_fp_module *m, gg_session *s, uint32_t entries, int *fd, gg_fp_
 /* The session's connection is closing: its region stops taking descriptors
  * and goes once its work in flight is done.  Core lock held. */
 void gg_fp_session_closed(gg_fp_module *m, gg_session *s);
+/* Hits whose completion the device has written but whose callback has not
+ * come yet: unpin and count them now, so that a request a client sends on
+ * seeing its completion finds the replay finished (a rebind is not refused
+ * as "in flight", stats count it).  s NULL: every session's.  Core lock
+ * held. */
+void gg_fp_collect(gg_fp_module *m, gg_session *s);
 /* Cache hits still running, appended to buf as gg_exec_describe writes
  * jobs ("; " before each when n > 0); returns n plus their count.  Core
  * lock held. */

@@ -30,7 +30,8 @@ typedef struct gg_fp_slot {
     gg_program *prog;
     gg_event *wait_ev, *signal_ev;
     bool gpu_writes_seq;
-    atomic_int gpu_pending;        /* the device writes seq; the hit is not yet released */
+    atomic_int gpu_pending;        /* the device writes seq; the slot is not yet free */
+    atomic_int released;           /* the hit's pins and counts are done (once) */
     bool woken;                    /* the region thread woke the client for it */
     uint64_t t_launch_us;
 } gg_fp_slot;

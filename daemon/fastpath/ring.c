@@ -211,6 +211,14 @@ static void fp_hit_done(void *arg, int status)
     gg_fp_slot *sl = arg;
     gg_fp_region *r = sl->r;
     double us = (double)(gg_fp_now_us() - sl->t_launch_us);
+    /* Unpinned and counted before a record this thread writes says done
+     * (one the device wrote may have been collected already: gg_fp_collect),
+     * so a request the client sends on seeing it finds the replay finished. */
+    if (!atomic_exchange(&sl->released, 1)) {
+        gg_core_lock(r->core);
+        fp_hit_release(sl, status == 0, us);
+        gg_core_unlock(r->core);
+    }
     if (status < 0) {
         /* the stream failed: the device may never have written seq */
         fp_fill(sl, status, 0, 0, 0.0, "the device reported an error while running");
@@ -221,9 +229,6 @@ static void fp_hit_done(void *arg, int status)
         fp_fill(sl, 0, GG_FP_CQE_TIMED, sl->bucket, us, NULL);
         fp_publish(sl);
     }
-    gg_core_lock(r->core);
-    fp_hit_release(sl, status == 0, us);
-    gg_core_unlock(r->core);
     if (status == -ENODEV)
         uv_async_send(&r->m->async);   /* the loop reports the device lost */
     if (atomic_exchange(&sl->gpu_pending, 0))
@@ -333,6 +338,7 @@ static void fp_take(gg_fp_region *r, gg_fp_slot *sl, const gg_fp_sqe *d)
     }
     /* Pinned until the device is done; the session's stream is ours until
      * the launch is enqueued (a socket job queues behind fp_launching). */
+    atomic_store(&sl->released, 0);
     sl->entry = e;
     sl->prog = t.prog;
     sl->wait_ev = t.wait_ev;
@@ -356,6 +362,7 @@ static void fp_take(gg_fp_region *r, gg_fp_slot *sl, const gg_fp_sqe *d)
     if (rc < 0) {
         /* Nothing of the graph ran: the executor takes it from here, with
          * its eager fallback and device-loss handling. */
+        atomic_store(&sl->released, 1);
         fp_hit_release(sl, false, 0.0);
         fp_to_executor(sl, &t);
     }
@@ -364,6 +371,25 @@ static void fp_take(gg_fp_region *r, gg_fp_slot *sl, const gg_fp_sqe *d)
 }
 
 /* ---- the thread ------------------------------------------------------------ */
+
+/* Core lock held: release the hits of r whose completion word the device
+ * has written; their callbacks then only free the slots. */
+static void fp_collect_region(gg_fp_region *r)
+{
+    if (!atomic_load_explicit(&r->gpu_pending, memory_order_acquire))
+        return;
+    uint64_t now = gg_fp_now_us();
+    for (uint32_t i = 0; i < r->entries; i++) {
+        gg_fp_slot *sl = &r->slots[i];
+        if (!atomic_load_explicit(&sl->gpu_pending, memory_order_acquire) ||
+            atomic_load_explicit(&sl->released, memory_order_relaxed))
+            continue;
+        uint64_t seq = atomic_load_explicit((_Atomic uint64_t *)&fp_cqe(sl)->seq,
+                                            memory_order_acquire);
+        if (seq == sl->seq && !atomic_exchange(&sl->released, 1))
+            fp_hit_release(sl, true, (double)(now - sl->t_launch_us));
+    }
+}
 
 /* Device-written completions this thread has not seen yet: notice them
  * (their callbacks may come late), wake the client if it sleeps, and
@@ -385,9 +411,20 @@ static bool fp_seen_done(gg_fp_region *r)
             any = true;
         }
     }
-    if (any)
+    if (any) {
         fp_wake_client(r);
+        gg_core_lock(r->core);
+        fp_collect_region(r);
+        gg_core_unlock(r->core);
+    }
     return any;
+}
+
+void gg_fp_collect(gg_fp_module *m, gg_session *s)
+{
+    for (gg_fp_region *r = m ? m->regions : NULL; r; r = r->next)
+        if (!s || r->sess == s)
+            fp_collect_region(r);
 }
 
 /* Copy a descriptor out of shared memory once, word by word: the client may

@@ -372,6 +372,8 @@ static void conn_handle_request(gg_conn *c, const proto_msg *m)
         .err = {errmsg, sizeof(errmsg)}, .send_fd = -1,
     };
     c->inflight++;
+    if (c->rpc->fp)
+        c->rpc->fp->collect(c->rpc->fp->ctx, s);
     int rc = method->fn(&call);
     /* an import or a stream made on this thread may have found the device gone */
     gg_core_check_device(core);

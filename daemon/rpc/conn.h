@@ -40,6 +40,10 @@ typedef struct gg_rpc_fastpath {
                 struct gg_rpc_fp_geom *geom, proto_errbuf *err);
     /* s's connection is closing (core lock held). */
     void (*session_closed)(void *ctx, struct gg_session *s);
+    /* Account for s's (NULL: every session's) replays whose completion the
+     * device has already told the client (core lock held): a request sent
+     * on seeing a completion then finds that replay finished. */
+    void (*collect)(void *ctx, struct gg_session *s);
 } gg_rpc_fastpath;
 
 typedef struct gg_rpc {

@@ -122,6 +122,9 @@ static void stats_pack_session(msgpack_packer *pk, const gg_session *s)
 
 int gg_method_stats(gg_call *c)
 {
+    /* every session's device-completed replays, counted before they are shown */
+    if (c->rpc->fp)
+        c->rpc->fp->collect(c->rpc->fp->ctx, NULL);
     gg_core *core = c->core;
     const gg_stats *st = &core->stats;
     msgpack_packer *pk = c->pk;
