@@ -40,6 +40,11 @@ def library_path():
 def enable(socket=None, **kw):
     """Route torch.cuda.CUDAGraph / torch.cuda.graph captures through the
     daemon (needs torch; see gfxgraph.cudagraph).  Idempotent."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise Error("ENOSYS", "gfxgraph.enable() routes torch.cuda.CUDAGraph: it needs "
+                    "PyTorch, which does not import here") from None
     from . import cudagraph
     return cudagraph.enable(socket=socket, **kw)
 

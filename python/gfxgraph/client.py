@@ -246,6 +246,20 @@ class Client:
         self._buffers[b.id] = b
         return b
 
+    def register_device_pointer(self, ptr, size, owner=None):
+        """hip backend: register size bytes of device memory at ptr (any
+        pointer into a device allocation; gg_client_buffer_register_device).
+        owner: an object kept alive with the Buffer (e.g. the torch storage)."""
+        c = self._h()
+        bid = ctypes.c_uint64()
+        rc = self._lib.gg_client_buffer_register_device(c, ctypes.c_void_p(int(ptr)), int(size),
+                                                        ctypes.byref(bid))
+        if rc < 0:
+            raise self._fail(rc, "buffer.register (device pointer 0x%x)" % int(ptr))
+        b = Buffer(self, bid.value, int(size), 0, owner, "device:0x%x" % int(ptr))
+        self._buffers[b.id] = b
+        return b
+
     # ---- programs ---------------------------------------------------------
 
     def define(self, spec):

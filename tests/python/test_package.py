@@ -303,6 +303,14 @@ def test_main(args):
     check(isinstance(gfxgraph.__version__, str) and gfxgraph.__version__ == "0.1.0",
           "__version__ %r" % gfxgraph.__version__)
     check(gfxgraph.is_enabled() is False, "is_enabled() is False before enable()")
+    try:
+        import torch  # noqa: F401
+        skip("enable() without torch: torch is installed here")
+    except ImportError:
+        raises(lambda: gfxgraph.enable(), "ENOSYS", "enable() without torch")
+        check(gfxgraph.is_enabled() is False and "torch" not in sys.modules and
+              gfxgraph.disable() is None,
+              "without torch: is_enabled() False, disable() a no-op, torch never imported")
 
     c = gfxgraph.Client(args.sock, name="py-test")
     check(c.backend == "cpu" and c.device and c.session > 0 and c.socket == args.sock,
@@ -574,7 +582,7 @@ def main():
     for k in ("GFXGRAPH_SOCKET", "GFXGRAPH_FASTPATH"):
         os.environ.pop(k, None)
     try:
-        import gfxgraph
+        import gfxgraph  # noqa: F401
     except Exception as e:   # noqa: BLE001
         print("SKIP: the gfxgraph package does not import here: %r" % e)
         return 77

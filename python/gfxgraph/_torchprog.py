@@ -1,0 +1,112 @@
+"""Building daemon programs over torch CUDA tensors (shared by
+gfxgraph.cudagraph and gfxgraph.compile).  Imports torch: only imported
+when torch is in use.
+
+Every operand is a contiguous CUDA tensor of dtype f32/f16/bf16; its storage
+is registered once (by IPC: gg_client_buffer_register_device) and the tensor
+is named by (address, shape, dtype).  Shapes are canonical 2-D: a tensor of
+two or more dims becomes [numel / D, D] (D its last dim), a 1-D one stays
+[D].  Every op of docs/ops.md works row by row over the last dim, so this is
+the same computation, and views of one memory with different leading dims
+get the same name.
+"""
+
+import torch
+
+from .errors import Error
+
+DTYPES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
+
+
+class Unsupported(Exception):
+    """An op (or operand) the daemon cannot run; ``op`` names it."""
+
+    def __init__(self, op, why=""):
+        self.op = op
+        self.why = why
+        super().__init__("%s: %s" % (op, why) if why else op)
+
+
+def canon_shape(shape):
+    shape = [int(d) for d in shape]
+    if len(shape) == 0:
+        return [1]
+    if len(shape) == 1:
+        return shape
+    rows = 1
+    for d in shape[:-1]:
+        rows *= d
+    return [rows, shape[-1]]
+
+
+class TensorTable:
+    """The tensors of one program spec.
+
+    ``storages`` maps (storage address, nbytes) to a registered Buffer and is
+    shared between programs of one client (one registration per storage)."""
+
+    def __init__(self, client, storages, op="?"):
+        self.client = client
+        self.storages = storages
+        self.tensors = {}
+        self.keys = {}
+        self.keep = []           # tensors whose memory the program uses
+        self.op = op
+        self.dtype = None
+
+    def buffer_of(self, t):
+        st = t.untyped_storage()
+        key = (st.data_ptr(), st.nbytes())
+        b = self.storages.get(key)
+        if b is None or b.id is None:
+            try:
+                b = self.client.register_device_pointer(key[0], key[1], owner=st)
+            except Error as e:
+                raise Unsupported(self.op, "cannot register the tensor's memory: %s" % e)
+            self.storages[key] = b
+        return b, t.data_ptr() - key[0]
+
+    def name(self, t, shape=None, batch=False):
+        """The program tensor for t (registering its storage if needed).
+        shape: the dims to declare (default: canonical 2-D); batch: dim 0 is
+        the replay's batch."""
+        if not isinstance(t, torch.Tensor):
+            raise Unsupported(self.op, "an operand that is not a tensor (%r)" % (t,))
+        if not t.is_cuda:
+            raise Unsupported(self.op, "a %s tensor operand" % t.device)
+        dt = DTYPES.get(t.dtype)
+        if dt is None:
+            raise Unsupported(self.op, "dtype %s" % t.dtype)
+        if self.dtype is not None and dt != self.dtype:
+            raise Unsupported(self.op, "mixed dtypes (%s and %s)" % (self.dtype, dt))
+        if not t.is_contiguous():
+            raise Unsupported(self.op, "a non-contiguous operand (strides %s)" % (t.stride(),))
+        if t.numel() == 0:
+            raise Unsupported(self.op, "an empty tensor")
+        shape = list(shape) if shape is not None else canon_shape(t.shape)
+        if len(shape) > 4:
+            raise Unsupported(self.op, "more than 4 dims")
+        key = (t.data_ptr(), tuple(shape), dt, bool(batch))
+        n = self.keys.get(key)
+        if n is not None:
+            return n
+        b, off = self.buffer_of(t)
+        n = "t%d" % len(self.tensors)
+        self.tensors[n] = {"dtype": dt, "shape": (["batch"] + shape[1:]) if batch else shape,
+                           "buffer": b, "offset": off}
+        self.keys[key] = n
+        self.keep.append(t)
+        return n
+
+
+def same_dtype(op, *ts):
+    d = {t.dtype for t in ts if isinstance(t, torch.Tensor)}
+    if len(d) > 1:
+        raise Unsupported(op, "operands of different dtypes %s" % sorted(map(str, d)))
+
+
+def is_weight_transpose(wt):
+    """wt is the [K, N] transpose view of a contiguous [N, K] weight
+    (what aten.t / F.linear hand to mm/addmm)."""
+    return (wt.dim() == 2 and wt.stride(0) == 1 and wt.stride(1) == wt.shape[0]) or \
+        (wt.dim() == 2 and wt.shape[1] == 1 and wt.stride(0) == 1)
