@@ -79,6 +79,13 @@ const char *gg_gpu_blas(void);
  * "stream-write" or "kernel".  0 or -EIO (gg_gpu_last_error()). */
 int gg_gpu_signal_u64(void *stream, void *dev_addr, uint64_t value, const char **how);
 
+/* Enqueue on stream a write of value to the 4-byte device word at dev_addr
+ * (device memory: the batch word in a program's scratch), ordered with the
+ * stream's work before and after it.  hipStreamWriteValue32 /
+ * cuStreamWriteValue32 where supported, a one-thread kernel otherwise; *how
+ * as gg_gpu_signal_u64.  0 or -EIO. */
+int gg_gpu_write_u32(void *stream, void *dev_addr, uint32_t value, const char **how);
+
 /* Message for the last failure on this thread ("" when none). */
 const char *gg_gpu_last_error(void);
 

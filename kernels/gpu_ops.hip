@@ -93,6 +93,38 @@ extern "C" int gg_gpu_signal_u64(void *stream, void *dev_addr, uint64_t value, c
     return 0;
 }
 
+__global__ void gg_write_u32_kernel(unsigned int *p, unsigned int v)
+{
+    *p = v;
+}
+
+static int g_write32_mode;
+
+extern "C" int gg_gpu_write_u32(void *stream, void *dev_addr, uint32_t value, const char **how)
+{
+    hipStream_t s = (hipStream_t)stream;
+    if (__atomic_load_n(&g_write32_mode, __ATOMIC_RELAXED) != 2) {
+        hipError_t e = hipStreamWriteValue32(s, dev_addr, (unsigned int)value, 0);
+        if (e == hipSuccess) {
+            __atomic_store_n(&g_write32_mode, 1, __ATOMIC_RELAXED);
+            if (how)
+                *how = "stream-write";
+            return 0;
+        }
+        if (e != hipErrorNotSupported && e != hipErrorInvalidValue)
+            return gg_gpu_fail(-EIO, "hipStreamWriteValue32: %s", hipGetErrorString(e));
+        (void)hipGetLastError();
+        __atomic_store_n(&g_write32_mode, 2, __ATOMIC_RELAXED);
+    }
+    gg_write_u32_kernel<<<1, 1, 0, s>>>((unsigned int *)dev_addr, (unsigned int)value);
+    hipError_t e = hipGetLastError();
+    if (e != hipSuccess)
+        return gg_gpu_fail(-EIO, "batch word kernel: %s", hipGetErrorString(e));
+    if (how)
+        *how = "kernel";
+    return 0;
+}
+
 /* ---- op kinds --------------------------------------------------------------- */
 
 static const struct {

@@ -14,7 +14,22 @@
 extern "C" {
 #endif
 
-typedef enum { GG_DT_F32 = 0, GG_DT_F16 = 1, GG_DT_BF16 = 2, GG_DT_COUNT } gg_dtype;
+/* f32, f16 and bf16 are the floating dtypes every op computes in; i32 holds
+ * token ids, positions and lengths, and only the ops that say so take or
+ * produce it (embedding, rope, cache_write, attention_decode, argmax). */
+typedef enum {
+    GG_DT_F32 = 0,
+    GG_DT_F16 = 1,
+    GG_DT_BF16 = 2,
+    GG_DT_I32 = 3,
+    GG_DT_COUNT
+} gg_dtype;
+#define GG_DT_NFLOAT 3           /* the floating dtypes are 0 .. GG_DT_NFLOAT-1 */
+
+static inline int gg_dtype_is_float(gg_dtype dt)
+{
+    return (int)dt >= 0 && (int)dt < GG_DT_NFLOAT;
+}
 
 #define GG_MAX_DIMS 4
 #define GG_MAX_OPERANDS 4
@@ -67,6 +82,11 @@ struct gg_op_def {
     gg_attr_spec attrs[GG_MAX_ATTRS];
     gg_op_check_fn check;
     gg_op_cpu_fn cpu;
+    /* 1: the daemon passes one more input after the node's own, an i32 [1]
+     * holding the request's real batch (rows at and past it are padding,
+     * whose side effects the op skips: cache_write).  Without it (a direct
+     * call with the node's own inputs only) every row is real. */
+    int wants_batch;
     /* Every op in this library is independent across rows of dim 0 (the batch
      * rows), which is what makes padding rows harmless. */
 };
@@ -202,6 +222,18 @@ void gg_cpu_linear(const gg_tensor *in, int nin, const gg_tensor *out, int nout,
                    const gg_op_attrs *attrs);
 void gg_cpu_softmax(const gg_tensor *in, int nin, const gg_tensor *out, int nout,
                     const gg_op_attrs *attrs);
+void gg_cpu_embedding(const gg_tensor *in, int nin, const gg_tensor *out, int nout,
+                      const gg_op_attrs *attrs);
+void gg_cpu_rope(const gg_tensor *in, int nin, const gg_tensor *out, int nout,
+                 const gg_op_attrs *attrs);
+void gg_cpu_cache_write(const gg_tensor *in, int nin, const gg_tensor *out, int nout,
+                        const gg_op_attrs *attrs);
+void gg_cpu_attention_decode(const gg_tensor *in, int nin, const gg_tensor *out, int nout,
+                             const gg_op_attrs *attrs);
+void gg_cpu_argmax(const gg_tensor *in, int nin, const gg_tensor *out, int nout,
+                   const gg_op_attrs *attrs);
+void gg_cpu_cast(const gg_tensor *in, int nin, const gg_tensor *out, int nout,
+                 const gg_op_attrs *attrs);
 #endif /* GG_OPS_IMPL */
 
 #ifdef __cplusplus

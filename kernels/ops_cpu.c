@@ -675,3 +675,186 @@ void gg_cpu_linear(const gg_tensor *in, int nin, const gg_tensor *out, int nout,
     }
     free(scratch);
 }
+
+/* ---- decode-step ops ------------------------------------------------------
+ * Runtime indices (ids, positions, lengths, the batch word) are read from
+ * i32 tensors and bounds-checked here, as in the kernels: nothing outside
+ * the operands is ever read or written. */
+
+static inline int32_t i32_at(const gg_tensor *t, int64_t i)
+{
+    return ((const int32_t *)t->data)[i];
+}
+
+/* Rows [0, n) are real: the daemon's batch word when given, else all. */
+static int64_t real_rows(const gg_tensor *in, int nin, int nreq, int64_t rows)
+{
+    if (nin <= nreq || !in[nreq].data)
+        return rows;
+    int64_t b = i32_at(&in[nreq], 0);
+    return b < 0 ? 0 : b > rows ? rows : b;
+}
+
+static void copy_row_cvt(const void *src, gg_dtype sdt, int64_t si, void *dst, gg_dtype ddt,
+                         int64_t di, int64_t n)
+{
+    if (sdt == ddt) {
+        size_t es = gg_dtype_size(sdt);
+        memmove((char *)dst + (size_t)di * es, (const char *)src + (size_t)si * es,
+                (size_t)n * es);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++)
+        gg_store(dst, ddt, di + i, gg_load(src, sdt, si + i));
+}
+
+void gg_cpu_embedding(const gg_tensor *in, int nin, const gg_tensor *out, int nout,
+                      const gg_op_attrs *attrs)
+{
+    (void)nin, (void)nout, (void)attrs;
+    const gg_tensor *ids = &in[0], *tab = &in[1], *y = &out[0];
+    const int64_t rows = ids->desc.dims[0], v = tab->desc.dims[0], d = tab->desc.dims[1];
+    const gg_dtype dt = y->desc.dtype;
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t id = i32_at(ids, r);
+        if (id < 0 || id >= v)
+            for (int64_t i = 0; i < d; i++)
+                gg_store(y->data, dt, r * d + i, 0.0f);
+        else
+            copy_row_cvt(tab->data, tab->desc.dtype, id * d, y->data, dt, r * d, d);
+    }
+}
+
+/* The inverse frequency of pair i, as the kernels compute it (f32). */
+static inline float rope_inv_freq(float theta, int i, int rd)
+{
+    return 1.0f / powf(theta, (float)(2 * i) / (float)rd);
+}
+
+void gg_cpu_rope(const gg_tensor *in, int nin, const gg_tensor *out, int nout,
+                 const gg_op_attrs *attrs)
+{
+    (void)nin, (void)nout;
+    const gg_tensor *x = &in[0], *pos = &in[1], *y = &out[0];
+    const gg_dtype dt = x->desc.dtype;
+    const int64_t rows = x->desc.dims[0], h = x->desc.dims[1], dh = x->desc.dims[2];
+    const float theta = (float)attrs->v[0];
+    const int gptj = attrs->v[1] == 1.0;
+    const int rd = attrs->v[2] > 0 ? (int)attrs->v[2] : (int)dh;
+    const int half = rd / 2;
+    float buf[2];
+    for (int64_t r = 0; r < rows; r++) {
+        const float p = (float)i32_at(pos, r);
+        for (int64_t hh = 0; hh < h; hh++) {
+            const int64_t base = (r * h + hh) * dh;
+            for (int i = 0; i < half; i++) {
+                const float ang = p * rope_inv_freq(theta, i, rd);
+                const float c = cosf(ang), s = sinf(ang);
+                const int64_t i0 = base + (gptj ? 2 * i : i), i1 = base + (gptj ? 2 * i + 1 : i + half);
+                const float a = gg_load(x->data, dt, i0), b = gg_load(x->data, dt, i1);
+                buf[0] = a * c - b * s;
+                buf[1] = b * c + a * s;
+                gg_store(y->data, dt, i0, buf[0]);
+                gg_store(y->data, dt, i1, buf[1]);
+            }
+            if (y->data != x->data)
+                copy_row_cvt(x->data, dt, base + rd, y->data, dt, base + rd, dh - rd);
+        }
+    }
+}
+
+void gg_cpu_cache_write(const gg_tensor *in, int nin, const gg_tensor *out, int nout,
+                        const gg_op_attrs *attrs)
+{
+    (void)nout, (void)attrs;
+    const gg_tensor *x = &in[0], *pos = &in[1], *cache = &out[0];
+    const int64_t rows = x->desc.dims[0], s = cache->desc.dims[1];
+    const int64_t row = x->desc.dims[1] * x->desc.dims[2];
+    const int64_t n = real_rows(in, nin, 2, rows);
+    for (int64_t r = 0; r < n; r++) {
+        const int64_t p = i32_at(pos, r);
+        if (p < 0 || p >= s)
+            continue;
+        copy_row_cvt(x->data, x->desc.dtype, r * row, cache->data, cache->desc.dtype,
+                     (r * s + p) * row, row);
+    }
+}
+
+void gg_cpu_attention_decode(const gg_tensor *in, int nin, const gg_tensor *out, int nout,
+                             const gg_op_attrs *attrs)
+{
+    (void)nin, (void)nout;
+    const gg_tensor *q = &in[0], *k = &in[1], *v = &in[2], *lens = &in[3], *y = &out[0];
+    const gg_dtype dt = q->desc.dtype;
+    const int64_t rows = q->desc.dims[0], hq = q->desc.dims[1], dh = q->desc.dims[2];
+    const int64_t s = k->desc.dims[1], hkv = k->desc.dims[2], grp = hq / hkv;
+    const float scale = attrs->v[0] != 0.0 ? (float)attrs->v[0] : 1.0f / sqrtf((float)dh);
+    float *qf = malloc(sizeof(float) * (size_t)dh * 2), *acc = qf + dh;
+    float *sc = malloc(sizeof(float) * (size_t)(s > 0 ? s : 1));
+    if (!qf || !sc) {
+        free(qf);
+        free(sc);
+        return;
+    }
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t len = i32_at(lens, r);
+        len = len < 0 ? 0 : len > s ? s : len;
+        for (int64_t h = 0; h < hq; h++) {
+            const int64_t kh = h / grp, qo = (r * hq + h) * dh;
+            for (int64_t d = 0; d < dh; d++) {
+                qf[d] = gg_load(q->data, dt, qo + d);
+                acc[d] = 0.0f;
+            }
+            float m = -INFINITY, l = 0.0f;
+            for (int64_t j = 0; j < len; j++) {
+                const int64_t ko = ((r * s + j) * hkv + kh) * dh;
+                float dot = 0.0f;
+                for (int64_t d = 0; d < dh; d++)
+                    dot += qf[d] * gg_load(k->data, dt, ko + d);
+                sc[j] = dot * scale;
+                if (sc[j] > m)
+                    m = sc[j];
+            }
+            for (int64_t j = 0; j < len; j++) {
+                const int64_t vo = ((r * s + j) * hkv + kh) * dh;
+                const float p = expf(sc[j] - m);
+                l += p;
+                for (int64_t d = 0; d < dh; d++)
+                    acc[d] += p * gg_load(v->data, dt, vo + d);
+            }
+            for (int64_t d = 0; d < dh; d++)
+                gg_store(y->data, dt, qo + d, len ? acc[d] / l : 0.0f);
+        }
+    }
+    free(qf);
+    free(sc);
+}
+
+void gg_cpu_argmax(const gg_tensor *in, int nin, const gg_tensor *out, int nout,
+                   const gg_op_attrs *attrs)
+{
+    (void)nin, (void)nout, (void)attrs;
+    const gg_tensor *x = &in[0];
+    const int64_t cols = t_last(x), rows = t_numel(x) / cols;
+    int32_t *y = out[0].data;
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t best = 0;
+        float bv = gg_load(x->data, x->desc.dtype, r * cols);
+        for (int64_t i = 1; i < cols && !isnan(bv); i++) {
+            float v = gg_load(x->data, x->desc.dtype, r * cols + i);
+            if (v > bv || isnan(v)) {   /* NaN is the maximum, as torch.argmax */
+                bv = v;
+                best = i;
+            }
+        }
+        y[r] = (int32_t)best;
+    }
+}
+
+void gg_cpu_cast(const gg_tensor *in, int nin, const gg_tensor *out, int nout,
+                 const gg_op_attrs *attrs)
+{
+    (void)nin, (void)nout, (void)attrs;
+    copy_row_cvt(in[0].data, in[0].desc.dtype, 0, out[0].data, out[0].desc.dtype, 0,
+                 t_numel(&in[0]));
+}

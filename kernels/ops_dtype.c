@@ -12,6 +12,7 @@ static const char *const dtype_names[GG_DT_COUNT] = {
     [GG_DT_F32] = "f32",
     [GG_DT_F16] = "f16",
     [GG_DT_BF16] = "bf16",
+    [GG_DT_I32] = "i32",
 };
 
 const char *gg_dtype_name(gg_dtype dt)
@@ -40,6 +41,7 @@ size_t gg_dtype_size(gg_dtype dt)
 {
     switch (dt) {
     case GG_DT_F32:
+    case GG_DT_I32:
         return 4;
     case GG_DT_F16:
     case GG_DT_BF16:

@@ -22,6 +22,12 @@ enum {
     OP_RMSNORM,
     OP_LINEAR,
     OP_SOFTMAX,
+    OP_EMBEDDING,
+    OP_ROPE,
+    OP_CACHE_WRITE,
+    OP_ATTENTION_DECODE,
+    OP_ARGMAX,
+    OP_CAST,
     OP_COUNT
 };
 
@@ -77,6 +83,12 @@ static const op_names names[OP_COUNT] = {
     [OP_RMSNORM] = {{"x", "w"}, {"y"}},
     [OP_LINEAR] = {{"x", "w", "b"}, {"y"}},
     [OP_SOFTMAX] = {{"x"}, {"y"}},
+    [OP_EMBEDDING] = {{"ids", "table"}, {"y"}},
+    [OP_ROPE] = {{"x", "positions"}, {"y"}},
+    [OP_CACHE_WRITE] = {{"x", "positions"}, {"cache"}},
+    [OP_ATTENTION_DECODE] = {{"q", "cache_k", "cache_v", "lens"}, {"y"}},
+    [OP_ARGMAX] = {{"x"}, {"y"}},
+    [OP_CAST] = {{"x"}, {"y"}},
 };
 
 static int op_index(const gg_op_def *op);
@@ -123,7 +135,7 @@ static int check_desc(const gg_op_def *op, const char *what, const gg_tensor_des
                       char *err, size_t errlen)
 {
     if ((int)d->dtype < 0 || d->dtype >= GG_DT_COUNT)
-        return fail(err, errlen, "%s: %s has an unknown dtype (%d); expected f32, f16 or bf16",
+        return fail(err, errlen, "%s: %s has an unknown dtype (%d); expected f32, f16, bf16 or i32",
                     op->name, what, (int)d->dtype);
     if (d->ndim < 1 || d->ndim > GG_MAX_DIMS)
         return fail(err, errlen, "%s: %s must have 1 to %d dims, got %d", op->name, what,
@@ -172,10 +184,11 @@ static int check_attrs(const gg_op_def *op, const gg_op_attrs *attrs, char *err,
     return 0;
 }
 
-/* Counts, descs, one shared dtype, attribute kinds. */
-static int check_common(const gg_op_def *op, const gg_tensor_desc *in, int nin,
-                        const gg_tensor_desc *out, int nout, const gg_op_attrs *attrs,
-                        char *err, size_t errlen)
+/* Counts, descs, attribute kinds; with `dtypes`, one shared floating dtype
+ * (every op but the decode-step ops, which state their own). */
+static int check_common_dt(const gg_op_def *op, const gg_tensor_desc *in, int nin,
+                           const gg_tensor_desc *out, int nout, const gg_op_attrs *attrs,
+                           int dtypes, char *err, size_t errlen)
 {
     if (op_index(op) < 0)
         return fail(err, errlen, "unknown op");
@@ -209,7 +222,11 @@ static int check_common(const gg_op_def *op, const gg_tensor_desc *in, int nin,
             return rc;
     }
     gg_dtype dt = in[0].dtype;
-    for (int i = 1; i < nin + nout; i++) {
+    if (dtypes && !gg_dtype_is_float(dt))
+        return fail(err, errlen, "%s: %s is %s; this op takes f32, f16 or bf16 (i32 is for "
+                    "embedding ids, rope and cache_write positions, attention_decode lens and "
+                    "argmax's output)", op->name, nm->in[0], gg_dtype_name(dt));
+    for (int i = 1; i < nin + nout && dtypes; i++) {
         const gg_tensor_desc *d = i < nin ? &in[i] : &out[i - nin];
         const char *what = i < nin ? nm->in[i] : nm->out[i - nin];
         if (d->dtype != dt)
@@ -218,6 +235,13 @@ static int check_common(const gg_op_def *op, const gg_tensor_desc *in, int nin,
                         op->name, what, gg_dtype_name(d->dtype), nm->in[0], gg_dtype_name(dt));
     }
     return check_attrs(op, attrs, err, errlen);
+}
+
+static int check_common(const gg_op_def *op, const gg_tensor_desc *in, int nin,
+                        const gg_tensor_desc *out, int nout, const gg_op_attrs *attrs,
+                        char *err, size_t errlen)
+{
+    return check_common_dt(op, in, nin, out, nout, attrs, 1, err, errlen);
 }
 
 static int check_out(const gg_op_def *op, const gg_tensor_desc *out, const gg_tensor_desc *want,
@@ -334,7 +358,173 @@ static int check_linear(const gg_op_def *op, const gg_tensor_desc *in, int nin,
     return check_out(op, &out[0], &want, "the leading dims of x, then dim 0 of w", err, errlen);
 }
 
+
+/* ---- decode-step ops -------------------------------------------------------- */
+
+#define COMMON_NODT()                                                                 \
+    do {                                                                              \
+        int rc_ = check_common_dt(op, in, nin, out, nout, attrs, 0, err, errlen);      \
+        if (rc_)                                                                      \
+            return rc_;                                                               \
+    } while (0)
+
+static int want_dtype(const gg_op_def *op, const char *what, const gg_tensor_desc *d, int isfloat,
+                      char *err, size_t errlen)
+{
+    if (isfloat ? gg_dtype_is_float(d->dtype) : d->dtype == GG_DT_I32)
+        return 0;
+    return fail(err, errlen, "%s: %s must be %s, got %s", op->name, what,
+                isfloat ? "f32, f16 or bf16" : "i32", gg_dtype_name(d->dtype));
+}
+
+static int same_dtype(const gg_op_def *op, const char *what, const gg_tensor_desc *d,
+                      const char *ref, gg_dtype dt, char *err, size_t errlen)
+{
+    if (d->dtype == dt)
+        return 0;
+    return fail(err, errlen, "%s: %s is %s but %s is %s; they share one dtype", op->name, what,
+                gg_dtype_name(d->dtype), ref, gg_dtype_name(dt));
+}
+
+static int want_ndim(const gg_op_def *op, const char *what, const gg_tensor_desc *d, int nd,
+                     const char *layout, char *err, size_t errlen)
+{
+    if (d->ndim == nd)
+        return 0;
+    shape_buf sb;
+    return fail(err, errlen, "%s: %s must be %d-D %s, got %s", op->name, what, nd, layout,
+                shape_str(d, &sb));
+}
+
+/* A per-row i32 vector [B] for x's B rows. */
+static int want_rows_i32(const gg_op_def *op, const char *what, const gg_tensor_desc *d,
+                         int64_t rows, char *err, size_t errlen)
+{
+    int rc = want_dtype(op, what, d, 0, err, errlen);
+    if (rc)
+        return rc;
+    return check_vec(op, what, d, rows, "one per row of dim 0", err, errlen);
+}
+
+static int check_embedding(const gg_op_def *op, const gg_tensor_desc *in, int nin,
+                           const gg_tensor_desc *out, int nout, const gg_op_attrs *attrs,
+                           char *err, size_t errlen)
+{
+    COMMON_NODT();
+    int rc;
+    if ((rc = want_dtype(op, "ids", &in[0], 0, err, errlen)) ||
+        (rc = want_ndim(op, "ids", &in[0], 1, "[B]", err, errlen)) ||
+        (rc = want_dtype(op, "table", &in[1], 1, err, errlen)) ||
+        (rc = want_ndim(op, "table", &in[1], 2, "[V, D]", err, errlen)) ||
+        (rc = same_dtype(op, "y", &out[0], "table", in[1].dtype, err, errlen)))
+        return rc;
+    gg_tensor_desc want = {.dtype = in[1].dtype, .ndim = 2, .dims = {in[0].dims[0], in[1].dims[1]}};
+    return check_out(op, &out[0], &want, "[B, D]: dim 0 of ids, dim 1 of table", err, errlen);
+}
+
+static int check_rope(const gg_op_def *op, const gg_tensor_desc *in, int nin,
+                      const gg_tensor_desc *out, int nout, const gg_op_attrs *attrs, char *err,
+                      size_t errlen)
+{
+    COMMON_NODT();
+    int rc;
+    if ((rc = want_dtype(op, "x", &in[0], 1, err, errlen)) ||
+        (rc = want_ndim(op, "x", &in[0], 3, "[B, H, Dh]", err, errlen)) ||
+        (rc = want_rows_i32(op, "positions", &in[1], in[0].dims[0], err, errlen)) ||
+        (rc = same_dtype(op, "y", &out[0], "x", in[0].dtype, err, errlen)))
+        return rc;
+    const double theta = attr_val(op, attrs, 0), rd = attr_val(op, attrs, 2);
+    const int64_t dh = in[0].dims[2];
+    if (!(theta > 0))
+        return fail(err, errlen, "%s: theta must be > 0, got %g", op->name, theta);
+    if (rd != floor(rd) || rd < 0 || rd > (double)dh || ((int64_t)rd & 1) ||
+        (rd == 0 && (dh & 1)))
+        return fail(err, errlen, "%s: rotary_dim must be an even integer from 2 to Dh = %lld "
+                    "(0 or omitted: Dh), got %g", op->name, (long long)dh, rd);
+    return check_out(op, &out[0], &in[0], "the shape of x", err, errlen);
+}
+
+static int check_cache_write(const gg_op_def *op, const gg_tensor_desc *in, int nin,
+                             const gg_tensor_desc *out, int nout, const gg_op_attrs *attrs,
+                             char *err, size_t errlen)
+{
+    COMMON_NODT();
+    int rc;
+    const gg_tensor_desc *x = &in[0], *c = &out[0];
+    if ((rc = want_dtype(op, "x", x, 1, err, errlen)) ||
+        (rc = want_ndim(op, "x", x, 3, "[B, Hkv, Dh]", err, errlen)) ||
+        (rc = want_rows_i32(op, "positions", &in[1], x->dims[0], err, errlen)) ||
+        (rc = same_dtype(op, "cache", c, "x", x->dtype, err, errlen)) ||
+        (rc = want_ndim(op, "cache", c, 4, "[B, S, Hkv, Dh]", err, errlen)))
+        return rc;
+    gg_tensor_desc want = {.dtype = x->dtype, .ndim = 4,
+                           .dims = {x->dims[0], c->dims[1], x->dims[1], x->dims[2]}};
+    return check_out(op, c, &want, "[B, S, Hkv, Dh] with B, Hkv, Dh of x", err, errlen);
+}
+
+static int check_attention(const gg_op_def *op, const gg_tensor_desc *in, int nin,
+                           const gg_tensor_desc *out, int nout, const gg_op_attrs *attrs,
+                           char *err, size_t errlen)
+{
+    COMMON_NODT();
+    int rc;
+    const gg_tensor_desc *q = &in[0], *k = &in[1], *v = &in[2];
+    if ((rc = want_dtype(op, "q", q, 1, err, errlen)) ||
+        (rc = want_ndim(op, "q", q, 3, "[B, Hq, Dh]", err, errlen)) ||
+        (rc = same_dtype(op, "cache_k", k, "q", q->dtype, err, errlen)) ||
+        (rc = same_dtype(op, "cache_v", v, "q", q->dtype, err, errlen)) ||
+        (rc = same_dtype(op, "y", &out[0], "q", q->dtype, err, errlen)) ||
+        (rc = want_ndim(op, "cache_k", k, 4, "[B, S, Hkv, Dh]", err, errlen)) ||
+        (rc = want_rows_i32(op, "lens", &in[3], q->dims[0], err, errlen)))
+        return rc;
+    if (k->dims[0] != q->dims[0] || k->dims[3] != q->dims[2] || q->dims[1] % k->dims[2] != 0) {
+        shape_buf a, b;
+        return fail(err, errlen, "%s: cache_k must be [B, S, Hkv, Dh] with B and Dh of q %s and "
+                    "Hq a multiple of Hkv, got %s", op->name, shape_str(q, &a), shape_str(k, &b));
+    }
+    if (!same_shape(v, k)) {
+        shape_buf a, b;
+        return fail(err, errlen, "%s: cache_v must have the shape of cache_k %s, got %s",
+                    op->name, shape_str(k, &a), shape_str(v, &b));
+    }
+    return check_out(op, &out[0], q, "the shape of q", err, errlen);
+}
+
+static int check_argmax(const gg_op_def *op, const gg_tensor_desc *in, int nin,
+                        const gg_tensor_desc *out, int nout, const gg_op_attrs *attrs, char *err,
+                        size_t errlen)
+{
+    COMMON_NODT();
+    int rc;
+    if ((rc = want_dtype(op, "x", &in[0], 1, err, errlen)) ||
+        (rc = want_dtype(op, "y", &out[0], 0, err, errlen)))
+        return rc;
+    if (in[0].ndim < 2) {
+        shape_buf sb;
+        return fail(err, errlen, "%s: x must have 2 to 4 dims [..., V], got %s", op->name,
+                    shape_str(&in[0], &sb));
+    }
+    gg_tensor_desc want = in[0];
+    want.dtype = GG_DT_I32;
+    want.ndim--;
+    return check_out(op, &out[0], &want, "the leading dims of x", err, errlen);
+}
+
+static int check_cast(const gg_op_def *op, const gg_tensor_desc *in, int nin,
+                      const gg_tensor_desc *out, int nout, const gg_op_attrs *attrs, char *err,
+                      size_t errlen)
+{
+    COMMON_NODT();
+    int rc;
+    if ((rc = want_dtype(op, "x", &in[0], 1, err, errlen)) ||
+        (rc = want_dtype(op, "y", &out[0], 1, err, errlen)))
+        return rc;
+    return check_out(op, &out[0], &in[0], "the shape of x", err, errlen);
+}
+
 /* ---- the table ---------------------------------------------------------- */
+
+static const char *const rope_styles[] = {"neox", "gptj", NULL};
 
 static const char *const gelu_choices[] = {"none", "tanh", NULL};
 
@@ -369,6 +559,26 @@ static const gg_op_def table[OP_COUNT] = {
     [OP_LINEAR] = {.name = "linear", .id = OP_LINEAR, .nin_min = 2, .nin_max = 3, .nout = 1,
                    .check = check_linear, .cpu = gg_cpu_linear},
     UNARY(OP_SOFTMAX, "softmax", gg_cpu_softmax),
+    [OP_EMBEDDING] = {.name = "embedding", .id = OP_EMBEDDING, .nin_min = 2, .nin_max = 2,
+                      .nout = 1, .check = check_embedding, .cpu = gg_cpu_embedding},
+    [OP_ROPE] = {.name = "rope", .id = OP_ROPE, .nin_min = 2, .nin_max = 2, .nout = 1,
+                 .nattrs = 3,
+                 .attrs = {{.name = "theta", .kind = GG_ATTR_FLOAT, .def = 10000.0},
+                           {.name = "style", .kind = GG_ATTR_CHOICE, .def = 0,
+                            .choices = rope_styles},
+                           {.name = "rotary_dim", .kind = GG_ATTR_FLOAT, .def = 0}},
+                 .check = check_rope, .cpu = gg_cpu_rope},
+    [OP_CACHE_WRITE] = {.name = "cache_write", .id = OP_CACHE_WRITE, .nin_min = 2, .nin_max = 2,
+                        .nout = 1, .check = check_cache_write, .cpu = gg_cpu_cache_write,
+                        .wants_batch = 1},
+    [OP_ATTENTION_DECODE] = {.name = "attention_decode", .id = OP_ATTENTION_DECODE,
+                             .nin_min = 4, .nin_max = 4, .nout = 1, .nattrs = 1,
+                             .attrs = {{.name = "scale", .kind = GG_ATTR_FLOAT, .def = 0}},
+                             .check = check_attention, .cpu = gg_cpu_attention_decode},
+    [OP_ARGMAX] = {.name = "argmax", .id = OP_ARGMAX, .nin_min = 1, .nin_max = 1, .nout = 1,
+                   .check = check_argmax, .cpu = gg_cpu_argmax},
+    [OP_CAST] = {.name = "cast", .id = OP_CAST, .nin_min = 1, .nin_max = 1, .nout = 1,
+                 .check = check_cast, .cpu = gg_cpu_cast},
 };
 
 /* The op's table slot, or -1 for something that is not one of ours. */

@@ -262,7 +262,9 @@ void test_ops_table(void)
            "dtype sizes, numel, bytes");
 
     static const char *const want[] = {"copy", "add", "mul", "scale", "gelu", "silu",
-                                       "silu_mul", "layernorm", "rmsnorm", "linear", "softmax"};
+                                       "silu_mul", "layernorm", "rmsnorm", "linear", "softmax",
+                                       "embedding", "rope", "cache_write",
+                                       "attention_decode", "argmax", "cast"};
     int n = (int)(sizeof want / sizeof want[0]), ok = gg_ops_count() == n;
     for (int i = 0; i < n; i++) {
         const gg_op_def *op = gg_ops_find(want[i]);

@@ -165,6 +165,12 @@ void gg_exec_run(gg_core *core, gg_job *j);
  * GG_HIT_LAUNCHED when the work is on the stream. */
 enum { GG_HIT_NOT_RUN = 0, GG_HIT_LAUNCHED, GG_HIT_FAILED };
 int gg_exec_run_hit(gg_core *core, gg_job *j, gg_dev_stream *s);
+/* Before a launch at `rows` with scratch at base (graph or eager): enqueue on
+ * s the store of the request's real batch into the program's batch word, so
+ * that padding rows have no side effects (nothing when the program has no
+ * node that reads it).  0 or the device's error. */
+int gg_exec_write_batch(gg_core *core, gg_dev_stream *s, const gg_program *p, int rows,
+                        uint8_t *scratch, int batch);
 /* Worker: j's work is on the stream (takes the core lock). */
 void gg_exec_job_enqueued(gg_job *j);
 void gg_exec_job_await(gg_job *j, bool want);

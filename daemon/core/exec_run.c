@@ -23,6 +23,15 @@ static int exec_fault(const gg_core *core, unsigned step, gg_job_result *r, cons
     return -EIO;
 }
 
+int gg_exec_write_batch(gg_core *core, gg_dev_stream *s, const gg_program *p, int rows,
+                        uint8_t *scratch, int batch)
+{
+    int32_t *w = gg_program_batch_word(p, rows, scratch);
+    if (!w)
+        return 0;
+    return core->dev->ops->stream_write_u32(core->dev, s, w, (uint32_t)batch);
+}
+
 static int exec_launch_nodes(gg_core *core, gg_dev_stream *s, const gg_program *p,
                              const gg_branch *br, int rows, uint8_t *scratch, char *why,
                              size_t whylen)
@@ -31,8 +40,8 @@ static int exec_launch_nodes(gg_core *core, gg_dev_stream *s, const gg_program *
     for (int i = 0; i < br->nnodes; i++) {
         const gg_pnode *n = &br->nodes[i];
         gg_tensor in[GG_MAX_OPERANDS], out[GG_MAX_OPERANDS];
-        gg_program_bind(p, n, rows, scratch, in, out);
-        int rc = dev->ops->op_launch(dev, s, n->op, in, n->nin, out, n->nout, &n->attrs);
+        int nin = gg_program_bind(p, n, rows, scratch, in, out);
+        int rc = dev->ops->op_launch(dev, s, n->op, in, nin, out, n->nout, &n->attrs);
         if (rc < 0) {
             snprintf(why, whylen, "node %d (%s): %s", i, n->op->name, dev->ops->last_error(dev));
             return rc;
@@ -58,12 +67,12 @@ static int exec_warmup(gg_core *core, gg_job *j, gg_cache_entry *e, gg_dev_strea
             continue;
         gg_tensor in[GG_MAX_OPERANDS], out[GG_MAX_OPERANDS];
         void *tmp[GG_MAX_OPERANDS] = {NULL};
-        gg_program_bind(j->prog, n, e->bucket, scratch, in, out);
+        int nin = gg_program_bind(j->prog, n, e->bucket, scratch, in, out);
         for (int o = 0; o < n->nout && rc == 0; o++)
             if ((rc = dev->ops->scratch_alloc(dev, gg_desc_bytes(&out[o].desc), &tmp[o])) == 0)
                 out[o].data = tmp[o];
         if (rc == 0)
-            rc = dev->ops->op_launch(dev, s, n->op, in, n->nin, out, n->nout, &n->attrs);
+            rc = dev->ops->op_launch(dev, s, n->op, in, nin, out, n->nout, &n->attrs);
         if (rc == 0)
             rc = dev->ops->stream_sync(dev, s);
         for (int o = 0; o < n->nout; o++)
@@ -215,6 +224,8 @@ static int exec_validate(gg_core *core, gg_job *j, gg_cache_entry *e, gg_dev_str
         rc = dev->ops->memcpy_d2h(dev, snap + off, ptr, b);
         off += b;
     }
+    if (rc == 0)
+        rc = gg_exec_write_batch(core, s, p, j->rows, r->scratch, j->batch);
     if (rc == 0)
         rc = dev->ops->graph_launch(dev, r->exec, s);
     if (rc == 0)
@@ -404,7 +415,9 @@ void gg_exec_run(gg_core *core, gg_job *j)
             r->failed = true;
         } else {
             j->t_start_us = gg_now_us();   /* device time excludes the capture */
-            rc = dev->ops->graph_launch(dev, r->exec, s);
+            rc = gg_exec_write_batch(core, s, j->prog, j->rows, r->scratch, j->batch);
+            if (rc == 0)
+                rc = dev->ops->graph_launch(dev, r->exec, s);
             /* A lost device ends the daemon; a fault in a client's own
              * memory fails this request only: the graph itself is sound. */
             if (rc == -ENODEV || rc == -EFAULT) {
@@ -439,6 +452,8 @@ void gg_exec_run(gg_core *core, gg_job *j)
         }
         j->t_start_us = gg_now_us();   /* device time excludes capture and allocation */
         if (rc == 0)
+            rc = gg_exec_write_batch(core, s, j->prog, j->rows, scratch, j->batch);
+        if (rc == 0)
             rc = exec_launch_nodes(core, s, j->prog, br, j->rows, scratch, why, sizeof(why));
         if (rc < 0) {
             j->rc = rc;
@@ -462,6 +477,8 @@ int gg_exec_run_hit(gg_core *core, gg_job *j, gg_dev_stream *s)
     if (j->wait_ev && dev->ops->stream_wait_event(dev, s, j->wait_ev->dev) < 0)
         return GG_HIT_NOT_RUN;
     j->t_start_us = gg_now_us();
+    if (gg_exec_write_batch(core, s, j->prog, j->rows, j->results[0].scratch, j->batch) < 0)
+        return GG_HIT_NOT_RUN;
     rc = dev->ops->graph_launch(dev, j->results[0].exec, s);
     if (rc == -ENODEV || rc == -EFAULT) {
         /* as gg_exec_run: the graph may have run in part */

@@ -99,12 +99,14 @@ static size_t prog_align(size_t n)
     return (n + PROG_ALIGN - 1) & ~(size_t)(PROG_ALIGN - 1);
 }
 
-/* Scratch tensors sit one after another, each aligned, in tensor order. */
+/* Scratch tensors sit one after another, each aligned, in tensor order (a
+ * view takes no room of its own); the batch word, when there is one, after
+ * them all. */
 static size_t prog_scratch_offset(const gg_program *p, int upto, int rows)
 {
     size_t off = 0;
     for (int i = 0; i < upto; i++)
-        if (!p->tensors[i].buf) {
+        if (!p->tensors[i].buf && p->tensors[i].view_of < 0) {
             gg_tensor_desc d = prog_desc_at(&p->tensors[i], rows);
             off += prog_align(gg_desc_bytes(&d));
         }
@@ -113,7 +115,19 @@ static size_t prog_scratch_offset(const gg_program *p, int upto, int rows)
 
 size_t gg_program_scratch_bytes(const gg_program *p, int rows)
 {
-    return prog_scratch_offset(p, p->ntensors, rows);
+    return prog_scratch_offset(p, p->ntensors, rows) + (p->batch_word ? PROG_ALIGN : 0);
+}
+
+int32_t *gg_program_batch_word(const gg_program *p, int rows, uint8_t *scratch)
+{
+    if (!p->batch_word || !scratch)
+        return NULL;
+    return (int32_t *)(scratch + prog_scratch_offset(p, p->ntensors, rows));
+}
+
+static int prog_root(const gg_program *p, int t)
+{
+    return p->tensors[t].view_of >= 0 ? p->tensors[t].view_of : t;
 }
 
 static void prog_bind_one(const gg_program *p, int t, int rows, uint8_t *scratch, gg_tensor *out)
@@ -121,16 +135,21 @@ static void prog_bind_one(const gg_program *p, int t, int rows, uint8_t *scratch
     const gg_ptensor *pt = &p->tensors[t];
     out->desc = prog_desc_at(pt, rows);
     out->data = pt->buf ? pt->buf->ptr + pt->offset
-                        : scratch + prog_scratch_offset(p, t, rows);
+                        : scratch + prog_scratch_offset(p, prog_root(p, t), rows);
 }
 
-void gg_program_bind(const gg_program *p, const gg_pnode *n, int rows, uint8_t *scratch,
-                     gg_tensor *in, gg_tensor *out)
+int gg_program_bind(const gg_program *p, const gg_pnode *n, int rows, uint8_t *scratch,
+                    gg_tensor *in, gg_tensor *out)
 {
     for (int i = 0; i < n->nin; i++)
         prog_bind_one(p, n->in[i], rows, scratch, &in[i]);
     for (int i = 0; i < n->nout; i++)
         prog_bind_one(p, n->out[i], rows, scratch, &out[i]);
+    if (!n->op->wants_batch || n->nin >= GG_MAX_OPERANDS)
+        return n->nin;
+    in[n->nin].data = gg_program_batch_word(p, rows, scratch);
+    in[n->nin].desc = (gg_tensor_desc){.dtype = GG_DT_I32, .ndim = 1, .dims = {1}};
+    return in[n->nin].data ? n->nin + 1 : n->nin;
 }
 
 /* ---- parsing ---------------------------------------------------------- */
@@ -148,23 +167,34 @@ static int prog_name(const msgpack_object *o, char *dst, size_t cap, const char 
     return 0;
 }
 
+/* base: NULL, or (for a {view: name, shape} spec) the tensor viewed, with
+ * index base_idx: same dtype, same bytes, same element count at every
+ * bucket, "batch" dim 0 in both or in neither. */
 static int prog_tensor(gg_core *core, gg_session *s, const char *name,
-                       const msgpack_object *spec, gg_ptensor *t, proto_errbuf *e)
+                       const msgpack_object *spec, gg_ptensor *t, const gg_ptensor *base,
+                       int base_idx, proto_errbuf *e)
 {
     int rc;
     if (spec->type != MSGPACK_OBJECT_MAP)
-        return proto_fail(e, -EINVAL, "tensor '%s' must be a map {buffer, offset, dtype, shape} "
-                          "or {scratch: true, dtype, shape}", name);
+        return proto_fail(e, -EINVAL, "tensor '%s' must be a map {buffer, offset, dtype, shape}, "
+                          "{scratch: true, dtype, shape} or {view: name, shape}", name);
     snprintf(t->name, sizeof(t->name), "%s", name);
+    t->view_of = -1;
     const char *dt;
     size_t dtlen;
     char sub[160] = "";
     proto_errbuf se = {sub, sizeof(sub)};
-    if ((rc = proto_get_str(spec, "dtype", true, &dt, &dtlen, &se)) < 0)
+    if ((rc = proto_get_str(spec, "dtype", base == NULL, &dt, &dtlen, &se)) < 0 &&
+        (base == NULL || rc != -ENOENT))
         return proto_fail(e, rc, "tensor '%s': %s", name, sub);
-    if (gg_dtype_parse(dt, dtlen, &t->desc.dtype) < 0)
-        return proto_fail(e, -EINVAL, "tensor '%s': dtype '%.*s' is not one of f32, f16, bf16",
+    if (rc == -ENOENT)
+        t->desc.dtype = base->desc.dtype;
+    else if (gg_dtype_parse(dt, dtlen, &t->desc.dtype) < 0)
+        return proto_fail(e, -EINVAL, "tensor '%s': dtype '%.*s' is not one of f32, f16, bf16, i32",
                           name, (int)(dtlen > 16 ? 16 : dtlen), dt);
+    if (base && t->desc.dtype != base->desc.dtype)
+        return proto_fail(e, -EINVAL, "tensor '%s': a view has the dtype of the tensor it views "
+                          "('%s' is %s)", name, base->name, gg_dtype_name(base->desc.dtype));
     const msgpack_object *shape;
     if ((rc = proto_get_array(spec, "shape", true, &shape, &se)) < 0)
         return proto_fail(e, rc, "tensor '%s': %s", name, sub);
@@ -199,6 +229,22 @@ static int prog_tensor(gg_core *core, gg_session *s, const char *name,
         if (__builtin_mul_overflow(bytes, d, &bytes) || bytes > GG_MAX_TENSOR_BYTES)
             return proto_fail(e, -EINVAL, "tensor '%s' is too large: at most %llu bytes at batch %d",
                               name, (unsigned long long)GG_MAX_TENSOR_BYTES, GG_MAX_BATCH);
+    }
+    if (base) {
+        gg_tensor_desc d1 = prog_desc_at(t, 1), b1 = prog_desc_at(base, 1);
+        if (proto_map_get(spec, "buffer") || proto_map_get(spec, "offset") ||
+            proto_map_get(spec, "scratch"))
+            return proto_fail(e, -EINVAL, "tensor '%s': a view takes only view, shape and "
+                              "dtype; it lies where '%s' does", name, base->name);
+        if ((t->batch_dim >= 0) != (base->batch_dim >= 0) ||
+            gg_desc_numel(&d1) != gg_desc_numel(&b1))
+            return proto_fail(e, -EINVAL, "tensor '%s': a view must have the element count of "
+                              "'%s' at every bucket (the same count per batch row, and \"batch\" "
+                              "as dim 0 in both or in neither)", name, base->name);
+        t->buf = base->buf;
+        t->offset = base->offset;
+        t->view_of = base->view_of >= 0 ? base->view_of : base_idx;
+        return 0;
     }
     bool scratch = false;
     rc = proto_get_bool(spec, "scratch", false, &scratch, &se);
@@ -346,7 +392,7 @@ static int prog_attrs(const gg_op_def *op, const msgpack_object *attrs, gg_op_at
 static bool prog_elementwise(const gg_op_def *op)
 {
     static const char *const names[] = {"copy", "add", "mul", "scale", "gelu", "silu",
-                                        "silu_mul", NULL};
+                                        "silu_mul", "rope", NULL};
     for (int i = 0; names[i]; i++)
         if (strcmp(op->name, names[i]) == 0)
             return true;
@@ -358,6 +404,8 @@ static int prog_overlap(const gg_program *p, int a, int b, int rows)
     const gg_ptensor *ta = &p->tensors[a], *tb = &p->tensors[b];
     if (a == b)
         return 2;
+    if (!ta->buf && !tb->buf)   /* scratch: apart, or views of one tensor (same bytes) */
+        return prog_root(p, a) == prog_root(p, b) ? 2 : 0;
     if (!ta->buf || ta->buf != tb->buf)
         return 0;
     gg_tensor_desc da = prog_desc_at(ta, rows), db = prog_desc_at(tb, rows);
@@ -498,7 +546,7 @@ static int prog_nodes(gg_program *p, const msgpack_object *arr, gg_branch *br, i
         if ((rc = prog_attrs(n->op, proto_map_get(no, "attrs"), &n->attrs, ni, e)) < 0)
             break;
         for (int i = 0; i < n->nin && rc == 0; i++)
-            if (!p->tensors[n->in[i]].buf && !written[n->in[i]])
+            if (!p->tensors[n->in[i]].buf && !written[prog_root(p, n->in[i])])
                 rc = proto_fail(e, -EINVAL, "node %d (%s): scratch tensor '%s' is read before "
                                 "any node writes it", ni, opname, p->tensors[n->in[i]].name);
         if (rc < 0 || (rc = prog_node_overlaps(p, n, ni, e)) < 0)
@@ -511,7 +559,9 @@ static int prog_nodes(gg_program *p, const msgpack_object *arr, gg_branch *br, i
                                 p->buckets[b], why);
         }
         for (int o = 0; o < n->nout; o++)
-            written[n->out[o]] = true;
+            written[prog_root(p, n->out[o])] = true;
+        if (n->op->wants_batch)
+            p->batch_word = true;
     }
     free(written);
     return rc;
@@ -562,6 +612,7 @@ static int prog_signature(gg_program *p)
         SIG_PUT(&sb, scratch);
         SIG_PUT(&sb, t->desc);
         SIG_PUT(&sb, t->batch_dim);
+        SIG_PUT(&sb, t->view_of);
     }
     SIG_PUT(&sb, p->nbranches);
     for (int b = 0; b < p->nbranches; b++) {
@@ -644,36 +695,81 @@ int gg_program_define(gg_core *core, gg_session *s, const msgpack_object *params
     }
     int top = p->buckets[p->nbuckets - 1];
     p->max_batch = GG_MAX_BATCH;
-    for (uint32_t i = 0; i < tensors->via.map.size; i++) {
-        char name[64];
-        const msgpack_object_kv *kv = &tensors->via.map.ptr[i];
-        if ((rc = prog_name(&kv->key, name, sizeof(name), "a tensor name", e)) < 0)
-            goto fail;
-        if (prog_find_tensor(p, &kv->key) >= 0) {
-            rc = proto_fail(e, -EINVAL, "tensor '%s' is defined twice", name);
-            goto fail;
-        }
-        gg_ptensor *t = &p->tensors[p->ntensors];
-        if ((rc = prog_tensor(core, s, name, &kv->val, t, e)) < 0)
-            goto fail;
-        p->ntensors++;
-        if (t->buf) {
-            t->buf->users++;
-            int64_t rows = prog_tensor_rows(t);
-            gg_tensor_desc d1 = prog_desc_at(t, t->batch_dim >= 0 ? top : 1);
-            if (rows < 0 || rows < top) {
-                rc = proto_fail(e, -ERANGE, "tensor '%s' does not fit in buffer %llu: it needs "
-                                "%zu bytes from offset %llu at batch %d, the buffer has %llu; "
-                                "register a larger buffer or pass smaller buckets", name,
-                                (unsigned long long)t->buf->id, gg_desc_bytes(&d1),
-                                (unsigned long long)t->offset, top,
-                                (unsigned long long)t->buf->size);
-                goto fail;
+    /* Tensors first, then views (of tensors or of views already placed), in
+     * as many rounds as the chains of views need. */
+    uint32_t ntens = tensors->via.map.size;
+    bool *done = calloc(ntens, sizeof(bool));
+    if (!done) {
+        rc = proto_fail(e, -ENOMEM, "out of memory");
+        goto fail;
+    }
+    for (int round = 0; p->ntensors < (int)ntens; round++) {
+        int before = p->ntensors;
+        for (uint32_t i = 0; i < ntens; i++) {
+            char name[64];
+            const msgpack_object_kv *kv = &tensors->via.map.ptr[i];
+            if (done[i])
+                continue;
+            const msgpack_object *vw = kv->val.type == MSGPACK_OBJECT_MAP
+                                           ? proto_map_get(&kv->val, "view") : NULL;
+            int bidx = -1;
+            if (vw) {
+                if (round == 0)
+                    continue;
+                bidx = prog_find_tensor(p, vw);
+                if (bidx < 0)
+                    continue;   /* a later round, or never: said below */
             }
-            if (rows < p->max_batch)
-                p->max_batch = (int)rows;
+            if ((rc = prog_name(&kv->key, name, sizeof(name), "a tensor name", e)) < 0)
+                break;
+            if (prog_find_tensor(p, &kv->key) >= 0) {
+                rc = proto_fail(e, -EINVAL, "tensor '%s' is defined twice", name);
+                break;
+            }
+            gg_ptensor *t = &p->tensors[p->ntensors];
+            if ((rc = prog_tensor(core, s, name, &kv->val, t, bidx >= 0 ? &p->tensors[bidx] : NULL,
+                                  bidx, e)) < 0)
+                break;
+            done[i] = true;
+            p->ntensors++;
+            if (t->buf) {
+                t->buf->users++;
+                int64_t rows = prog_tensor_rows(t);
+                gg_tensor_desc d1 = prog_desc_at(t, t->batch_dim >= 0 ? top : 1);
+                if (rows < 0 || rows < top) {
+                    rc = proto_fail(e, -ERANGE, "tensor '%s' does not fit in buffer %llu: it needs "
+                                    "%zu bytes from offset %llu at batch %d, the buffer has %llu; "
+                                    "register a larger buffer or pass smaller buckets", name,
+                                    (unsigned long long)t->buf->id, gg_desc_bytes(&d1),
+                                    (unsigned long long)t->offset, top,
+                                    (unsigned long long)t->buf->size);
+                    break;
+                }
+                if (rows < p->max_batch)
+                    p->max_batch = (int)rows;
+            }
+        }
+        if (rc < 0)
+            break;
+        if (round > 0 && p->ntensors == before) {
+            for (uint32_t i = 0; i < ntens; i++)
+                if (!done[i]) {
+                    const msgpack_object *vw = proto_map_get(&tensors->via.map.ptr[i].val, "view");
+                    char name[64] = "?";
+                    prog_name(&tensors->via.map.ptr[i].key, name, sizeof(name), "a tensor name", e);
+                    rc = proto_fail(e, -EINVAL, "tensor '%s': view of '%.*s', which is not a "
+                                    "tensor of this program (or the views form a cycle)", name,
+                                    vw && vw->type == MSGPACK_OBJECT_STR
+                                        ? (int)(vw->via.str.size > 64 ? 64 : vw->via.str.size) : 0,
+                                    vw && vw->type == MSGPACK_OBJECT_STR ? vw->via.str.ptr : "");
+                    break;
+                }
+            break;
         }
     }
+    free(done);
+    if (rc < 0)
+        goto fail;
 
     p->max_batch = prog_layout_rows(p, p->max_batch);
 
@@ -757,6 +853,12 @@ int gg_program_rebind(gg_core *core, gg_program *p, const msgpack_object *tensor
                             "rebound", nt[t].name);
             break;
         }
+        if (nt[t].view_of >= 0) {
+            rc = proto_fail(e, -EINVAL, "tensor '%s' is a view of '%s': rebind '%s' and its "
+                            "views follow", nt[t].name, nt[nt[t].view_of].name,
+                            nt[nt[t].view_of].name);
+            break;
+        }
         char sub[160] = "";
         proto_errbuf se = {sub, sizeof(sub)};
         uint64_t bid, off = 0;
@@ -777,6 +879,11 @@ int gg_program_rebind(gg_core *core, gg_program *p, const msgpack_object *tensor
                             "for batch %d (or the offset is not element-aligned)", nt[t].name,
                             (unsigned long long)bid, (unsigned long long)off, top);
     }
+    for (int t = 0; t < p->ntensors; t++)
+        if (nt[t].view_of >= 0) {
+            nt[t].buf = nt[nt[t].view_of].buf;
+            nt[t].offset = nt[nt[t].view_of].offset;
+        }
     gg_ptensor *old = p->tensors;
     p->tensors = nt;
     for (int b = 0; b < p->nbranches && rc == 0; b++)

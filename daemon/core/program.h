@@ -23,6 +23,8 @@ typedef struct {
     uint64_t offset;         /* into buf */
     gg_tensor_desc desc;     /* the batch dim holds 1 here */
     int batch_dim;           /* -1: none */
+    int view_of;             /* -1, or the tensor (never itself a view) whose bytes this
+                              * one reads under another shape: buf/offset are its */
 } gg_ptensor;
 
 typedef struct {
@@ -58,6 +60,8 @@ typedef struct gg_program {
     uint8_t *sig;                       /* structure, without buffers (parking) */
     size_t siglen;
     int warm;                           /* graphs adopted at define */
+    bool batch_word;                    /* a node reads the real batch (op->wants_batch):
+                                         * an i32 at the end of each run's scratch */
     bool released;
 } gg_program;
 
@@ -84,7 +88,13 @@ int gg_program_bucket_index(const gg_program *p, int batch);
 /* Bytes of scratch a run at `rows` needs, and the tensors bound for it:
  * in/out arrays for node n of branch b with scratch at base. */
 size_t gg_program_scratch_bytes(const gg_program *p, int rows);
-void gg_program_bind(const gg_program *p, const gg_pnode *n, int rows, uint8_t *scratch,
-                     gg_tensor *in, gg_tensor *out);
+/* Returns the number of inputs to launch with: n->nin, plus one (the batch
+ * word, i32 [1]) for an op that wants the real batch. */
+int gg_program_bind(const gg_program *p, const gg_pnode *n, int rows, uint8_t *scratch,
+                    gg_tensor *in, gg_tensor *out);
+/* The batch word of a run at `rows` with scratch at base: where the daemon
+ * stores the request's real batch before each launch (graph or eager) so
+ * that padding rows have no side effects; NULL when no node reads it. */
+int32_t *gg_program_batch_word(const gg_program *p, int rows, uint8_t *scratch);
 
 #endif

@@ -118,6 +118,12 @@ typedef struct gg_device_ops {
      * cpu: the work has already run, so a release store now. */
     int (*stream_write_u64)(gg_device *dev, gg_dev_stream *s, void *devptr, uint64_t *hostptr,
                             uint64_t value);
+    /* Enqueue on s a store of value into the 4-byte device word at devptr
+     * (scratch memory), ordered after the work before it and before the work
+     * after it: the real batch a graph's kernels read (program.h,
+     * gg_program_batch_word).  hip: hipStreamWriteValue32 (or a one-thread
+     * kernel); cpu: the stream runs on the caller's thread, a plain store. */
+    int (*stream_write_u32)(gg_device *dev, gg_dev_stream *s, void *devptr, uint32_t value);
 
     /* Call fn(arg, status) once all work enqueued on s so far has completed. */
     int (*notify)(gg_device *dev, gg_dev_stream *s, gg_done_fn fn, void *arg);

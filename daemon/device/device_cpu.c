@@ -502,6 +502,14 @@ static int cpu_stream_write_u64(gg_device *dev, gg_dev_stream *s, void *devptr, 
     return 0;
 }
 
+static int cpu_stream_write_u32(gg_device *dev, gg_dev_stream *s, void *devptr, uint32_t value)
+{
+    (void)dev;
+    (void)s;
+    memcpy(devptr, &value, sizeof value);
+    return 0;
+}
+
 static int cpu_notify(gg_device *dev, gg_dev_stream *s, gg_done_fn fn, void *arg)
 {
     (void)dev;
@@ -542,6 +550,7 @@ static const gg_device_ops cpu_ops = {
     .host_register = cpu_host_register,
     .host_unregister = cpu_host_unregister,
     .stream_write_u64 = cpu_stream_write_u64,
+    .stream_write_u32 = cpu_stream_write_u32,
     .notify = cpu_notify,
     .notify_lazy = cpu_notify,
     .last_error = cpu_last_error,

@@ -576,6 +576,18 @@ static int hip_stream_write_u64(gg_device *dev, gg_dev_stream *s, void *devptr, 
     return 0;
 }
 
+static int hip_stream_write_u32(gg_device *dev, gg_dev_stream *s, void *devptr, uint32_t value)
+{
+    int rc = hipdev_bind(dev);
+    if (rc < 0)
+        return rc;
+    if (gg_gpu_write_u32(s->s, devptr, value, NULL) < 0) {
+        snprintf(hipdev_errbuf, sizeof(hipdev_errbuf), "%s", gg_gpu_last_error());
+        return -EIO;
+    }
+    return 0;
+}
+
 static void hip_exec_destroy(gg_device *dev, gg_dev_exec *x)
 {
     if (!x)
@@ -670,6 +682,7 @@ static const gg_device_ops hip_ops = {
     .host_register = hip_host_register,
     .host_unregister = hip_host_unregister,
     .stream_write_u64 = hip_stream_write_u64,
+    .stream_write_u32 = hip_stream_write_u32,
     .notify = hipdev_notify,
     .notify_lazy = hipdev_notify_lazy,
     .last_error = hip_last_error,

@@ -247,6 +247,10 @@ static int fp_hit_launch(gg_fp_slot *sl, gg_dev_stream *st, gg_dev_exec *x)
     if (sl->wait_ev && (rc = dev->ops->stream_wait_event(dev, st, sl->wait_ev->dev)) < 0)
         return rc;
     sl->t_launch_us = gg_fp_now_us();
+    /* the real batch, for the nodes that skip padding rows (cache_write) */
+    if ((rc = gg_exec_write_batch(r->core, st, sl->prog, sl->entry->bucket, sl->entry->scratch,
+                                  (int)sl->batch)) < 0)
+        return rc;
     if ((rc = dev->ops->graph_launch(dev, x, st)) < 0)
         return rc;
     if (sl->signal_ev && (rc = dev->ops->event_record(dev, sl->signal_ev->dev, st)) < 0)
