@@ -75,6 +75,8 @@ def _targets():
     t[F.gelu] = "gelu"
     t[torch._C._nn.gelu] = "gelu"
     t[F.silu] = "silu"
+    if hasattr(torch._C._nn, "silu"):
+        t[torch._C._nn.silu] = "silu"
     for f in (F.softmax, torch.softmax, torch.nn.functional.softmax):
         t[f] = "softmax"
     for f in (operator.add, torch.add, operator.iadd):
