@@ -51,6 +51,7 @@ typedef struct gg_fp_region {
     gg_fp_slot *slots;
     uint64_t head;                 /* descriptors taken (the last seq taken) */
     unsigned spins;                /* idle spin rounds, for the yield cadence */
+    bool spinning;                 /* holds one of the module's spinner places */
     atomic_uint gpu_pending;       /* slots whose seq the device will write */
     atomic_int quit;
     pthread_t thread;
@@ -66,6 +67,11 @@ struct gg_fp_module {
     gg_fp_region *regions;         /* core lock */
     const char *completion;
     bool gpu_completion;           /* hits are completed by the device */
+    /* Ring threads spinning at once, at most max_spinners (half the CPUs
+     * this daemon may run on): past that, more spinners only take CPU from
+     * the clients they wait for, and the rest sleep until rung. */
+    atomic_uint spinners;
+    unsigned max_spinners;
 };
 
 /* ring.c */

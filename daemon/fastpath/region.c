@@ -47,7 +47,9 @@ int gg_fp_module_new(gg_core *core, uv_loop_t *loop, const gg_fp_settings *set,
     /* With one CPU to run on, a spinning ring thread only delays the client
      * it waits for: sleep at once instead. */
     cpu_set_t cpus;
-    if (m->set.spin_us && sched_getaffinity(0, sizeof(cpus), &cpus) == 0 && CPU_COUNT(&cpus) < 2) {
+    int ncpu = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 2;
+    m->max_spinners = ncpu / 2 > 0 ? (unsigned)(ncpu / 2) : 1;
+    if (m->set.spin_us && ncpu < 2) {
         gg_info("fast path: one CPU to run on, so ring threads sleep without spinning "
                 "(fastpath-spin-us %u ignored)", m->set.spin_us);
         m->set.spin_us = 0;

@@ -454,7 +454,14 @@ static void fp_idle(gg_fp_region *r, uint64_t *last, unsigned *empty_wakes)
     bool running = r->m->set.spin_us &&
                    atomic_load_explicit(&r->gpu_pending, memory_order_relaxed) &&
                    now - *last < FP_PENDING_SPIN_MAX_US;
-    if (running || now - *last < r->m->set.spin_us) {
+    bool want = running || now - *last < r->m->set.spin_us;
+    if (want && !r->spinning) {
+        if (atomic_fetch_add(&r->m->spinners, 1) < r->m->max_spinners)
+            r->spinning = true;
+        else
+            atomic_fetch_sub(&r->m->spinners, 1);
+    }
+    if (want && r->spinning) {
         /* Spin, but give the CPU away every few microseconds: where the
          * client (or another ring) needs this core, it gets it at once
          * instead of after our whole spin; on an idle core the yield
@@ -464,6 +471,10 @@ static void fp_idle(gg_fp_region *r, uint64_t *last, unsigned *empty_wakes)
         if (++r->spins % 8 == 0)
             sched_yield();
         return;
+    }
+    if (r->spinning) {
+        r->spinning = false;
+        atomic_fetch_sub(&r->m->spinners, 1);
     }
     _Atomic uint32_t *sleeping = (_Atomic uint32_t *)&h->sq_sleeping;
     _Atomic uint32_t *wake = (_Atomic uint32_t *)&h->sq_wake;
@@ -546,6 +557,10 @@ void *gg_fp_thread_main(void *arg)
         fp_take(r, sl, &d);
         last = gg_fp_now_us();
         empty_wakes = 0;
+    }
+    if (r->spinning) {
+        r->spinning = false;
+        atomic_fetch_sub(&r->m->spinners, 1);
     }
     gg_fp_region_end(r);
     return NULL;
