@@ -129,34 +129,6 @@ static inline int gg_hip_arch_name(int device, char *buf, size_t len)
     return 0;
 }
 
-/* hipStreamWriteValue32: the same through cuStreamWriteValue32. */
-typedef int (*gg_hip_cuStreamWriteValue32_fn)(void *stream, unsigned long long addr,
-                                              unsigned int value, unsigned int flags);
-
-static inline hipError_t hipStreamWriteValue32(hipStream_t stream, void *ptr, unsigned int value,
-                                               unsigned int flags)
-{
-    static gg_hip_cuStreamWriteValue32_fn call;
-    if (!call) {
-        void *fn = NULL;
-        enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-#if CUDART_VERSION >= 12050
-        cudaError_t rc = cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &fn, 12000,
-                                                          cudaEnableDefault, &q);
-#else
-        cudaError_t rc = cudaGetDriverEntryPoint("cuStreamWriteValue32", &fn, cudaEnableDefault,
-                                                 &q);
-#endif
-        if (rc != cudaSuccess)
-            return rc;
-        if (q != cudaDriverEntryPointSuccess || !fn)
-            return cudaErrorNotSupported;
-        memcpy(&call, &fn, sizeof call);
-    }
-    int r = call((void *)stream, (unsigned long long)(size_t)ptr, value, flags);
-    return r == 0 ? cudaSuccess : (cudaError_t)r;
-}
-
 /* Errors after which the context cannot be trusted again (every later call
  * fails the same way).  ROCm 5.2 names fewer of them than CUDA: a GPU memory
  * fault on ROCm surfaces as an illegal address or a launch failure. */
@@ -474,6 +446,34 @@ static inline hipError_t hipStreamWriteValue64(hipStream_t stream, void *ptr, un
                                                           cudaEnableDefault, &q);
 #else
         cudaError_t rc = cudaGetDriverEntryPoint("cuStreamWriteValue64", &fn, cudaEnableDefault,
+                                                 &q);
+#endif
+        if (rc != cudaSuccess)
+            return rc;
+        if (q != cudaDriverEntryPointSuccess || !fn)
+            return cudaErrorNotSupported;
+        memcpy(&call, &fn, sizeof call);
+    }
+    int r = call((void *)stream, (unsigned long long)(size_t)ptr, value, flags);
+    return r == 0 ? cudaSuccess : (cudaError_t)r;
+}
+
+/* hipStreamWriteValue32: the same through cuStreamWriteValue32. */
+typedef int (*gg_hip_cuStreamWriteValue32_fn)(void *stream, unsigned long long addr,
+                                              unsigned int value, unsigned int flags);
+
+static inline hipError_t hipStreamWriteValue32(hipStream_t stream, void *ptr, unsigned int value,
+                                               unsigned int flags)
+{
+    static gg_hip_cuStreamWriteValue32_fn call;
+    if (!call) {
+        void *fn = NULL;
+        enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+#if CUDART_VERSION >= 12050
+        cudaError_t rc = cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &fn, 12000,
+                                                          cudaEnableDefault, &q);
+#else
+        cudaError_t rc = cudaGetDriverEntryPoint("cuStreamWriteValue32", &fn, cudaEnableDefault,
                                                  &q);
 #endif
         if (rc != cudaSuccess)

@@ -46,6 +46,12 @@ enum {
     K_RMSNORM,
     K_LINEAR,
     K_SOFTMAX,
+    K_EMBEDDING,
+    K_ROPE,
+    K_CACHE_WRITE,
+    K_ATTENTION_DECODE,
+    K_ARGMAX,
+    K_CAST,
     K_COUNT
 };
 

@@ -138,6 +138,9 @@ static const struct {
     {"silu_mul", 2, 2, NULL},      {"layernorm", 3, 3, "eps"},
     {"rmsnorm", 2, 2, "eps"},      {"linear", 2, 3, NULL},
     {"softmax", 1, 1, NULL},
+    {"embedding", 2, 2, NULL},     {"rope", 2, 2, NULL},
+    {"cache_write", 2, 3, NULL},   {"attention_decode", 4, 4, "scale"},
+    {"argmax", 1, 1, NULL},        {"cast", 1, 1, NULL},
 };
 
 static int kind_by_name(const char *name)
@@ -224,7 +227,7 @@ extern "C" void *gg_gpu_ctx_stream(const gg_gpu_ctx *c)
 
 extern "C" int gg_gpu_op_supported(const gg_op_def *op, gg_dtype dt)
 {
-    return op && kind_by_name(op->name) >= 0 && (int)dt >= 0 && dt < GG_DT_COUNT;
+    return op && kind_by_name(op->name) >= 0 && gg_dtype_is_float(dt);
 }
 
 extern "C" int gg_gpu_op_needs_warmup(const gg_op_def *op)
@@ -695,6 +698,354 @@ static void launch_softmax(gg_gpu_ctx *c, const void *x, void *y, int64_t rows, 
         launch_softmax_v<DT, false>(c, x, y, rows, cols);
 }
 
+/* ---- decode-step ops --------------------------------------------------------------
+ * Every index read at run time (ids, positions, lens, the batch word) is
+ * bounds-checked before it addresses memory. */
+
+template <int DT>
+__global__ void k_embedding(const int32_t *ids, const typename dt<DT>::T *tab,
+                            typename dt<DT>::T *y, int64_t rows, int64_t V, int64_t D)
+{
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const int64_t id = ids[r];
+        const bool ok = id >= 0 && id < V;
+        for (int64_t i = threadIdx.x; i < D; i += blockDim.x)
+            y[r * D + i] = ok ? tab[id * D + i] : dt<DT>::st(0.0f);
+    }
+}
+
+template <int DT>
+__global__ void k_rope(const typename dt<DT>::T *x, const int32_t *pos, typename dt<DT>::T *y,
+                       int64_t rows, int H, int Dh, int rd, float theta, int gptj)
+{
+    typedef dt<DT> D;
+    const int half = rd / 2;
+    for (int64_t rh = blockIdx.x; rh < rows * H; rh += gridDim.x) {
+        const float p = (float)pos[rh / H];
+        const int64_t base = rh * Dh;
+        for (int i = threadIdx.x; i < half; i += blockDim.x) {
+            const float inv = 1.0f / powf(theta, (float)(2 * i) / (float)rd);
+            const float ang = p * inv;
+            const float c = cosf(ang), s = sinf(ang);
+            const int64_t i0 = base + (gptj ? 2 * i : i), i1 = base + (gptj ? 2 * i + 1 : i + half);
+            const float a = D::ld(x[i0]), b = D::ld(x[i1]);
+            const float o0 = a * c - b * s;
+            const float o1 = b * c + a * s;
+            y[i0] = D::st(o0);
+            y[i1] = D::st(o1);
+        }
+        if (x != y)
+            for (int i = rd + threadIdx.x; i < Dh; i += blockDim.x)
+                y[base + i] = x[base + i];
+    }
+}
+
+template <int DT>
+__global__ void k_cache_write(const typename dt<DT>::T *x, const int32_t *pos,
+                              const int32_t *batch, typename dt<DT>::T *cache, int64_t rows,
+                              int64_t S, int64_t row)
+{
+    int64_t n = rows;
+    if (batch) {
+        const int64_t b = *batch;
+        n = b < 0 ? 0 : b > rows ? rows : b;
+    }
+    for (int64_t r = blockIdx.x; r < n; r += gridDim.x) {
+        const int64_t p = pos[r];
+        if (p < 0 || p >= S)
+            continue;
+        for (int64_t i = threadIdx.x; i < row; i += blockDim.x)
+            cache[(r * S + p) * row + i] = x[r * row + i];
+    }
+}
+
+#define GG_ATTN_MAXL 8 /* Dh up to 8 * warp size */
+
+/* One block per (row, query head): the block's warps take the cache
+ * positions in turn, each with an online softmax, then merge. */
+template <int DT>
+__global__ void k_attention(const typename dt<DT>::T *q, const typename dt<DT>::T *k,
+                            const typename dt<DT>::T *v, const int32_t *lens,
+                            typename dt<DT>::T *y, int64_t rows, int Hq, int Hkv, int64_t S,
+                            int Dh, float scale)
+{
+    typedef dt<DT> D;
+    extern __shared__ float sm[];
+    const int lane = threadIdx.x % warpSize, wid = threadIdx.x / warpSize;
+    const int nw = blockDim.x / warpSize, grp = Hq / Hkv;
+    for (int64_t bh = blockIdx.x; bh < rows * Hq; bh += gridDim.x) {
+        const int64_t b = bh / Hq;
+        const int h = (int)(bh % Hq), kh = h / grp;
+        int64_t len = lens[b];
+        len = len < 0 ? 0 : len > S ? S : len;
+        float qf[GG_ATTN_MAXL], acc[GG_ATTN_MAXL];
+#pragma unroll
+        for (int i = 0; i < GG_ATTN_MAXL; i++) {
+            const int d = lane + i * warpSize;
+            qf[i] = d < Dh ? D::ld(q[bh * Dh + d]) : 0.0f;
+            acc[i] = 0.0f;
+        }
+        float m = -INFINITY, l = 0.0f;
+        for (int64_t j = wid; j < len; j += nw) {
+            const int64_t o = ((b * S + j) * Hkv + kh) * Dh;
+            float part = 0.0f;
+#pragma unroll
+            for (int i = 0; i < GG_ATTN_MAXL; i++) {
+                const int d = lane + i * warpSize;
+                if (d < Dh)
+                    part += qf[i] * D::ld(k[o + d]);
+            }
+            const float sc = gg_warp_sum(part) * scale;
+            const float mn = fmaxf(m, sc);
+            const float corr = expf(m - mn), pj = expf(sc - mn);
+            l = l * corr + pj;
+#pragma unroll
+            for (int i = 0; i < GG_ATTN_MAXL; i++) {
+                const int d = lane + i * warpSize;
+                if (d < Dh)
+                    acc[i] = acc[i] * corr + pj * D::ld(v[o + d]);
+            }
+            m = mn;
+        }
+        float *mine = sm + wid * (Dh + 2);
+        __syncthreads();
+#pragma unroll
+        for (int i = 0; i < GG_ATTN_MAXL; i++) {
+            const int d = lane + i * warpSize;
+            if (d < Dh)
+                mine[d] = acc[i];
+        }
+        if (lane == 0) {
+            mine[Dh] = m;
+            mine[Dh + 1] = l;
+        }
+        __syncthreads();
+        float M = -INFINITY;
+        for (int w = 0; w < nw; w++)
+            M = fmaxf(M, sm[w * (Dh + 2) + Dh]);
+        float L = 0.0f;
+        for (int w = 0; w < nw; w++) {
+            const float mw = sm[w * (Dh + 2) + Dh];
+            L += mw == -INFINITY ? 0.0f : sm[w * (Dh + 2) + Dh + 1] * expf(mw - M);
+        }
+        for (int d = threadIdx.x; d < Dh; d += blockDim.x) {
+            float o = 0.0f;
+            for (int w = 0; w < nw; w++) {
+                const float mw = sm[w * (Dh + 2) + Dh];
+                if (mw != -INFINITY)
+                    o += sm[w * (Dh + 2) + d] * expf(mw - M);
+            }
+            y[bh * Dh + d] = D::st(len > 0 ? o / L : 0.0f);
+        }
+    }
+}
+
+/* (v, i) beats (bv, bi): NaN is the largest value, ties go to the lower index. */
+static __device__ __forceinline__ bool amax_better(float v, int64_t i, float bv, int64_t bi)
+{
+    const bool vn = v != v, bn = bv != bv;
+    if (vn != bn)
+        return vn;
+    if (!vn && v != bv)
+        return v > bv;
+    return i < bi;
+}
+
+template <int DT>
+__global__ void k_argmax(const typename dt<DT>::T *x, int32_t *y, int64_t rows, int64_t cols)
+{
+    __shared__ float sv[1024];
+    __shared__ int64_t si[1024];
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        float bv = -INFINITY;
+        int64_t bi = INT64_MAX;
+        for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) {
+            const float v = dt<DT>::ld(x[r * cols + i]);
+            if (amax_better(v, i, bv, bi)) {
+                bv = v;
+                bi = i;
+            }
+        }
+        __syncthreads();
+        sv[threadIdx.x] = bv;
+        si[threadIdx.x] = bi;
+        __syncthreads();
+        for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+            if ((int)threadIdx.x < s &&
+                amax_better(sv[threadIdx.x + s], si[threadIdx.x + s], sv[threadIdx.x],
+                            si[threadIdx.x])) {
+                sv[threadIdx.x] = sv[threadIdx.x + s];
+                si[threadIdx.x] = si[threadIdx.x + s];
+            }
+            __syncthreads();
+        }
+        if (threadIdx.x == 0)
+            y[r] = (int32_t)(si[0] == INT64_MAX ? 0 : si[0]);
+    }
+}
+
+template <int DI, int DO>
+__global__ void k_cast(const typename dt<DI>::T *x, typename dt<DO>::T *y, int64_t n)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        y[i] = dt<DO>::st(dt<DI>::ld(x[i]));
+}
+
+template <int DI>
+static int launch_cast_to(gg_gpu_ctx *c, const void *x, void *y, gg_dtype to, int64_t n)
+{
+    const unsigned g = gg_gpu_grid_for(n, 256, (int64_t)c->sms * 16);
+    switch (to) {
+    case GG_DT_F32:
+        k_cast<DI, GG_DT_F32><<<g, 256, 0, c->stream>>>((const typename dt<DI>::T *)x, (float *)y, n);
+        return 0;
+    case GG_DT_F16:
+        k_cast<DI, GG_DT_F16><<<g, 256, 0, c->stream>>>((const typename dt<DI>::T *)x, (uint16_t *)y, n);
+        return 0;
+    case GG_DT_BF16:
+        k_cast<DI, GG_DT_BF16><<<g, 256, 0, c->stream>>>((const typename dt<DI>::T *)x, (uint16_t *)y, n);
+        return 0;
+    default:
+        return -EINVAL;
+    }
+}
+
+static unsigned grid_rows(int64_t rows)
+{
+    return (unsigned)(rows < (1 << 20) ? (rows < 1 ? 1 : rows) : (1 << 20));
+}
+
+template <int DT>
+static int launch_decode_dt(gg_gpu_ctx *c, const gg_op_def *op, int kind, const gg_tensor *in,
+                            int nin, const gg_tensor *out, const gg_op_attrs *attrs)
+{
+    typedef typename dt<DT>::T T;
+    const gg_tensor_desc *xd = &in[0].desc, *yd = &out[0].desc;
+    switch (kind) {
+    case K_EMBEDDING: {
+        const gg_tensor_desc *td = &in[1].desc;
+        if (xd->ndim != 1 || td->ndim != 2 || yd->ndim != 2 || yd->dims[0] != xd->dims[0] ||
+            yd->dims[1] != td->dims[1])
+            return gg_gpu_fail(-EINVAL, "%s: operand shapes do not fit", op->name);
+        k_embedding<DT><<<grid_rows(xd->dims[0]), 256, 0, c->stream>>>(
+            (const int32_t *)in[0].data, (const T *)in[1].data, (T *)out[0].data, xd->dims[0],
+            td->dims[0], td->dims[1]);
+        return gg_gpu_launched(op);
+    }
+    case K_ROPE: {
+        if (xd->ndim != 3 || gg_desc_numel(yd) != gg_desc_numel(xd) ||
+            gg_desc_numel(&in[1].desc) != xd->dims[0] || xd->dims[2] > INT_MAX ||
+            xd->dims[1] > INT_MAX)
+            return gg_gpu_fail(-EINVAL, "%s: operand shapes do not fit", op->name);
+        const int dh = (int)xd->dims[2];
+        const double rdv = attrs ? attrs->v[2] : 0.0;
+        const int rd = rdv > 0 ? (int)rdv : dh;
+        if (rd > dh || (rd & 1))
+            return gg_gpu_fail(-EINVAL, "%s: rotary_dim %d does not fit Dh %d", op->name, rd, dh);
+        const float theta = (float)(attrs ? attrs->v[0] : 10000.0);
+        const int gptj = attrs && attrs->v[1] == 1.0;
+        k_rope<DT><<<grid_rows(xd->dims[0] * xd->dims[1]), 64, 0, c->stream>>>(
+            (const T *)in[0].data, (const int32_t *)in[1].data, (T *)out[0].data, xd->dims[0],
+            (int)xd->dims[1], dh, rd, theta, gptj);
+        return gg_gpu_launched(op);
+    }
+    case K_CACHE_WRITE: {
+        if (xd->ndim != 3 || yd->ndim != 4 || yd->dims[0] != xd->dims[0] ||
+            yd->dims[2] != xd->dims[1] || yd->dims[3] != xd->dims[2] ||
+            gg_desc_numel(&in[1].desc) != xd->dims[0] ||
+            (nin == 3 && (in[2].desc.dtype != GG_DT_I32 || gg_desc_numel(&in[2].desc) < 1)))
+            return gg_gpu_fail(-EINVAL, "%s: operand shapes do not fit", op->name);
+        k_cache_write<DT><<<grid_rows(xd->dims[0]), 256, 0, c->stream>>>(
+            (const T *)in[0].data, (const int32_t *)in[1].data,
+            nin == 3 ? (const int32_t *)in[2].data : NULL, (T *)out[0].data, xd->dims[0],
+            yd->dims[1], xd->dims[1] * xd->dims[2]);
+        return gg_gpu_launched(op);
+    }
+    case K_ATTENTION_DECODE: {
+        const gg_tensor_desc *kd = &in[1].desc;
+        if (xd->ndim != 3 || kd->ndim != 4 || kd->dims[0] != xd->dims[0] ||
+            kd->dims[3] != xd->dims[2] || xd->dims[1] % kd->dims[2] != 0 ||
+            gg_desc_numel(&in[2].desc) != gg_desc_numel(kd) ||
+            gg_desc_numel(&in[3].desc) != xd->dims[0] || gg_desc_numel(yd) != gg_desc_numel(xd))
+            return gg_gpu_fail(-EINVAL, "%s: operand shapes do not fit", op->name);
+        const int dh = (int)xd->dims[2];
+        if (dh > GG_ATTN_MAXL * c->warp)
+            return gg_gpu_fail(-ENOTSUP, "%s: head dim %d is above %d", op->name, dh,
+                               GG_ATTN_MAXL * c->warp);
+        const double sv = attrs ? attrs->v[0] : 0.0;
+        const float scale = sv != 0.0 ? (float)sv : 1.0f / sqrtf((float)dh);
+        const int threads = 256, nw = threads / c->warp;
+        const size_t shm = sizeof(float) * (size_t)nw * (size_t)(dh + 2);
+        k_attention<DT><<<grid_rows(xd->dims[0] * xd->dims[1]), threads, shm, c->stream>>>(
+            (const T *)in[0].data, (const T *)in[1].data, (const T *)in[2].data,
+            (const int32_t *)in[3].data, (T *)out[0].data, xd->dims[0], (int)xd->dims[1],
+            (int)kd->dims[2], kd->dims[1], dh, scale);
+        return gg_gpu_launched(op);
+    }
+    case K_ARGMAX: {
+        const int64_t cols = xd->dims[xd->ndim - 1], rows = gg_desc_numel(xd) / cols;
+        if (out[0].desc.dtype != GG_DT_I32 || gg_desc_numel(yd) != rows)
+            return gg_gpu_fail(-EINVAL, "%s: y must be i32 with one element per row", op->name);
+        k_argmax<DT><<<grid_rows(rows), 256, 0, c->stream>>>((const T *)in[0].data,
+                                                             (int32_t *)out[0].data, rows, cols);
+        return gg_gpu_launched(op);
+    }
+    case K_CAST: {
+        const int64_t n = gg_desc_numel(xd);
+        if (gg_desc_numel(yd) != n || launch_cast_to<DT>(c, in[0].data, out[0].data, yd->dtype, n))
+            return gg_gpu_fail(-EINVAL, "%s: y must be a floating tensor of x's size", op->name);
+        return gg_gpu_launched(op);
+    }
+    }
+    return gg_gpu_fail(-ENOTSUP, "%s: no GPU kernel", op->name);
+}
+
+static int launch_decode(gg_gpu_ctx *c, const gg_op_def *op, int kind, const gg_tensor *in,
+                         int nin, const gg_tensor *out, int nout, const gg_op_attrs *attrs)
+{
+    if (nin < kinds[kind].nin_min || nin > kinds[kind].nin_max || nout != 1)
+        return gg_gpu_fail(-EINVAL, "%s: %d inputs and %d outputs do not fit the op", op->name, nin,
+                           nout);
+    for (int i = 0; i < nin + nout; i++) {
+        const gg_tensor *t = i < nin ? &in[i] : &out[i - nin];
+        if (!t->data || gg_desc_numel(&t->desc) < 1)
+            return gg_gpu_fail(-EINVAL, "%s: operand %d is empty or has no data", op->name, i);
+    }
+    /* the floating operand that fixes the kernel's type; the i32 ones must be i32 */
+    const gg_tensor *f = kind == K_EMBEDDING ? &in[1] : &in[0];
+    const gg_dtype dtype = f->desc.dtype;
+    static const signed char is_i32[][5] = {
+        /* inputs..., output; in kind order from K_EMBEDDING */
+        {1, 0, -1, -1, 0},  /* embedding */
+        {0, 1, -1, -1, 0},  /* rope */
+        {0, 1, 1, -1, 0},   /* cache_write */
+        {0, 0, 0, 1, 0},    /* attention_decode */
+        {0, -1, -1, -1, 1}, /* argmax */
+        {0, -1, -1, -1, 0}, /* cast */
+    };
+    static_assert(K_CAST - K_EMBEDDING == 5, "is_i32 follows the kind order");
+    const signed char *want = is_i32[kind - K_EMBEDDING];
+    for (int i = 0; i < nin + nout; i++) {
+        const gg_tensor *t = i < nin ? &in[i] : &out[0];
+        const int w = i < nin ? want[i] : want[4];
+        if (w == 1 ? t->desc.dtype != GG_DT_I32
+                   : (kind == K_CAST ? !gg_dtype_is_float(t->desc.dtype) : t->desc.dtype != dtype))
+            return gg_gpu_fail(-EINVAL, "%s: operand %d has dtype %s", op->name, i,
+                               gg_dtype_name(t->desc.dtype));
+    }
+    switch (dtype) {
+    case GG_DT_F32:
+        return launch_decode_dt<GG_DT_F32>(c, op, kind, in, nin, out, attrs);
+    case GG_DT_F16:
+        return launch_decode_dt<GG_DT_F16>(c, op, kind, in, nin, out, attrs);
+    case GG_DT_BF16:
+        return launch_decode_dt<GG_DT_BF16>(c, op, kind, in, nin, out, attrs);
+    default:
+        return gg_gpu_fail(-EINVAL, "%s: unsupported dtype %s", op->name, gg_dtype_name(dtype));
+    }
+}
+
 /* ---- dispatch ------------------------------------------------------------------ */
 
 static float attr_value(const gg_op_def *op, const gg_op_attrs *attrs, int idx, double def)
@@ -801,6 +1152,8 @@ extern "C" int gg_gpu_op_launch(gg_gpu_ctx *c, const gg_op_def *op, const gg_ten
             return gg_gpu_fail(-ENOTSUP, "%s: no GPU kernel for this op", op->name);
         attr_idx = kinds[kind].attr ? gg_ops_attr_index(op, kinds[kind].attr) : -1;
     }
+    if (kind >= K_EMBEDDING)
+        return launch_decode(c, op, kind, in, nin, out, nout, attrs);
     if (nin < kinds[kind].nin_min || nin > kinds[kind].nin_max || nout != 1)
         return gg_gpu_fail(-EINVAL, "%s: %d inputs and %d outputs do not fit the op", op->name, nin,
                            nout);
