@@ -205,3 +205,12 @@ if(NOT GFXGRAPH_GPU_KIND STREQUAL "off" AND TARGET gg_gpu)
     set_tests_properties(gpu_kernels_cubin_archs PROPERTIES LABELS build)
   endif()
 endif()
+
+# The decode-step kernels against the CPU references (label gpu).
+if(NOT GFXGRAPH_GPU_KIND STREQUAL "off" AND TARGET gg_gpu)
+  add_executable(test_gpu_decode ${CMAKE_CURRENT_LIST_DIR}/../gpu/test_gpu_decode.c)
+  target_include_directories(test_gpu_decode PRIVATE ${CMAKE_CURRENT_LIST_DIR}/..)
+  target_link_libraries(test_gpu_decode PRIVATE gg_gpu gg_ops m)
+  add_test(NAME gpu_decode COMMAND test_gpu_decode)
+  set_tests_properties(gpu_decode PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 600)
+endif()
