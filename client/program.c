@@ -151,6 +151,7 @@ typedef struct {
     char dtype[16];
     int ndim;
     int64_t dims[DEF_MAX_DIMS];
+    char *view;         /* a view of this tensor (same dtype and bytes), or NULL */
 } def_tensor;
 
 typedef struct {
@@ -245,7 +246,10 @@ void gg_program_def_free(gg_program_def *d)
     if (!d)
         return;
     for (int i = 0; i < d->ntensors; i++)
+    {
         free(d->tensors[i].name);
+        free(d->tensors[i].view);
+    }
     free(d->tensors);
     for (int i = 0; i < d->nnodes; i++)
         def_node_free(&d->nodes[i]);
@@ -295,6 +299,7 @@ static int def_add_tensor(gg_program_def *d, const char *name, bool scratch, uin
     t->name = strdup(name);
     if (!t->name)
         return def_fail(d, -ENOMEM, "out of memory");
+    t->view = NULL;
     t->scratch = scratch;
     t->buffer = buffer;
     t->offset = offset;
@@ -309,6 +314,17 @@ int gg_program_def_tensor(gg_program_def *d, const char *name, uint64_t buffer, 
                           const char *dtype, int ndim, const int64_t *dims)
 {
     return def_add_tensor(d, name, false, buffer, offset, dtype, ndim, dims);
+}
+
+int gg_program_def_view(gg_program_def *d, const char *name, const char *of, int ndim,
+                        const int64_t *dims)
+{
+    if (d && !d->rc && (!of || !*of))
+        return def_fail(d, -EINVAL, "view '%s': name the tensor it views", name ? name : "");
+    int rc = def_add_tensor(d, name, true, 0, 0, "view", ndim, dims);
+    if (rc == 0 && !(d->tensors[d->ntensors - 1].view = strdup(of)))
+        return def_fail(d, -ENOMEM, "out of memory");
+    return rc;
 }
 
 int gg_program_def_scratch(gg_program_def *d, const char *name, const char *dtype, int ndim,
@@ -485,14 +501,21 @@ int gg_program_def_buckets(gg_program_def *d, int n, const int *buckets)
 static void def_pack_tensor(msgpack_packer *pk, const def_tensor *t)
 {
     proto_pack_key(pk, t->name);
-    msgpack_pack_map(pk, t->scratch ? 3 : 4);
-    if (t->scratch) {
+    if (t->view) {
+        msgpack_pack_map(pk, 2);
+        proto_pack_kv_str(pk, "view", t->view);
+    } else {
+        msgpack_pack_map(pk, t->scratch ? 3 : 4);
+    }
+    if (t->view) {
+    } else if (t->scratch) {
         proto_pack_kv_bool(pk, "scratch", true);
     } else {
         proto_pack_kv_u64(pk, "buffer", t->buffer);
         proto_pack_kv_u64(pk, "offset", t->offset);
     }
-    proto_pack_kv_str(pk, "dtype", t->dtype);
+    if (!t->view)
+        proto_pack_kv_str(pk, "dtype", t->dtype);
     proto_pack_key(pk, "shape");
     msgpack_pack_array(pk, (size_t)t->ndim);
     for (int i = 0; i < t->ndim; i++) {

@@ -169,6 +169,11 @@ GG_CLIENT_API int gg_program_def_tensor(gg_program_def *d, const char *name, uin
 /* A daemon-owned intermediate tensor (not visible to the client). */
 GG_CLIENT_API int gg_program_def_scratch(gg_program_def *d, const char *name, const char *dtype,
                                          int ndim, const int64_t *dims);
+/* A view of tensor `of` (defined before or after): its dtype and bytes under
+ * another shape with the same element count ([B, H*Dh] read as [B, H, Dh]).
+ * dtype "i32" is for token ids, positions and lengths. */
+GG_CLIENT_API int gg_program_def_view(gg_program_def *d, const char *name, const char *of,
+                                      int ndim, const int64_t *dims);
 /* Append a node to the current branch. */
 GG_CLIENT_API int gg_program_def_node(gg_program_def *d, const char *op, int nin,
                                       const char *const *inputs, int nout,
