@@ -45,7 +45,8 @@ class TensorTable:
     ``storages`` maps (storage address, nbytes) to a registered Buffer and is
     shared between programs of one client (one registration per storage)."""
 
-    def __init__(self, client, storages, op="?"):
+    def __init__(self, client, storages, op="?", cpu=False):
+        self.cpu = cpu           # cpu backend: CPU tensors in gfxgraph shared memory
         self.client = client
         self.storages = storages
         self.tensors = {}
@@ -55,7 +56,21 @@ class TensorTable:
         self.dtype = None
 
     def buffer_of(self, t):
-        st = t.untyped_storage()
+        if self.cpu:
+            from . import shm
+            seg = shm.find(t.data_ptr(), t.numel() * t.element_size())
+            if seg is None:
+                raise Unsupported(self.op, "a CPU tensor that is not in gfxgraph shared memory")
+            key = (seg.address, seg.size)
+            b = self.storages.get(key)
+            if b is None or b.id is None:
+                try:
+                    b = self.client.register_shm_name(seg.name, 0, seg.size, owner=seg)
+                except Error as e:
+                    raise Unsupported(self.op, "cannot register the tensor's memory: %s" % e)
+                self.storages[key] = b
+            return b, t.data_ptr() - key[0]
+        st = _storage(t)
         key = (st.data_ptr(), st.nbytes())
         b = self.storages.get(key)
         if b is None or b.id is None:
@@ -72,8 +87,9 @@ class TensorTable:
         the replay's batch."""
         if not isinstance(t, torch.Tensor):
             raise Unsupported(self.op, "an operand that is not a tensor (%r)" % (t,))
-        if not t.is_cuda:
-            raise Unsupported(self.op, "a %s tensor operand" % t.device)
+        if t.is_cuda == self.cpu:
+            raise Unsupported(self.op, "a %s tensor operand (the daemon runs the %s backend)"
+                              % (t.device, "cpu" if self.cpu else "hip"))
         dt = DTYPES.get(t.dtype)
         if dt is None:
             raise Unsupported(self.op, "dtype %s" % t.dtype)
@@ -97,6 +113,27 @@ class TensorTable:
         self.keys[key] = n
         self.keep.append(t)
         return n
+
+
+def _storage(t):
+    """t's storage (untyped_storage() from torch 2.0 on, storage() before)."""
+    if hasattr(t, "untyped_storage"):
+        return t.untyped_storage()
+    return t.storage()
+
+
+def alloc(shape, dtype, device):
+    """An uninitialised tensor the daemon can use: torch.empty on a GPU; on
+    the cpu backend a tensor in a new gfxgraph shared-memory object."""
+    if device is None or device.type != "cpu":
+        return torch.empty(shape, dtype=dtype, device=device)
+    from .shm import shared_array
+    n = 1
+    for d in shape:
+        n *= int(d)
+    item = torch.empty((), dtype=dtype).element_size()
+    raw = shared_array(max(1, n * item), "uint8", torch=True)
+    return raw[:n * item].view(dtype).view(*[int(d) for d in shape])
 
 
 def same_dtype(op, *ts):

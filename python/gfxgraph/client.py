@@ -260,6 +260,18 @@ class Client:
         self._buffers[b.id] = b
         return b
 
+    def register_shm_name(self, name, offset, size, owner=None):
+        """cpu backend: register size bytes at offset of the shm object name."""
+        c = self._h()
+        bid = ctypes.c_uint64()
+        rc = self._lib.gg_client_buffer_register_shm(c, _lib.enc(name), int(offset), int(size),
+                                                     ctypes.byref(bid))
+        if rc < 0:
+            raise self._fail(rc, "buffer.register %s" % name)
+        b = Buffer(self, bid.value, int(size), int(offset), owner, name)
+        self._buffers[b.id] = b
+        return b
+
     # ---- programs ---------------------------------------------------------
 
     def define(self, spec):

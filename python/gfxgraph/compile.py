@@ -32,7 +32,7 @@ works without any of them.
 import logging
 import operator
 
-from . import stats as _stats
+from .stats import local as _local
 from .errors import Error
 
 log = logging.getLogger("gfxgraph")
@@ -51,7 +51,7 @@ def register():
 
 
 def _note_unsupported(name):
-    d = _stats.local["compile_fallback_ops"]
+    d = _local["compile_fallback_ops"]
     d[name] = d.get(name, 0) + 1
     if name not in _logged:
         _logged.add(name)
@@ -114,8 +114,8 @@ def _kind(node, gm, targets, modules):
 
 def _node_name(node):
     if node.op == "call_function":
-        return getattr(node.target, "__module__", "") + "." + getattr(
-            node.target, "__name__", str(node.target))
+        mod = getattr(node.target, "__module__", None) or "torch"
+        return mod + "." + getattr(node.target, "__name__", str(node.target))
     if node.op == "call_method":
         return "Tensor." + str(node.target)
     return "%s(%s)" % (node.op, node.target)
@@ -148,7 +148,7 @@ def _supported(node, gm, targets, modules):
     if not _is_tensorish(out) or out.dtype not in DTYPES:
         return False
     dev = getattr(out, "device", None)
-    if dev is not None and getattr(dev, "type", "cuda") != "cuda":
+    if dev is not None and getattr(dev, "type", "cuda") not in ("cuda", "cpu"):
         return False
     args = list(node.args)
     ins = [_val(a) for a in args if isinstance(a, torch.fx.Node)]
@@ -245,6 +245,7 @@ def _make_partition_class():
             self.part_name = name
             self.eager = False
             self.built = None
+            self._cpu = False
 
         def _fail(self, why):
             if ("part", why) not in _logged:
@@ -274,6 +275,8 @@ def _make_partition_class():
                 self._fail("%s" % e)
             except Error as e:
                 self._fail("gfxgraphd: %s" % e)
+            except Exception as e:   # noqa: BLE001 -- never break the model
+                self._fail("%s: %s" % (type(e).__name__, e))
             return self.submod(*args)
 
         def _batch(self, args):
@@ -283,23 +286,34 @@ def _make_partition_class():
                     return int(a.shape[0])
             return 1
 
+        @staticmethod
+        def _sig(args):
+            """What a program is built for besides the batch: each input's
+            dims past the first, dtype and device."""
+            return tuple((tuple(a.shape[1:]), a.dim(), a.dtype, a.device)
+                         if isinstance(a, torch.Tensor) else type(a) for a in args)
+
         def _run(self, args):
             B = self._batch(args)
             b = self.built
-            if b is None or B > b.cap:
+            sig = self._sig(args)
+            if b is None or B > b.cap or sig != b.sig:
                 self._release()
                 self.built = b = self._build(args, max(_next_pow2(B), 1))
-            s = torch.cuda.current_stream()
+                b.sig = sig
             for (i, buf, batched) in b.staging:
                 a = args[i]
                 (buf.narrow(0, 0, B) if batched else buf).copy_(a)
-            if b.events is not None:
+            if self._cpu:
+                b.prog.replay(B)         # returns with the outputs in place
+            elif b.events is not None:
+                s = torch.cuda.current_stream()
                 pre, pre_id, post, post_id = b.events
                 pre.record(s)
                 b.prog.replay(B, wait_event=pre_id, signal_event=post_id, async_=True)
                 s.wait_event(post)
             else:
-                s.synchronize()
+                torch.cuda.current_stream().synchronize()
                 b.prog.replay(B)
             outs = [(o.narrow(0, 0, B) if batched else o).clone() for (o, batched) in b.outputs]
             return outs[0] if self._single else tuple(outs)
@@ -307,14 +321,20 @@ def _make_partition_class():
         def _build(self, args, cap):
             from torch.fx.passes.shape_prop import ShapeProp
             from . import cudagraph
-            from ._torchprog import DTYPES, Unsupported, TensorTable
-            c = cudagraph._client()
+            from ._torchprog import DTYPES, Unsupported, TensorTable, alloc
+            devs = {a.device.type for a in args if isinstance(a, torch.Tensor)}
+            if len(devs) != 1 or not devs <= {"cuda", "cpu"}:
+                raise Unsupported(self.part_name, "inputs on devices %s" % sorted(devs))
+            cpu = devs == {"cpu"}
+            backend = "cpu" if cpu else "hip"
+            c = cudagraph._client(backend)
             if c is None:
-                raise Unsupported("gfxgraphd", "no daemon with the hip backend")
+                raise Unsupported("gfxgraphd", "no daemon with the %s backend" % backend)
             ShapeProp(self.submod).propagate(*args)
             B = self._batch(args)
             targets, modules = _targets(), _modules()
-            table = TensorTable(c, cudagraph._state["storages"], op=self.part_name)
+            table = TensorTable(c, cudagraph._state["storages"], op=self.part_name, cpu=cpu)
+            self._cpu = cpu
             self._table = table
             tensors = table.tensors
             env, staging, nodes = {}, [], []
@@ -344,22 +364,31 @@ def _make_partition_class():
                     a = args[idx]
                     i = idx
                     idx += 1
-                    if not isinstance(a, torch.Tensor) or not a.is_cuda or a.dtype not in DTYPES:
-                        raise Unsupported(self.part_name, "an input that is not a CUDA tensor")
+                    if not isinstance(a, torch.Tensor) or a.dtype not in DTYPES:
+                        raise Unsupported(self.part_name, "an input that is not a float tensor")
                     dev = a.device
-                    if isinstance(a, torch.nn.Parameter) and a.is_contiguous():
+                    if isinstance(a, torch.nn.Parameter) and a.is_contiguous() and not cpu:
                         env[n] = table.name(a.detach(), list(a.shape))
+                    elif isinstance(a, torch.nn.Parameter):
+                        # cpu backend: weights copied into shared memory once
+                        # (a later change of the parameter is not seen)
+                        buf = alloc(list(a.shape), a.dtype, a.device)
+                        buf.copy_(a.detach())
+                        env[n] = table.name(buf, list(a.shape))
                     else:
                         bt = batched(a.shape)
                         shape = [int(d) for d in a.shape]
-                        buf = torch.empty([cap] + shape[1:] if bt else shape, dtype=a.dtype,
-                                          device=a.device)
+                        buf = alloc([cap] + shape[1:] if bt else shape, a.dtype, a.device)
                         staging.append((i, buf, bt))
                         env[n] = table.name(buf, list(buf.shape), batch=bt)
                     continue
                 if n.op == "get_attr":
-                    t = getattr(self.submod, n.target)
-                    env[n] = table.name(t.detach().contiguous(), list(t.shape))
+                    t = getattr(self.submod, n.target).detach()
+                    if cpu or not t.is_contiguous():
+                        buf = alloc(list(t.shape), t.dtype, t.device)
+                        buf.copy_(t)
+                        t = buf
+                    env[n] = table.name(t, list(t.shape))
                     continue
                 if n.op == "output":
                     continue
@@ -372,8 +401,7 @@ def _make_partition_class():
                 bt = batched(tm.shape)
                 shape = [int(d) for d in tm.shape]
                 if n in wanted:
-                    o = torch.empty([cap] + shape[1:] if bt else shape, dtype=tm.dtype,
-                                    device=dev)
+                    o = alloc([cap] + shape[1:] if bt else shape, tm.dtype, dev)
                     out_bufs[n] = (o, bt)
                     onm = table.name(o, list(o.shape), batch=bt)
                 else:
@@ -396,7 +424,7 @@ def _make_partition_class():
                     "buckets": [1 << k for k in range(cap.bit_length()) if (1 << k) <= cap]}
             prog = c.define(spec)
             events = None
-            if cudagraph._state["sync"] == "events":
+            if cudagraph._state["sync"] == "events" and not cpu:
                 try:
                     pre = torch.cuda.Event(interprocess=True)
                     post = torch.cuda.Event(interprocess=True)
@@ -406,7 +434,7 @@ def _make_partition_class():
                     events = (pre, c.register_event(pre), post, c.register_event(post))
                 except Exception:   # noqa: BLE001
                     events = None
-            _stats.local["compiled_partitions"] += 1
+            _local["compiled_partitions"] += 1
             built = _Built(prog, staging, final, cap, events)
             built.keep = table.keep
             self._table = None
@@ -480,10 +508,17 @@ def _make_partition_class():
             raise Unsupported(_node_name(n), "not a daemon op")
 
         def _params(self, m):
+            from ._torchprog import alloc
             out = []
             for p in (getattr(m, "weight", None), getattr(m, "bias", None)):
-                if p is not None:
-                    out.append(self._table.name(p.detach(), list(p.shape)))
+                if p is None:
+                    continue
+                p = p.detach()
+                if self._cpu or not p.is_contiguous():
+                    buf = alloc(list(p.shape), p.dtype, p.device)   # cpu: into shared memory
+                    buf.copy_(p)
+                    p = buf
+                out.append(self._table.name(p, list(p.shape)))
             return out
 
     return DaemonPartition

@@ -32,7 +32,7 @@ import logging
 import threading
 import time
 
-from . import stats as _stats
+from .stats import local as _local
 from .errors import Error
 
 log = logging.getLogger("gfxgraph")
@@ -61,13 +61,14 @@ def _log_once(key, msg, *a):
         log.warning(msg, *a)
 
 
-def _client():
+def _client(backend="hip"):
     """The process's Client (connected on first use); None when the daemon
-    cannot be reached (logged once; captures then stay with PyTorch)."""
+    cannot be reached or runs another backend than `backend` (logged once;
+    captures then stay with PyTorch)."""
     with _lock:
         c = _state["client"]
         if c is not None and c.connected:
-            return c
+            return c if c.backend == backend else None
         from .client import Client
         try:
             c = Client(_state["socket"], name="gfxgraph-torch")
@@ -75,19 +76,19 @@ def _client():
             _log_once(("connect", e.code), "gfxgraph: cannot reach gfxgraphd (%s); CUDA graphs "
                       "stay with PyTorch", e)
             return None
-        if c.backend != "hip":
-            _log_once("backend", "gfxgraph: gfxgraphd runs the %s backend; CUDA graphs need the "
-                      "hip backend and stay with PyTorch", c.backend)
-            c.close()
-            return None
         _state["client"] = c
         _state["storages"] = {}
+        if c.backend != backend:
+            _log_once(("backend", c.backend, backend), "gfxgraph: gfxgraphd runs the %s backend; "
+                      "work on %s tensors stays with PyTorch", c.backend,
+                      "CUDA" if backend == "hip" else "CPU")
+            return None
         return c
 
 
 def _fallback(op, why):
-    _stats.local["fallback_count"] += 1
-    fo = _stats.local["fallback_ops"]
+    _local["fallback_count"] += 1
+    fo = _local["fallback_ops"]
     fo[op] = fo.get(op, 0) + 1
     _log_once(("op", op), "gfxgraph: %s (%s): this capture replays with PyTorch's own CUDA graph "
               "(logged once per op)", op, why)
@@ -302,7 +303,7 @@ def _make_classes(torch):
             try:
                 c = _client()
                 if c is None:
-                    _stats.local["fallback_count"] += 1
+                    _local["fallback_count"] += 1
                     return
                 table = TensorTable(c, _state["storages"])
                 nodes = translate(records, table)
@@ -325,7 +326,7 @@ def _make_classes(torch):
             self._gg_prog = prog
             self._gg_keep = table.keep
             self._gg_events = self._gg_make_events(c) if _state["sync"] == "events" else None
-            _stats.local["captures"] += 1
+            _local["captures"] += 1
 
         def _gg_make_events(self, c):
             try:
@@ -360,9 +361,9 @@ def _make_classes(torch):
                 _log_once(("replay", e.code), "gfxgraph: a daemon replay failed (%s); this graph "
                           "replays with PyTorch from now on", e)
                 self._gg_release()
-                _stats.local["fallback_count"] += 1
+                _local["fallback_count"] += 1
                 return super().replay()
-            _stats.local["replays"] += 1
+            _local["replays"] += 1
 
         def _gg_release(self):
             p = getattr(self, "_gg_prog", None)
@@ -424,7 +425,7 @@ def enable(socket=None, sync="events"):
         torch.cuda.CUDAGraph = tg.CUDAGraph = G
         torch.cuda.graph = tg.graph = ctx
         _state["enabled"] = True
-        _stats.local["enabled_at"] = time.time()
+        _local["enabled_at"] = time.time()
     try:
         from . import compile as _compile
         _compile.register()
@@ -445,4 +446,4 @@ def disable():
         torch.cuda.CUDAGraph = tg.CUDAGraph = OrigGraph
         torch.cuda.graph = tg.graph = OrigCtx
         _state["enabled"] = False
-        _stats.local["enabled_at"] = None
+        _local["enabled_at"] = None

@@ -10,11 +10,19 @@
 #                   stats/health keys, release and close; numpy checks when
 #                   numpy is installed (Debian: python3-numpy), else
 #                   reported as skipped.  SKIP (77) without python3.
-add_test(NAME python_package
-  COMMAND sh -c "command -v python3 >/dev/null 2>&1 || { echo 'SKIP: python3 is not available'; exit 77; }; exec python3 \"$@\"" sh
-    ${CMAKE_SOURCE_DIR}/tests/python/test_package.py
-    --daemon $<TARGET_FILE:gfxgraphd> --lib $<TARGET_FILE:gfxgraph-client>)
-set(_gg_py_env PYTHONPATH=${CMAKE_SOURCE_DIR}/python PYTHONDONTWRITEBYTECODE=1)
+#   python_torch_cpu  tests/python/test_torch_cpu.py: the torch parts that
+#                     need no GPU (the torch.compile backend's partitions run
+#                     on the cpu backend, enable()'s aten -> op translation,
+#                     the class patching).  SKIP (77) without torch (CI has
+#                     none; Debian's python3-torch is enough).
+foreach(_t package torch_cpu)
+  add_test(NAME python_${_t}
+    COMMAND sh -c "command -v python3 >/dev/null 2>&1 || { echo 'SKIP: python3 is not available'; exit 77; }; exec python3 \"$@\"" sh
+      ${CMAKE_SOURCE_DIR}/tests/python/test_${_t}.py
+      --daemon $<TARGET_FILE:gfxgraphd> --lib $<TARGET_FILE:gfxgraph-client>)
+endforeach()
+set(_gg_py_env "PYTHONPATH=${CMAKE_SOURCE_DIR}/python:${CMAKE_SOURCE_DIR}/tests/python"
+  PYTHONDONTWRITEBYTECODE=1)
 if(GFXGRAPH_SANITIZE)
   # python loads the ASan-built library with ctypes: the runtime must come
   # first, and python's own allocations are not ours to leak-check (the
@@ -25,6 +33,6 @@ if(GFXGRAPH_SANITIZE)
     ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
     GG_DAEMON_ASAN_OPTIONS=detect_leaks=1:abort_on_error=1)
 endif()
-set_tests_properties(python_package PROPERTIES
+set_tests_properties(python_package python_torch_cpu PROPERTIES
   LABELS integration TIMEOUT 300 SKIP_RETURN_CODE 77
   ENVIRONMENT "${_gg_py_env}")
