@@ -185,6 +185,8 @@ def define(client, spec):
 
 
 def _batch(batch):
+    if type(batch) is int and 0 < batch <= _INT_MAX:     # the common case, cheaply
+        return batch
     if not isinstance(batch, numbers.Integral) or isinstance(batch, bool):
         raise Error("EINVAL", "batch must be an integer, not %r" % (batch,))
     if not 1 <= batch <= _INT_MAX:
@@ -193,6 +195,8 @@ def _batch(batch):
 
 
 def _branch(branch):
+    if type(branch) is int and 0 <= branch <= _INT_MAX:
+        return branch
     if branch is None:
         return 0
     if not isinstance(branch, numbers.Integral) or isinstance(branch, bool) or \
