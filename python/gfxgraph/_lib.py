@@ -93,6 +93,7 @@ PROTOTYPES = {
     "gg_program_def_free": (None, [_d]),
     "gg_program_def_tensor": (_i, [_d, _s, _u64, _u64, _s, _i, ctypes.POINTER(ctypes.c_int64)]),
     "gg_program_def_scratch": (_i, [_d, _s, _s, _i, ctypes.POINTER(ctypes.c_int64)]),
+    "gg_program_def_view": (_i, [_d, _s, _s, _i, ctypes.POINTER(ctypes.c_int64)]),
     "gg_program_def_node": (_i, [_d, _s, _i, ctypes.POINTER(ctypes.c_char_p), _i,
                                  ctypes.POINTER(ctypes.c_char_p)]),
     "gg_program_def_attr_f": (_i, [_d, _s, ctypes.c_double]),
@@ -115,6 +116,16 @@ PROTOTYPES = {
     "gg_client_event_register_device": (_i, [_c, ctypes.c_void_p, _pu64]),
     "gg_client_event_release": (_i, [_c, _u64]),
 }
+
+
+# Added to the library after its first release: a library without them still
+# loads; using one raises ENOSYS (has(name) tells).
+OPTIONAL = {"gg_program_def_view"}
+
+
+def has(name):
+    """Whether the loaded library has the function name."""
+    return hasattr(load(), "_gg_has_" + name)
 
 
 def _candidates():
@@ -141,9 +152,15 @@ def _candidates():
 def _open(path):
     lib = ctypes.CDLL(path)
     for name, (res, args) in PROTOTYPES.items():
-        fn = getattr(lib, name)
+        try:
+            fn = getattr(lib, name)
+        except AttributeError:
+            if name in OPTIONAL:
+                continue
+            raise
         fn.restype = res
         fn.argtypes = args
+        setattr(lib, "_gg_has_" + name, True)
     return lib
 
 

@@ -9,7 +9,7 @@ from .client import Buffer, Ticket, result_dict
 from .errors import Error
 
 _SPEC_KEYS = {"name", "tensors", "nodes", "branches", "buckets"}
-_TENSOR_KEYS = {"dtype", "shape", "buffer", "offset", "scratch"}
+_TENSOR_KEYS = {"dtype", "shape", "buffer", "offset", "scratch", "view"}
 _NODE_KEYS = {"op", "inputs", "outputs", "attrs"}
 _INT_MAX = 2**31 - 1
 
@@ -40,7 +40,7 @@ def _dtype(name, dt):
         raise _bad("tensor %r: missing dtype" % name)
     names = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "half": "f16",
              "float": "f32", "torch.float32": "f32", "torch.float16": "f16",
-             "torch.bfloat16": "bf16"}
+             "torch.bfloat16": "bf16", "int32": "i32", "torch.int32": "i32"}
     d = str(dt)
     return names.get(d, d)
 
@@ -98,6 +98,27 @@ def build(client, spec):
                 raise _bad("tensor %r must be a map" % tname)
             _check_keys("tensor %r" % tname, t, _TENSOR_KEYS)
             dims, nd = _dims(tname, t.get("shape"))
+            if t.get("view") is not None:
+                of = t["view"]
+                if not isinstance(of, str) or not of:
+                    raise _bad("tensor %r: 'view' must name another tensor" % tname)
+                for k in ("buffer", "offset", "scratch"):
+                    if t.get(k):
+                        raise _bad("tensor %r: a view takes no %r" % (tname, k))
+                if t.get("dtype") is not None:
+                    # the builder takes a view's dtype from its tensor: a
+                    # dtype here is only accepted when it says the same
+                    base = tensors.get(of)
+                    if not isinstance(base, dict) or base.get("dtype") is None or \
+                            _dtype(of, base["dtype"]) != _dtype(tname, t["dtype"]):
+                        raise _bad("tensor %r: a view's dtype comes from %r; the builder "
+                                   "cannot send another one" % (tname, of))
+                if not _lib.has("gg_program_def_view"):
+                    raise Error("ENOSYS", "program spec: tensor %r is a view, and this "
+                                "libgfxgraph-client (%s) has no gg_program_def_view"
+                                % (tname, _lib.library_path()))
+                lib.gg_program_def_view(d, tname.encode("utf-8"), of.encode("utf-8"), nd, dims)
+                continue
             dt = _dtype(tname, t.get("dtype")).encode()
             if t.get("scratch"):
                 if t.get("buffer") is not None:

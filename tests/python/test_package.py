@@ -396,6 +396,9 @@ def test_main(args):
           "rebind x to another buffer: the replay reads it")
     prog.rebind("x", bx)
 
+    # a view and i32 positions (cache_write), when the daemon has the op
+    test_view_i32(c)
+
     # errors and their codes
     ghost = gfxgraph.Program(c, 987654, "ghost", None, 1, [])
     raises(lambda: ghost.replay(1), "ENOENT", "replay of an unknown program id")
@@ -509,6 +512,61 @@ def test_main(args):
         name = m.name
         m.close()
     check(not os.path.exists("/dev/shm" + name), "SharedMemory.close() unlinks the name")
+
+
+def test_view_i32(c):
+    import gfxgraph
+    from gfxgraph import _lib
+    if not _lib.has("gg_program_def_view"):
+        skip("views: this libgfxgraph-client has no gg_program_def_view")
+        return
+    S, H, DH, TOP = 4, 2, 4, 4
+    ROW = H * DH
+    xm = gfxgraph.SharedMemory(TOP * ROW * 4)
+    pm = gfxgraph.SharedMemory(TOP * 4)
+    cm = gfxgraph.SharedMemory(TOP * S * ROW * 4)
+    bx, bp, bc = c.register(xm), c.register(pm), c.register(cm)
+    spec = {"name": "cache-pad", "buckets": [1, TOP],
+            "tensors": {"x": {"dtype": "f32", "shape": ["batch", ROW], "buffer": bx},
+                        "xv": {"view": "x", "shape": ["batch", H, DH]},
+                        "pos": {"dtype": "i32", "shape": ["batch"], "buffer": bp},
+                        "cache": {"dtype": "f32", "shape": ["batch", S, H, DH], "buffer": bc}},
+            "nodes": [{"op": "cache_write", "inputs": ["xv", "pos"], "outputs": ["cache"]}]}
+    try:
+        p = c.define(spec)
+    except gfxgraph.Error as e:
+        if "cache_write" in e.message and e.code == "EINVAL":
+            skip("views: this daemon has no cache_write (%s)" % e)
+            return
+        raise
+    xf, pi, cf = xm.buffer.cast("f"), pm.buffer.cast("i"), cm.buffer.cast("f")
+    ok = True
+    for step in range(3):
+        for i in range(TOP * S * ROW):
+            cf[i] = -7.0
+        for r in range(TOP):
+            pi[r] = step if r == 3 else step + r % 2
+            for i in range(ROW):
+                xf[r * ROW + i] = 100 * step + 10 * r + i
+        p.replay(3)
+        for r in range(3):
+            for i in range(ROW):
+                ok &= cf[(r * S + pi[r]) * ROW + i] == xf[r * ROW + i]
+        ok &= all(cf[(3 * S + k) * ROW + i] == -7.0 for k in range(S) for i in range(ROW))
+    check(ok, "a view ([batch, 8] as [batch, 2, 4]) and i32 positions: cache_write puts rows "
+          "0..2 at their positions over 3 steps, padding row 3 untouched")
+    s2 = dict(spec, name="bad-view")
+    s2["tensors"] = dict(spec["tensors"], xv={"view": "x", "shape": ["batch", 3, DH]})
+    raises(lambda: c.define(s2), "EINVAL", "define: a view with another element count (daemon)")
+    s2["tensors"] = dict(spec["tensors"], xv={"view": "x", "shape": ["batch", H, DH],
+                                              "dtype": "f16"})
+    raises(lambda: c.define(s2), "EINVAL", "define: a view with a dtype the builder cannot send")
+    s2["tensors"] = dict(spec["tensors"], xv={"view": "x", "shape": ["batch", H, DH],
+                                              "buffer": bx})
+    raises(lambda: c.define(s2), "EINVAL", "define: a view with a buffer")
+    p.release()
+    for b in (bx, bp, bc):
+        b.release()
 
 
 def test_numpy(args):
