@@ -41,6 +41,7 @@ typedef struct {
     pthread_cond_t poll_cond;
     hip_wait *waits, *free_waits;
     bool poller_started, quit;
+    bool poller_idle;              /* asleep with no wait at all: a new one must wake it */
     int lost;                      /* a sticky error was seen (under lock) */
     char lost_why[256];            /* the first one, set once */
 } hip_priv;

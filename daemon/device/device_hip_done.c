@@ -65,8 +65,11 @@ static void *hip_poller_main(void *arg)
     int kept = 0;   /* waits still pending after the last pass */
     pthread_mutex_lock(&p->lock);
     for (;;) {
-        while (!p->waits && !p->quit)
+        while (!p->waits && !p->quit) {
+            p->poller_idle = true;
             pthread_cond_wait(&p->poll_cond, &p->lock);
+            p->poller_idle = false;
+        }
         if (!p->waits && p->quit)
             break;
         /* take the list, query without the lock */
@@ -190,8 +193,13 @@ static int hip_notify(gg_device *dev, gg_dev_stream *s, gg_done_fn fn, void *arg
     pthread_mutex_lock(&p->lock);
     w->next = p->waits;
     p->waits = w;
-    pthread_cond_signal(&p->poll_cond);
+    /* A lazy wait is picked up by the poller's next pass (it sleeps at most
+     * HIP_POLL_LAZY_US); waking it costs the caller, a ring thread about to
+     * take its client's next descriptor, a futex call. */
+    bool wake = !lazy || p->poller_idle;
     pthread_mutex_unlock(&p->lock);
+    if (wake)
+        pthread_cond_signal(&p->poll_cond);
     return 0;
 }
 
