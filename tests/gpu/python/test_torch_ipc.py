@@ -60,7 +60,7 @@ with gfxgraph.Client(sock, name="test_torch_ipc") as c:
     check([r["bucket"] for r in res] == [4, 32, 32], "submit/wait: %r" % res)
 
     xh, yh = x.half(), torch.empty(ROWS, D, device="cuda", dtype=torch.float16)
-    ph = c.define({"name": "ipc_f16", "buckets": [8, 64],
+    ph = c.define({"name": "ipc_f16", "buckets": [8, ROWS],
                    "tensors": {"x": {"dtype": "f16", "shape": ["batch", D], "buffer": c.register(xh)},
                                "y": {"dtype": "f16", "shape": ["batch", D], "buffer": c.register(yh)}},
                    "nodes": [{"op": "silu", "inputs": ["x"], "outputs": ["y"]}]})
