@@ -16,6 +16,8 @@ int main(int argc, char **argv)
     int rc = gg_config_load(&cfg, argc, argv, err, sizeof(err));
     if (rc == 1)
         return GG_EXIT_OK;
+    if (rc == 2)
+        return GG_EXIT_USAGE;   /* --check-config found problems */
     if (rc < 0) {
         fprintf(stderr, "gfxgraphd: %s\n", err);
         return GG_EXIT_USAGE;
@@ -24,6 +26,8 @@ int main(int argc, char **argv)
     /* A client that vanishes mid-write must not kill the daemon. */
     signal(SIGPIPE, SIG_IGN);
 
+    /* SIGHUP loads the settings again from the same flags */
+    gg_server_set_args(argc, argv);
     static gg_server srv;
     if (gg_server_init(&srv, &cfg, err, sizeof(err)) < 0) {
         gg_error("cannot start: %s", err);

@@ -31,6 +31,9 @@
 #include "core/exec.h"
 #include "core/session.h"
 #include "fastpath/fp.h"
+#include "fastpath/fp_internal.h"
+
+#include <sched.h>
 
 static int server_mkdirs(const char *dir)
 {
@@ -197,6 +200,80 @@ static void server_on_signal(uv_signal_t *h, int signum)
     gg_core_unlock(&srv->core);
 }
 
+static int server_argc;
+static char **server_argv;
+
+void gg_server_set_args(int argc, char **argv)
+{
+    server_argc = argc;
+    server_argv = argv;
+}
+
+/* A live change that needs more than the new value in cfg. */
+static void server_apply_live(gg_server *srv, const char *key)
+{
+    if (strcmp(key, "log-level") == 0) {
+        gg_log_init(srv->cfg.log_level, gg_log_get_target());
+    } else if (strcmp(key, "fastpath-spin-us") == 0 && srv->fp) {
+        /* the ring threads read it at each idle check; one CPU never spins */
+        cpu_set_t cpus;
+        int ncpu = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 2;
+        srv->fp->set.spin_us = ncpu < 2 ? 0 : srv->cfg.fastpath_spin_us;
+    } else if (strcmp(key, "cache-entries") == 0 || strcmp(key, "cache-idle-s") == 0) {
+        gg_cache_tick(srv->core.cache, gg_now_ms());
+    }
+}
+
+/* SIGHUP: load the settings again (file, environment, the same flags) and
+ * apply what can change live; what cannot is logged as needing a restart
+ * and keeps its running value.  A file with an error changes nothing. */
+static void server_on_sighup(uv_signal_t *h, int signum)
+{
+    (void)signum;
+    gg_server *srv = h->data;
+    if (srv->core.stopping || !server_argv)
+        return;
+    static gg_config nc;
+    char err[512] = "";
+    int rc = gg_config_load(&nc, server_argc, server_argv, err, sizeof(err));
+    if (rc != 0) {
+        gg_error("reload (SIGHUP): %s; keeping the running settings", err[0] ? err : "failed");
+        return;
+    }
+    const char *file = gg_config_file_path(&nc);
+    unsigned applied = 0, restart = 0;
+    char names[512] = "";
+    size_t no = 0;
+    gg_core_lock(&srv->core);
+    for (int i = 0; i < GG_CFG_NKEYS; i++) {
+        char was[512], now[512];
+        const char *key = gg_config_key_name(i);
+        gg_config_value(&srv->loaded, i, was, sizeof(was));
+        gg_config_value(&nc, i, now, sizeof(now));
+        if (strcmp(was, now) == 0)
+            continue;
+        if (gg_config_key_live(i)) {
+            gg_config_copy_key(&srv->cfg, &nc, i);
+            gg_config_copy_key(&srv->loaded, &nc, i);
+            server_apply_live(srv, key);
+            gg_info("reload: %s changed from %s to %s (%s)", key, was, now, nc.sources[i]);
+            applied++;
+        } else {
+            gg_warn("reload: %s changed from %s to %s (%s): needs a restart; "
+                    "still running with %s", key, was, now, nc.sources[i], was);
+            restart++;
+            if (no < sizeof(names))
+                no += (size_t)snprintf(names + no, sizeof(names) - no, "%s%s", no ? ", " : "", key);
+        }
+    }
+    gg_core_unlock(&srv->core);
+    if (restart)
+        gg_warn("reload of %s: %u setting(s) applied; %u need a restart (%s)", file, applied,
+                restart, names);
+    else
+        gg_info("reload of %s: %u setting(s) applied", file, applied);
+}
+
 static void server_on_tick(uv_timer_t *t)
 {
     gg_server *srv = t->data;
@@ -269,6 +346,7 @@ int gg_server_init(gg_server *srv, const gg_config *cfg, char *err, size_t errle
 {
     memset(srv, 0, sizeof(*srv));
     srv->cfg = *cfg;
+    srv->loaded = *cfg;
     srv->loop = uv_default_loop();
     gg_core_init(&srv->core, srv->loop, &srv->cfg);
     srv->core.hooks.device_lost = server_on_device_lost;
@@ -306,6 +384,9 @@ int gg_server_init(gg_server *srv, const gg_config *cfg, char *err, size_t errle
     srv->sigterm.data = srv->sigint.data = srv;
     uv_signal_start(&srv->sigterm, server_on_signal, SIGTERM);
     uv_signal_start(&srv->sigint, server_on_signal, SIGINT);
+    uv_signal_init(srv->loop, &srv->sighup);
+    srv->sighup.data = srv;
+    uv_signal_start(&srv->sighup, server_on_sighup, SIGHUP);
     uv_timer_init(srv->loop, &srv->shutdown_timer);
     srv->shutdown_timer.data = srv;
 
@@ -384,6 +465,7 @@ void gg_server_stop(gg_server *srv, int exit_code)
         gg_fp_module_close(srv->fp);
         server_close_handle((uv_handle_t *)&srv->sigterm);
         server_close_handle((uv_handle_t *)&srv->sigint);
+        server_close_handle((uv_handle_t *)&srv->sighup);
         server_close_handle((uv_handle_t *)&srv->shutdown_timer);
         server_close_handle((uv_handle_t *)&srv->tick);
         gg_core_close(&srv->core);

@@ -39,7 +39,8 @@ typedef struct gg_server {
     bool listening;
     bool activated;                 /* the socket came from systemd */
     bool bound;                     /* we bound socket_path: ours to unlink */
-    uv_signal_t sigterm, sigint;
+    uv_signal_t sigterm, sigint, sighup;
+    gg_config loaded;               /* as last loaded (socket before systemd's name) */
     uv_timer_t shutdown_timer;
     uv_timer_t tick;                /* cache idle eviction, STATUS=, watchdog */
     uint64_t watchdog_usec;
@@ -49,6 +50,8 @@ typedef struct gg_server {
     int exit_code;
 } gg_server;
 
+/* The command line a reload (SIGHUP) loads the settings from again. */
+void gg_server_set_args(int argc, char **argv);
 int gg_server_init(gg_server *srv, const gg_config *cfg, char *err, size_t errlen);
 /* Serve until SIGTERM/SIGINT or a lost device; returns the exit code. */
 int gg_server_run(gg_server *srv);

@@ -19,6 +19,129 @@
 
 static const int default_buckets[] = {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256};
 
+/* Every setting; live ones change on a reload (SIGHUP), the others need a
+ * restart (they shape the socket, the device, threads or the cache keys). */
+static const struct {
+    const char *name;
+    bool live;
+} cfg_keys[GG_CFG_NKEYS] = {
+    {"socket", false},
+    {"backend", false},
+    {"log-level", true},
+    {"log-target", false},
+    {"max-message-size", false},
+    {"max-inflight", true},
+    {"max-connections", true},
+    {"max-connections-per-uid", true},
+    {"request-timeout-ms", true},
+    {"shutdown-timeout-ms", true},
+    {"buckets", false},
+    {"cache-entries", true},
+    {"cache-idle-s", true},
+    {"vram-cap", true},
+    {"mode", false},
+    {"replay-mode", false},
+    {"trusted-replay-threshold", false},
+    {"trusted-replay-sample-interval", false},
+    {"fault", false},
+    {"exec-update-limit", false},
+    {"workers", false},
+    {"completion", false},
+    {"fastpath", false},
+    {"fastpath-spin-us", true},
+    {"fastpath-max-regions", false},
+    {"device", false},
+};
+
+/* --check-config: report every problem here and go on, instead of
+ * stopping at the first. */
+static FILE *cfg_report;
+static int cfg_problems;
+
+static int cfg_key_index(const char *key)
+{
+    for (int i = 0; i < GG_CFG_NKEYS; i++)
+        if (strcmp(cfg_keys[i].name, key) == 0)
+            return i;
+    return -1;
+}
+
+const char *gg_config_key_name(int i)
+{
+    return i >= 0 && i < GG_CFG_NKEYS ? cfg_keys[i].name : NULL;
+}
+
+bool gg_config_key_live(int i)
+{
+    return i >= 0 && i < GG_CFG_NKEYS && cfg_keys[i].live;
+}
+
+/* Edit distance (insertions, deletions, substitutions, transpositions) for
+ * "did you mean". */
+static size_t cfg_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 63 || lb > 63)
+        return SIZE_MAX;
+    size_t d[64][64];
+    for (size_t i = 0; i <= la; i++)
+        d[i][0] = i;
+    for (size_t j = 0; j <= lb; j++)
+        d[0][j] = j;
+    for (size_t i = 1; i <= la; i++)
+        for (size_t j = 1; j <= lb; j++) {
+            size_t cost = tolower((unsigned char)a[i - 1]) == tolower((unsigned char)b[j - 1]) ||
+                          ((a[i - 1] == '_' || a[i - 1] == '-') && b[j - 1] == '-') ? 0 : 1;
+            size_t v = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < v) v = d[i][j - 1] + 1;
+            if (d[i - 1][j - 1] + cost < v) v = d[i - 1][j - 1] + cost;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[i - 2][j - 2] + 1 < v)
+                v = d[i - 2][j - 2] + 1;
+            d[i][j] = v;
+        }
+    return d[la][lb];
+}
+
+/* The nearest setting name when it is close enough to be a misspelling. */
+static const char *cfg_did_you_mean(const char *key)
+{
+    const char *best = NULL;
+    size_t bestd = SIZE_MAX;
+    for (int i = 0; i < GG_CFG_NKEYS; i++) {
+        size_t dd = cfg_distance(key, cfg_keys[i].name);
+        if (dd < bestd) {
+            bestd = dd;
+            best = cfg_keys[i].name;
+        }
+    }
+    size_t len = strlen(key);
+    size_t limit = len / 3 > 2 ? len / 3 : 2;
+    return bestd <= limit ? best : NULL;
+}
+
+static void cfg_source(gg_config *c, const char *key, const char *fmt, const char *a, int n)
+{
+    int i = cfg_key_index(key);
+    if (i < 0)
+        return;
+    if (n > 0)
+        snprintf(c->sources[i], sizeof(c->sources[i]), "%s %s:%d", fmt, a, n);
+    else
+        snprintf(c->sources[i], sizeof(c->sources[i]), "%s%s", fmt, a ? a : "");
+}
+
+/* A problem found while loading: with --check-config it is listed and
+ * loading goes on (0); otherwise it stops the load (-EINVAL). */
+static int cfg_problem(const char *msg)
+{
+    if (!cfg_report)
+        return -EINVAL;
+    fprintf(cfg_report, "%s\n", msg);
+    cfg_problems++;
+    return 0;
+}
+
 int gg_config_default_socket(char *buf, size_t len)
 {
     const char *env = getenv("GFXGRAPH_SOCKET");
@@ -82,6 +205,102 @@ void gg_config_defaults(gg_config *c)
      * microsecond, and an idle ring sleeps after it (bench/README.md). */
     c->fastpath_spin_us = 100;
     c->fastpath_max_regions = 256;
+    for (int i = 0; i < GG_CFG_NKEYS; i++)
+        snprintf(c->sources[i], sizeof(c->sources[i]), "default");
+}
+
+const char *gg_config_file_path(const gg_config *c)
+{
+    return c->config_file[0] ? c->config_file : GG_DEFAULT_CONFIG;
+}
+
+static void cfg_join_buckets(const gg_config *c, char *buf, size_t len)
+{
+    size_t o = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < c->nbuckets && o < len; i++)
+        o += (size_t)snprintf(buf + o, len - o, "%s%d", i ? "," : "", c->buckets[i]);
+}
+
+static void cfg_fault_name(unsigned f, char *buf, size_t len)
+{
+    static const char *names[] = {"capture", "instantiate", "launch", "device"};
+    size_t o = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < 4 && o < len; i++)
+        if (f & (1u << i))
+            o += (size_t)snprintf(buf + o, len - o, "%s%s", o ? "," : "", names[i]);
+    if (!f)
+        snprintf(buf, len, "none");
+}
+
+void gg_config_value(const gg_config *c, int i, char *buf, size_t len)
+{
+    const char *k = gg_config_key_name(i);
+    buf[0] = '\0';
+    if (!k) return;
+#define V(...) snprintf(buf, len, __VA_ARGS__)
+    if (!strcmp(k, "socket")) V("%s", c->socket_path);
+    else if (!strcmp(k, "backend")) V("%s", gg_backend_name(c->backend));
+    else if (!strcmp(k, "log-level")) V("%s", gg_log_level_name(c->log_level));
+    else if (!strcmp(k, "log-target"))
+        V("%s", c->log_target == GG_LOG_TARGET_STDERR ? "stderr"
+                : c->log_target == GG_LOG_TARGET_JOURNAL ? "journal" : "auto");
+    else if (!strcmp(k, "max-message-size")) V("%zu", c->max_message);
+    else if (!strcmp(k, "max-inflight")) V("%u", c->max_inflight);
+    else if (!strcmp(k, "max-connections")) V("%u", c->max_connections);
+    else if (!strcmp(k, "max-connections-per-uid")) V("%u", c->max_conn_per_uid);
+    else if (!strcmp(k, "request-timeout-ms")) V("%u", c->request_timeout_ms);
+    else if (!strcmp(k, "shutdown-timeout-ms")) V("%u", c->shutdown_timeout_ms);
+    else if (!strcmp(k, "buckets")) cfg_join_buckets(c, buf, len);
+    else if (!strcmp(k, "cache-entries")) V("%u", c->cache_entries);
+    else if (!strcmp(k, "cache-idle-s")) V("%u", c->cache_idle_s);
+    else if (!strcmp(k, "vram-cap")) V("%g", c->vram_cap);
+    else if (!strcmp(k, "mode")) V("%s", !c->graphs_enabled ? "0" : c->validate ? "validate" : "1");
+    else if (!strcmp(k, "replay-mode")) V("%s", gg_replay_mode_name(c->replay_mode));
+    else if (!strcmp(k, "trusted-replay-threshold")) V("%u", c->trusted_replay_threshold);
+    else if (!strcmp(k, "trusted-replay-sample-interval")) V("%u", c->trusted_replay_sample_interval);
+    else if (!strcmp(k, "fault")) cfg_fault_name(c->fault, buf, len);
+    else if (!strcmp(k, "exec-update-limit")) V("%u", c->exec_update_limit);
+    else if (!strcmp(k, "workers")) V("%u", c->workers);
+    else if (!strcmp(k, "completion")) V("%s", c->completion_hostfn ? "hostfn" : "poll");
+    else if (!strcmp(k, "fastpath")) V("%s", c->fastpath ? "on" : "off");
+    else if (!strcmp(k, "fastpath-spin-us")) V("%u", c->fastpath_spin_us);
+    else if (!strcmp(k, "fastpath-max-regions")) V("%u", c->fastpath_max_regions);
+    else if (!strcmp(k, "device")) V("%d", c->device_index);
+#undef V
+}
+
+void gg_config_copy_key(gg_config *d, const gg_config *s, int i)
+{
+    const char *k = gg_config_key_name(i);
+    if (!k) return;
+    if (!strcmp(k, "log-level")) d->log_level = s->log_level;
+    else if (!strcmp(k, "max-inflight")) d->max_inflight = s->max_inflight;
+    else if (!strcmp(k, "max-connections")) d->max_connections = s->max_connections;
+    else if (!strcmp(k, "max-connections-per-uid")) {
+        d->max_conn_per_uid = s->max_conn_per_uid;
+        d->max_conn_per_uid_set = s->max_conn_per_uid_set;
+    }
+    else if (!strcmp(k, "request-timeout-ms")) d->request_timeout_ms = s->request_timeout_ms;
+    else if (!strcmp(k, "shutdown-timeout-ms")) d->shutdown_timeout_ms = s->shutdown_timeout_ms;
+    else if (!strcmp(k, "cache-entries")) d->cache_entries = s->cache_entries;
+    else if (!strcmp(k, "cache-idle-s")) d->cache_idle_s = s->cache_idle_s;
+    else if (!strcmp(k, "vram-cap")) d->vram_cap = s->vram_cap;
+    else if (!strcmp(k, "fastpath-spin-us")) d->fastpath_spin_us = s->fastpath_spin_us;
+    else return;
+    memcpy(d->sources[i], s->sources[i], sizeof(d->sources[i]));
+}
+
+void gg_config_print(const gg_config *c, FILE *out)
+{
+    char v[512];
+    fprintf(out, "# gfxgraphd settings (config file %s)\n", gg_config_file_path(c));
+    fprintf(out, "%-31s %-24s %s\n", "# KEY", "VALUE", "SOURCE");
+    for (int i = 0; i < GG_CFG_NKEYS; i++) {
+        gg_config_value(c, i, v, sizeof(v));
+        fprintf(out, "%-31s %-24s %s\n", cfg_keys[i].name, v, c->sources[i]);
+    }
 }
 
 const char *gg_backend_name(gg_backend_kind k)
@@ -274,7 +493,11 @@ int gg_config_set(gg_config *c, const char *key, const char *v, char *err, size_
         if ((rc = cfg_uint(key, v, 0, 255, &u, err, errlen)) < 0) return rc;
         c->device_index = (int)u;
     } else {
-        snprintf(err, errlen, "unknown setting '%s'", key);
+        const char *near = cfg_did_you_mean(key);
+        if (near)
+            snprintf(err, errlen, "unknown setting '%s' (did you mean '%s'?)", key, near);
+        else
+            snprintf(err, errlen, "unknown setting '%s' (gfxgraphd.conf(5) lists them)", key);
         return -EINVAL;
     }
     return 0;
@@ -299,8 +522,13 @@ static int cfg_load_file(gg_config *c, const char *path, bool must_exist, char *
     if (!f) {
         if (!must_exist && errno == ENOENT)
             return 0;
-        snprintf(err, errlen, "cannot read config file %s: %s", path, strerror(errno));
-        return -errno;
+        int e = errno;
+        snprintf(err, errlen, "cannot read config file %s: %s", path, strerror(e));
+        if (cfg_report) {
+            cfg_problem(err);
+            return 0;
+        }
+        return -e;
     }
     char line[512];
     int lineno = 0, rc = 0;
@@ -314,16 +542,21 @@ static int cfg_load_file(gg_config *c, const char *path, bool must_exist, char *
             continue;
         char *eq = strchr(s, '=');
         if (!eq) {
-            snprintf(err, errlen, "%s:%d: expected 'key = value'", path, lineno);
-            rc = -EINVAL;
-            break;
+            snprintf(err, errlen, "%s:%d: expected 'key = value', got '%s'", path, lineno, s);
+            if ((rc = cfg_problem(err)) < 0)
+                break;
+            continue;
         }
         *eq = '\0';
         char sub[400];
-        if ((rc = gg_config_set(c, cfg_trim(s), cfg_trim(eq + 1), sub, sizeof(sub))) < 0) {
+        const char *key = cfg_trim(s);
+        if (gg_config_set(c, key, cfg_trim(eq + 1), sub, sizeof(sub)) < 0) {
             snprintf(err, errlen, "%s:%d: %s", path, lineno, sub);
-            break;
+            if ((rc = cfg_problem(err)) < 0)
+                break;
+            continue;
         }
+        cfg_source(c, key, "file", path, lineno);
     }
     fclose(f);
     return rc;
@@ -362,13 +595,18 @@ static int cfg_load_env(gg_config *c, char *err, size_t errlen)
         char sub[400];
         if (gg_config_set(c, cfg_env[i].key, v, sub, sizeof(sub)) < 0) {
             snprintf(err, errlen, "environment %s: %s", cfg_env[i].env, sub);
-            return -EINVAL;
+            if (cfg_problem(err) < 0)
+                return -EINVAL;
+            continue;
         }
+        cfg_source(c, cfg_env[i].key, "environment ", cfg_env[i].env, 0);
     }
     /* The older switch for hot replay. */
     const char *hot = getenv("GFXGRAPH_REPLAY_HOT_MODE");
-    if (hot && strcmp(hot, "1") == 0 && !getenv("GFXGRAPH_REPLAY_MODE"))
+    if (hot && strcmp(hot, "1") == 0 && !getenv("GFXGRAPH_REPLAY_MODE")) {
         c->replay_mode = GG_REPLAY_HOT;
+        cfg_source(c, "replay-mode", "environment ", "GFXGRAPH_REPLAY_HOT_MODE", 0);
+    }
     return 0;
 }
 
@@ -378,14 +616,17 @@ static void cfg_usage(FILE *out)
             "usage: gfxgraphd [--socket PATH] [--backend auto|cpu|hip] [--config FILE]\n"
             "                 [--log-level debug|info|warn|error] [--log-target auto|stderr|journal]\n"
             "                 [--set KEY=VALUE]... [--help] [--version]\n"
+            "       gfxgraphd --check-config [FILE]   list every problem in the settings (exit 0 or 2)\n"
+            "       gfxgraphd --print-config          each effective setting and where it came from\n"
             "\n"
             "Serves capture-and-replay of GPU graphs over a Unix socket.\n"
             "Settings: flags over environment over config file (default %s) over defaults.\n"
-            "docs/configuration.md lists every KEY.\n",
+            "SIGHUP re-reads the config file.  gfxgraphd.conf(5) lists every KEY.\n",
             GG_DEFAULT_CONFIG);
 }
 
-int gg_config_load(gg_config *c, int argc, char **argv, char *err, size_t errlen)
+static int cfg_load_args(gg_config *c, int argc, char **argv, const char *check_file, char *err,
+                         size_t errlen)
 {
     static const struct option opts[] = {
         {"socket", required_argument, NULL, 's'},
@@ -420,13 +661,21 @@ int gg_config_load(gg_config *c, int argc, char **argv, char *err, size_t errlen
         } else if (ch == '?') {
             snprintf(err, errlen, "unknown or incomplete option '%s' (see --help)",
                      argv[optind - 1]);
-            return -EINVAL;
+            if (cfg_problem(err) < 0)
+                return -EINVAL;
         }
     }
     if (optind < argc) {
         snprintf(err, errlen, "unexpected argument '%s' (see --help)", argv[optind]);
-        return -EINVAL;
+        if (cfg_problem(err) < 0)
+            return -EINVAL;
     }
+    if (check_file) {
+        file = check_file;
+        explicit_file = true;
+    }
+    if (cfg_report && !explicit_file && access(GG_DEFAULT_CONFIG, F_OK) != 0)
+        fprintf(cfg_report, "note: no config file at %s: defaults apply\n", GG_DEFAULT_CONFIG);
     int rc = cfg_load_file(c, explicit_file ? file : GG_DEFAULT_CONFIG, explicit_file, err, errlen);
     if (rc < 0)
         return rc;
@@ -448,14 +697,19 @@ int gg_config_load(gg_config *c, int argc, char **argv, char *err, size_t errlen
             char *eq = strchr(kv, '=');
             if (!eq) {
                 snprintf(err, errlen, "--set expects KEY=VALUE, got '%s'", optarg);
-                return -EINVAL;
+                if (cfg_problem(err) < 0)
+                    return -EINVAL;
+                continue;
             }
             *eq = '\0';
             char sub[400];
             if (gg_config_set(c, kv, eq + 1, sub, sizeof(sub)) < 0) {
                 snprintf(err, errlen, "--set %s: %s", optarg, sub);
-                return -EINVAL;
+                if (cfg_problem(err) < 0)
+                    return -EINVAL;
+                continue;
             }
+            cfg_source(c, kv, "--set ", optarg, 0);
             continue;
         }
         default:
@@ -464,13 +718,79 @@ int gg_config_load(gg_config *c, int argc, char **argv, char *err, size_t errlen
         char sub[400];
         if (gg_config_set(c, key, optarg, sub, sizeof(sub)) < 0) {
             snprintf(err, errlen, "--%s: %s", key, sub);
-            return -EINVAL;
+            if (cfg_problem(err) < 0)
+                return -EINVAL;
+            continue;
         }
+        cfg_source(c, key, "--", key, 0);
     }
     /* whatever layer set max-connections */
-    if (!c->max_conn_per_uid_set)
+    if (!c->max_conn_per_uid_set) {
         c->max_conn_per_uid = cfg_per_uid_default(c->max_connections);
+        int i = cfg_key_index("max-connections");
+        if (strcmp(c->sources[i], "default") != 0)
+            snprintf(c->sources[cfg_key_index("max-connections-per-uid")], sizeof(c->sources[0]),
+                     "default (from max-connections)");
+    }
     /* a default path that did not fit stays empty: the server refuses to
      * bind it, unless systemd passed the socket (gg_server_init) */
     return 0;
+}
+
+int gg_config_load(gg_config *c, int argc, char **argv, char *err, size_t errlen)
+{
+    bool check = false, print = false;
+    const char *check_file = NULL;
+    char **av = calloc((size_t)argc + 1, sizeof(*av));
+    if (!av) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    int n = 0;
+    for (int i = 0; i < argc; i++) {
+        if (i > 0 && strcmp(argv[i], "--check-config") == 0) {
+            check = true;
+            if (i + 1 < argc && argv[i + 1][0] != '-')
+                check_file = argv[++i];
+        } else if (i > 0 && strncmp(argv[i], "--check-config=", 15) == 0) {
+            check = true;
+            check_file = argv[i] + 15;
+        } else if (i > 0 && strcmp(argv[i], "--print-config") == 0) {
+            print = true;
+        } else {
+            av[n++] = argv[i];
+        }
+    }
+    int rc;
+    if (!check) {
+        rc = cfg_load_args(c, n, av, NULL, err, errlen);
+        if (rc == 0 && print) {
+            gg_config_print(c, stdout);
+            rc = 1;
+        }
+        free(av);
+        return rc;
+    }
+    cfg_report = stdout;
+    cfg_problems = 0;
+    rc = cfg_load_args(c, n, av, check_file, err, errlen);
+    cfg_report = NULL;
+    free(av);
+    if (rc == 1)
+        return 1;
+    if (rc < 0) {
+        printf("%s\n", err);
+        cfg_problems++;
+    }
+    const char *path = check_file ? check_file : gg_config_file_path(c);
+    if (cfg_problems) {
+        printf("%s: %d problem(s)\n", path, cfg_problems);
+        fflush(stdout);
+        return 2;
+    }
+    printf("%s: OK\n", path);
+    if (print)
+        gg_config_print(c, stdout);
+    fflush(stdout);
+    return 1;
 }

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "base/log.h"
 
@@ -22,6 +23,9 @@ typedef enum { GG_REPLAY_STANDARD = 0, GG_REPLAY_ADAPTIVE, GG_REPLAY_HOT } gg_re
  * launch make the graph path fail (eager fallback); device makes a replay
  * find the device lost, as a sticky GPU error would (the daemon exits 3). */
 enum { GG_FAULT_CAPTURE = 1, GG_FAULT_INSTANTIATE = 2, GG_FAULT_LAUNCH = 4, GG_FAULT_DEVICE = 8 };
+
+/* Settings known by name (config-file spelling). */
+#define GG_CFG_NKEYS 26
 
 typedef struct {
     char socket_path[GG_PATH_MAX];
@@ -57,15 +61,34 @@ typedef struct {
     bool fastpath;               /* offer shared-memory rings (fastpath.open) */
     unsigned fastpath_spin_us;   /* a ring's thread busy-waits this long after activity */
     unsigned fastpath_max_regions; /* rings open at once, daemon-wide */
+
+    /* Where each setting came from (gg_config_key_name order): "default",
+     * "file PATH:LINE", "environment VAR" or the flag. */
+    char sources[GG_CFG_NKEYS][96];
 } gg_config;
 
 void gg_config_defaults(gg_config *c);
-/* Parse argv, env and the config file into c.  Returns 0, 1 when --help or
- * --version was printed (exit 0), or -EINVAL with a message in err. */
+/* Parse argv, env and the config file into c.  Returns 0, 1 when --help,
+ * --version or a clean --check-config / --print-config was printed (exit
+ * 0), 2 when --check-config found problems (exit 2; printed), or -EINVAL
+ * with a message in err. */
 int gg_config_load(gg_config *c, int argc, char **argv, char *err, size_t errlen);
 /* Apply one "key = value" setting (the config-file spelling); used by the
  * file, env and flag layers alike. */
 int gg_config_set(gg_config *c, const char *key, const char *value, char *err, size_t errlen);
+/* The settings by index, 0 .. GG_CFG_NKEYS-1. */
+const char *gg_config_key_name(int i);
+/* Can this setting change on a reload (SIGHUP) without a restart? */
+bool gg_config_key_live(int i);
+/* The setting's value as the config file would spell it. */
+void gg_config_value(const gg_config *c, int i, char *buf, size_t len);
+/* Copy setting i (and what derives from it) from src into dst. */
+void gg_config_copy_key(gg_config *dst, const gg_config *src, int i);
+/* The config file these settings were read from (the default when none
+ * was named). */
+const char *gg_config_file_path(const gg_config *c);
+/* Every setting, its value and where it came from (--print-config). */
+void gg_config_print(const gg_config *c, FILE *out);
 int gg_config_parse_buckets(const char *s, int *out, int *n, char *err, size_t errlen);
 const char *gg_backend_name(gg_backend_kind k);
 const char *gg_replay_mode_name(gg_replay_mode m);

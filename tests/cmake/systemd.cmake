@@ -26,7 +26,8 @@ set(_gg_sd_env
   GG_SD_HELPER=$<TARGET_FILE:gg_sd_helper>)
 
 foreach(_t verify:verify-units.sh security:security.sh socket_activation:socket-activation.sh
-           notify:notify.sh journal:journal.sh install_layout:install-layout.sh)
+           notify:notify.sh journal:journal.sh install_layout:install-layout.sh
+           reload:reload.sh config_check:config-check.sh)
   string(REPLACE ":" ";" _t "${_t}")
   list(GET _t 0 _name)
   list(GET _t 1 _script)

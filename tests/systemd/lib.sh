@@ -101,6 +101,10 @@ gg_make_unit_root() {
     for d in /usr/lib/systemd/system /lib/systemd/system; do
         [ -d "$d" ] && cp -rn "$d/." "$root/usr/lib/systemd/system/" 2>/dev/null
     done
+    # ExecReload=/bin/kill: verify checks that it is there
+    if [ ! -e "$root/bin/kill" ] && [ -x /bin/kill ]; then
+        mkdir -p "$root/bin" && cp /bin/kill "$root/bin/kill"
+    fi
     [ -e "$root/usr/lib/systemd/system/sysinit.target" ]
 }
 
