@@ -26,7 +26,11 @@ key_files="/usr/bin/gfxgraphctl /usr/sbin/gfxgraphd /usr/include/gfxgraph/client
     /usr/lib/systemd/system/gfxgraphd.service /usr/lib/systemd/system/gfxgraphd.socket
     /usr/lib/systemd/system/gfxgraphd@.service /usr/lib/systemd/system/gfxgraphd@.socket
     /usr/lib/sysusers.d/gfxgraph.conf /usr/lib/tmpfiles.d/gfxgraph.conf
-    /etc/gfxgraph/gfxgraphd.conf /usr/share/doc/gfxgraph/gfxgraphd.conf.example"
+    /etc/gfxgraph/gfxgraphd.conf /usr/share/doc/gfxgraph/gfxgraphd.conf.example
+    /usr/share/man/man8/gfxgraphd.8 /usr/share/man/man1/gfxgraphctl.1
+    /usr/share/man/man5/gfxgraphd.conf.5 /usr/share/doc/gfxgraph/PROTOCOL.md
+    /usr/share/doc/gfxgraph/ops.md /usr/share/doc/gfxgraph/configuration.md
+    /usr/share/doc/gfxgraph/operations.md"
 have() { test -e "$D$1"; }
 for f in $key_files; do
     gg_check "installed: $f" have "$f"
