@@ -1,0 +1,279 @@
+"""Per-token decode latency of a 1B-class Llama shape through gfxgraphd,
+beside a torch.cuda.CUDAGraph of the same step in plain PyTorch with a
+static cache, in the same run on the same GPU.
+
+    python3 bench/bench_decode.py [--contexts 512,2048] [--steps 100]
+        [--warmup 20] [--layers 16] [--hidden 2048] [--heads 32]
+        [--kv-heads 8] [--inter 8192] [--vocab 32000] [--out FILE.json]
+
+Shape (default): hidden 2048, 16 layers, 32 heads / 8 kv heads (head dim
+64), intermediate 8192, vocab 32000, f16, batch 1; random weights (normal,
+std 0.02; RMSNorm weights 1 + 0.1 N(0,1)); the k/v caches [1, S, 8, 64] per
+layer filled with N(0,1) (a stand-in for a prefilled prompt), S = context.
+
+One measured token at context C: write id/pos/len (pos = C - steps + i,
+len = pos + 1), run the step, read the next token on the host.
+  gfxgraph: one program (tests/gpu/test_llama_hf.py llama_spec: embedding ->
+            16 x layer -> rmsnorm -> lm_head -> argmax) replayed through the
+            daemon (prog.replay(1): returns when the device work is done),
+            then next.item().
+  torch:    the same step written in PyTorch (F.linear, SDPA with a length
+            mask over the static cache, index_copy_ into the cache),
+            captured once in a torch.cuda.CUDAGraph, graph.replay(), then
+            next.item().
+Both read the same weights (the daemon's arena tensors) and start from the
+same cache contents.  Reported per context and path: p50/p90/p99/mean/min
+per-token latency (us), tokens/s, and whether the two paths' first tokens
+agree.  JSON with provenance (git commit, host, GPU, torch, the daemon's
+version, library path, the command line).  Needs torch with CUDA and a
+daemon on the hip backend (GFXGRAPH_SOCKET; bench/run_decode.sh starts one).
+Exit 0, 1 (a failure), 77 (skip)."""
+import argparse
+import datetime
+import json
+import os
+import platform
+import socket as pysocket
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRC = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(SRC, "tests", "gpu"))
+
+
+def pct(xs, p):
+    xs = sorted(xs)
+    i = min(len(xs) - 1, max(0, int(round(p / 100.0 * len(xs) + 0.5)) - 1))
+    return xs[i]
+
+
+def summary(lat_us):
+    return {"p50_us": pct(lat_us, 50), "p90_us": pct(lat_us, 90), "p99_us": pct(lat_us, 99),
+            "mean_us": sum(lat_us) / len(lat_us), "min_us": min(lat_us),
+            "tokens_per_s": 1e6 * len(lat_us) / sum(lat_us), "n": len(lat_us)}
+
+
+def torch_step_fn(torch, a, cfg, S):
+    """The decode step in plain PyTorch over the arena's weights and its own
+    static caches; returns (step(), static inputs, caches, next)."""
+    import torch.nn.functional as Fn
+    D, L, Hq, Hkv, V = cfg["hidden"], cfg["layers"], cfg["heads"], cfg["kv_heads"], cfg["vocab"]
+    Dh = D // Hq
+    t = a.t
+    dev = t["emb"].device
+    ids = torch.zeros(1, dtype=torch.int64, device=dev)
+    pos = torch.zeros(1, dtype=torch.int64, device=dev)
+    lens = torch.zeros(1, dtype=torch.int64, device=dev)
+    kc = [t["kc_%d" % l][:1].clone() for l in range(L)]
+    vc = [t["vc_%d" % l][:1].clone() for l in range(L)]
+    inv = 1.0 / (cfg["theta"] ** (torch.arange(0, Dh, 2, device=dev, dtype=torch.float32) / Dh))
+    ar = torch.arange(S, device=dev)
+    eps = cfg["eps"]
+    out = {}
+
+    def rms(x, w):
+        xf = x.float()
+        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype) * w
+
+    def rope(x, cos, sin):          # x [1, H, Dh], neox
+        x1, x2 = x[..., :Dh // 2], x[..., Dh // 2:]
+        return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), -1)
+
+    def step():
+        h = Fn.embedding(ids, t["emb"])                     # [1, D]
+        ang = pos.float()[:, None] * inv[None, :]           # [1, Dh/2]
+        cos = ang.cos().to(h.dtype)[:, None, :]
+        sin = ang.sin().to(h.dtype)[:, None, :]
+        mask = (ar[None, :] < lens[:, None])[:, None, None, :]   # [1, 1, 1, S]
+        for l in range(L):
+            w = lambda k: t["%s_%d" % (k, l)]              # noqa: E731
+            hn = rms(h, w("n1"))
+            q = rope(Fn.linear(hn, w("wq")).view(1, Hq, Dh), cos, sin)
+            k = rope(Fn.linear(hn, w("wk")).view(1, Hkv, Dh), cos, sin)
+            v = Fn.linear(hn, w("wv")).view(1, Hkv, Dh)
+            kc[l].index_copy_(1, pos, k[:, None])
+            vc[l].index_copy_(1, pos, v[:, None])
+            o = Fn.scaled_dot_product_attention(
+                q[:, :, None, :], kc[l].transpose(1, 2), vc[l].transpose(1, 2),
+                attn_mask=mask, enable_gqa=True)            # [1, Hq, 1, Dh]
+            h = h + Fn.linear(o.reshape(1, Hq * Dh), w("wo"))
+            hn = rms(h, w("n2"))
+            h = h + Fn.linear(Fn.silu(Fn.linear(hn, w("wg"))) * Fn.linear(hn, w("wu")), w("wd"))
+        logits = Fn.linear(rms(h, t["nf"]), t["lm"])
+        out["next"] = logits.argmax(-1)
+        return out["next"]
+
+    return step, (ids, pos, lens), (kc, vc), out
+
+
+def provenance(args, c, torch):
+    def git(*a):
+        try:
+            return subprocess.check_output(["git", "-C", SRC] + list(a), text=True,
+                                           stderr=subprocess.DEVNULL).strip()
+        except Exception:
+            return None
+    import gfxgraph
+    p = torch.cuda.get_device_properties(0)
+    return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+            "host": pysocket.gethostname(), "platform": platform.platform(),
+            "python": platform.python_version(), "torch": torch.__version__,
+            "cuda": torch.version.cuda, "gpu": p.name,
+            "gpu_memory_gib": round(p.total_memory / 2**30, 1),
+            "git_commit": git("rev-parse", "HEAD"),
+            "git_dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+            "daemon": {"version": c.server_version, "backend": c.backend, "device": c.device,
+                       "socket": c.socket, "fastpath": str(c.fastpath_status)},
+            "library": gfxgraph.library_path(), "argv": sys.argv}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--contexts", default="512,2048")
+    ap.add_argument("--steps", type=int, default=100)
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--layers", type=int, default=16)
+    ap.add_argument("--hidden", type=int, default=2048)
+    ap.add_argument("--heads", type=int, default=32)
+    ap.add_argument("--kv-heads", type=int, default=8)
+    ap.add_argument("--inter", type=int, default=8192)
+    ap.add_argument("--vocab", type=int, default=32000)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    try:
+        import torch
+    except ImportError:
+        print("SKIP: torch is not installed")
+        return 77
+    if not torch.cuda.is_available():
+        print("SKIP: torch sees no CUDA device")
+        return 77
+    sock = os.environ.get("GFXGRAPH_SOCKET")
+    if not sock:
+        print("SKIP: GFXGRAPH_SOCKET is not set (bench/run_decode.sh starts a daemon)")
+        return 77
+    import gfxgraph
+    from test_llama_hf import llama_spec
+    cfg = dict(hidden=args.hidden, layers=args.layers, heads=args.heads,
+               kv_heads=args.kv_heads, inter=args.inter, vocab=args.vocab, eps=1e-5,
+               theta=10000.0)
+    contexts = [int(x) for x in args.contexts.split(",")]
+    dtype = torch.float16
+    res = {"shape": dict(cfg, dtype="f16", batch=1, head_dim=cfg["hidden"] // cfg["heads"]),
+           "steps": args.steps, "warmup": args.warmup, "results": []}
+    c = gfxgraph.Client(socket=sock, name="bench_decode")
+    if c.backend != "hip":
+        print("SKIP: the daemon runs the %s backend" % c.backend)
+        return 77
+    res["provenance"] = provenance(args, c, torch)
+    g = torch.Generator(device="cuda").manual_seed(7)
+    for S in contexts:
+        if args.steps + args.warmup > S:
+            print("FAIL: steps + warmup > context %d" % S)
+            return 1
+        a, prog = llama_spec(torch, c, cfg, dtype, top=1, S=S, name="bench-decode-%d" % S,
+                             buckets=[1])
+        with torch.no_grad():
+            for name, _, _, _ in a.layout:
+                x = a.t[name]
+                if name in ("ids", "pos", "lens", "next"):
+                    x.zero_()
+                elif name.startswith(("n1_", "n2_")) or name == "nf":
+                    x.copy_(1 + 0.1 * torch.randn(x.shape, generator=g, device="cuda"))
+                elif name.startswith(("kc_", "vc_")):
+                    x.copy_(torch.randn(x.shape, generator=g, device="cuda"))
+                elif name != "logits":
+                    x.copy_(0.02 * torch.randn(x.shape, generator=g, device="cuda"))
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        prep = prog.prepare()
+        t_prep = time.perf_counter() - t0
+
+        # torch: the same step, captured (caches cloned before the daemon runs)
+        step, (ids_t, pos_t, lens_t), _, out = torch_step_fn(torch, a, cfg, S)
+        start = S - args.steps - args.warmup
+        ids_t.fill_(1)
+        pos_t.fill_(start)
+        lens_t.fill_(start + 1)
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.no_grad(), torch.cuda.stream(s):
+            for _ in range(3):
+                step()
+        torch.cuda.current_stream().wait_stream(s)
+        graph = torch.cuda.CUDAGraph()
+        with torch.no_grad(), torch.cuda.graph(graph):
+            step()
+        torch.cuda.synchronize()
+
+        def run_gfx(p, tok):
+            a.t["ids"].fill_(tok)
+            a.t["pos"].fill_(p)
+            a.t["lens"].fill_(p + 1)
+            torch.cuda.synchronize()
+            r = prog.replay(1)
+            return int(a.t["next"].item()), r
+
+        def run_torch(p, tok):
+            ids_t.fill_(tok)
+            pos_t.fill_(p)
+            lens_t.fill_(p + 1)
+            graph.replay()
+            return int(out["next"].item())
+
+        paths = {}
+        firsts = {}
+        for name, fn in (("gfxgraph", run_gfx), ("torch_cudagraph", run_torch)):
+            tok = 1
+            lat = []
+            n_graph = 0
+            for i in range(args.warmup + args.steps):
+                p = start + i
+                t0 = time.perf_counter()
+                r = fn(p, tok)
+                dt = (time.perf_counter() - t0) * 1e6
+                if name == "gfxgraph":
+                    r, rr = r
+                    n_graph += rr["path"] == "graph"
+                if i == 0:
+                    firsts[name] = r
+                tok = r
+                if i >= args.warmup:
+                    lat.append(dt)
+            paths[name] = summary(lat)
+            if name == "gfxgraph":
+                paths[name]["graph_replays"] = n_graph
+        entry = {"context": S, "positions": [start + args.warmup, S - 1],
+                 "prepare_s": t_prep, "prepare": prep, "paths": paths,
+                 "first_token_agrees": firsts.get("gfxgraph") == firsts.get("torch_cudagraph"),
+                 "first_tokens": firsts,
+                 "gfxgraph_over_torch_p50": paths["gfxgraph"]["p50_us"] /
+                 paths["torch_cudagraph"]["p50_us"]}
+        res["results"].append(entry)
+        print("context %5d: gfxgraph p50 %.1f us p99 %.1f us (%.0f tok/s) | torch CUDAGraph "
+              "p50 %.1f us p99 %.1f us (%.0f tok/s) | first tokens %s" %
+              (S, paths["gfxgraph"]["p50_us"], paths["gfxgraph"]["p99_us"],
+               paths["gfxgraph"]["tokens_per_s"], paths["torch_cudagraph"]["p50_us"],
+               paths["torch_cudagraph"]["p99_us"], paths["torch_cudagraph"]["tokens_per_s"],
+               "agree" if entry["first_token_agrees"] else "differ %s" % firsts))
+        sys.stdout.flush()
+        del graph
+        prog.release()
+        a.buf.release()
+        del a
+        torch.cuda.empty_cache()
+    c.close()
+    text = json.dumps(res, indent=1, default=str)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text + "\n")
+        print("wrote %s" % args.out)
+    else:
+        print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
