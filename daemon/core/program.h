@@ -49,6 +49,9 @@ typedef struct gg_program {
     char name[64];
     gg_ptensor *tensors;
     int ntensors;
+    int *tindex;                        /* tensor names hashed (open addressing):
+                                         * index + 1, 0 empty; tindex_mask + 1 slots */
+    uint32_t tindex_mask;
     gg_branch *branches;
     int nbranches;
     int buckets[GG_MAX_BUCKETS];
