@@ -2,7 +2,9 @@
 #include "proto.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int msg_bad(char *err, size_t errlen, const char *why)
@@ -179,4 +181,358 @@ void proto_pack_response_head(msgpack_packer *pk, uint32_t msgid)
     msgpack_pack_uint8(pk, GG_MSG_RESPONSE);
     msgpack_pack_uint32(pk, msgid);
     msgpack_pack_nil(pk);
+}
+
+uint8_t *proto_sbuffer_room(msgpack_sbuffer *sb, size_t n)
+{
+    if (sb->alloc - sb->size < n) {
+        size_t ns = sb->alloc ? sb->alloc * 2 : MSGPACK_SBUFFER_INIT_SIZE;
+        while (ns < sb->size + n)
+            ns *= 2;
+        char *d = realloc(sb->data, ns);
+        if (!d)
+            return NULL;
+        sb->data = d;
+        sb->alloc = ns;
+    }
+    return (uint8_t *)sb->data + sb->size;
+}
+
+/* ---- replay, read straight from its bytes ---------------------------------- */
+
+/* A reader over buf[0..len): each step either takes what it wants or says
+ * why not (short: more bytes needed; bad: not the plain form). */
+typedef struct {
+    const uint8_t *p, *end;
+    bool short_, bad;
+} scan_rd;
+
+static uint64_t scan_be(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+static bool scan_need(scan_rd *r, size_t n)
+{
+    if ((size_t)(r->end - r->p) < n) {
+        r->short_ = true;
+        return false;
+    }
+    return true;
+}
+
+static int scan_byte(scan_rd *r)
+{
+    if (!scan_need(r, 1))
+        return -1;
+    return *r->p++;
+}
+
+/* An unsigned integer in any of its unsigned forms. */
+static bool scan_uint(scan_rd *r, int b, uint64_t *v)
+{
+    int n;
+    if (b <= 0x7f) {
+        *v = (uint64_t)b;
+        return true;
+    }
+    switch (b) {
+    case 0xcc: n = 1; break;
+    case 0xcd: n = 2; break;
+    case 0xce: n = 4; break;
+    case 0xcf: n = 8; break;
+    default:
+        r->bad = true;
+        return false;
+    }
+    if (!scan_need(r, (size_t)n))
+        return false;
+    *v = scan_be(r->p, n);
+    r->p += n;
+    return true;
+}
+
+/* An integer in any of its forms. */
+static bool scan_int(scan_rd *r, int b, int64_t *v)
+{
+    int n;
+    if (b >= 0xe0) {
+        *v = (int8_t)(uint8_t)b;
+        return true;
+    }
+    switch (b) {
+    case 0xd0: n = 1; break;
+    case 0xd1: n = 2; break;
+    case 0xd2: n = 4; break;
+    case 0xd3: n = 8; break;
+    default: {
+        uint64_t u;
+        if (!scan_uint(r, b, &u))
+            return false;
+        if (u > INT64_MAX) {
+            r->bad = true;
+            return false;
+        }
+        *v = (int64_t)u;
+        return true;
+    }
+    }
+    if (!scan_need(r, (size_t)n))
+        return false;
+    uint64_t u = scan_be(r->p, n);
+    r->p += n;
+    /* sign-extend from n bytes */
+    int sh = 64 - 8 * n;
+    *v = sh ? (int64_t)(u << sh) >> sh : (int64_t)u;
+    return true;
+}
+
+/* A fixstr key: its bytes and length, or bad. */
+static bool scan_key(scan_rd *r, const uint8_t **k, size_t *n)
+{
+    int b = scan_byte(r);
+    if (b < 0)
+        return false;
+    if (b < 0xa0 || b > 0xbf) {
+        r->bad = true;
+        return false;
+    }
+    *n = (size_t)(b & 0x1f);
+    if (!scan_need(r, *n))
+        return false;
+    *k = r->p;
+    r->p += *n;
+    return true;
+}
+
+#define SCAN_IS(k, n, lit) ((n) == sizeof(lit) - 1 && memcmp((k), (lit), sizeof(lit) - 1) == 0)
+
+static long scan_result(const scan_rd *r, const uint8_t *buf)
+{
+    if (r->bad)
+        return -1;
+    if (r->short_)
+        return 0;
+    return (long)(r->p - buf);
+}
+
+long proto_replay_req_scan(const uint8_t *buf, size_t len, proto_replay_req *q)
+{
+    scan_rd r = {.p = buf, .end = buf + len};
+    memset(q, 0, sizeof(*q));
+    uint64_t id;
+    int b;
+    /* [0, msgid, "replay", [ {  */
+    if ((b = scan_byte(&r)) < 0 || b != 0x94 || (b = scan_byte(&r)) < 0 || b != 0x00)
+        goto out;
+    if ((b = scan_byte(&r)) < 0 || !scan_uint(&r, b, &id))
+        goto out;
+    if (id > UINT32_MAX) {
+        r.bad = true;
+        goto out;
+    }
+    q->msgid = (uint32_t)id;
+    if (!scan_need(&r, 8))
+        goto out;
+    if (memcmp(r.p, "\xa6replay\x91", 8) != 0) {
+        r.bad = true;
+        goto out;
+    }
+    r.p += 8;
+    if ((b = scan_byte(&r)) < 0)
+        goto out;
+    if (b < 0x80 || b > 0x8f) {
+        r.bad = true;
+        goto out;
+    }
+    unsigned seen = 0;
+    for (int i = 0, n = b & 0x0f; i < n; i++) {
+        const uint8_t *k;
+        size_t kn;
+        if (!scan_key(&r, &k, &kn))
+            goto out;
+        unsigned bit = 0;
+        uint64_t *dst = NULL;
+        switch (kn) {      /* by length first: one compare per key */
+        case 7:
+            if (SCAN_IS(k, kn, "program")) {
+                bit = PROTO_RQ_PROGRAM;
+                dst = &q->program;
+            }
+            break;
+        case 5:
+            if (SCAN_IS(k, kn, "batch")) {
+                bit = PROTO_RQ_BATCH;
+                dst = &q->batch;
+            } else if (SCAN_IS(k, kn, "async")) {
+                bit = PROTO_RQ_ASYNC;
+            }
+            break;
+        case 6:
+            if (SCAN_IS(k, kn, "branch")) {
+                bit = PROTO_RQ_BRANCH;
+                dst = &q->branch;
+            }
+            break;
+        case 10:
+            if (SCAN_IS(k, kn, "wait_event")) {
+                bit = PROTO_RQ_WAIT_EVENT;
+                dst = &q->wait_event;
+            }
+            break;
+        case 12:
+            if (SCAN_IS(k, kn, "signal_event")) {
+                bit = PROTO_RQ_SIGNAL_EVENT;
+                dst = &q->signal_event;
+            }
+            break;
+        }
+        if (!bit) {
+            r.bad = true;
+            goto out;
+        }
+        if (seen & bit) {
+            r.bad = true;
+            goto out;
+        }
+        seen |= bit;
+        if ((b = scan_byte(&r)) < 0)
+            goto out;
+        if (b == 0xc0)
+            continue;                  /* nil: as if absent */
+        if (dst) {
+            if (!scan_uint(&r, b, dst))
+                goto out;
+        } else if (b == 0xc2 || b == 0xc3) {
+            q->async = b == 0xc3;
+        } else {
+            r.bad = true;
+            goto out;
+        }
+        q->has |= bit;
+    }
+out:
+    return scan_result(&r, buf);
+}
+
+long proto_replay_ans_scan(const uint8_t *buf, size_t len, proto_replay_ans *a)
+{
+    scan_rd r = {.p = buf, .end = buf + len};
+    memset(a, 0, sizeof(*a));
+    uint64_t id;
+    int b;
+    /* [1, msgid, nil, {  */
+    if ((b = scan_byte(&r)) < 0 || b != 0x94 || (b = scan_byte(&r)) < 0 || b != 0x01)
+        goto out;
+    if ((b = scan_byte(&r)) < 0 || !scan_uint(&r, b, &id))
+        goto out;
+    if (id > UINT32_MAX) {
+        r.bad = true;
+        goto out;
+    }
+    a->msgid = (uint32_t)id;
+    if ((b = scan_byte(&r)) < 0)
+        goto out;
+    if (b != 0xc0) {
+        r.bad = true;
+        goto out;
+    }
+    if ((b = scan_byte(&r)) < 0)
+        goto out;
+    if (b < 0x80 || b > 0x8f) {
+        r.bad = true;
+        goto out;
+    }
+    unsigned seen = 0;
+    for (int i = 0, n = b & 0x0f; i < n; i++) {
+        const uint8_t *k;
+        size_t kn;
+        if (!scan_key(&r, &k, &kn) || (b = scan_byte(&r)) < 0)
+            goto out;
+        /* the key, by length first: one compare per key */
+        enum { K_NONE, K_PATH, K_BUCKET, K_BATCH, K_BRANCH, K_FALLBACK, K_CAPTURED, K_ASYNC,
+               K_DEVICE_US } key = K_NONE;
+        switch (kn) {
+        case 4: key = SCAN_IS(k, kn, "path") ? K_PATH : K_NONE; break;
+        case 5: key = SCAN_IS(k, kn, "batch") ? K_BATCH : SCAN_IS(k, kn, "async") ? K_ASYNC
+                                                                                  : K_NONE;
+            break;
+        case 6: key = SCAN_IS(k, kn, "bucket") ? K_BUCKET : SCAN_IS(k, kn, "branch") ? K_BRANCH
+                                                                                     : K_NONE;
+            break;
+        case 8: key = SCAN_IS(k, kn, "fallback") ? K_FALLBACK
+                      : SCAN_IS(k, kn, "captured") ? K_CAPTURED : K_NONE;
+            break;
+        case 9: key = SCAN_IS(k, kn, "device_us") ? K_DEVICE_US : K_NONE; break;
+        }
+        unsigned bit = 1u << key;
+        int64_t v;
+        switch (key) {
+        case K_PATH:
+            if (!scan_need(&r, 5))
+                goto out;
+            if (b == 0xa5 && memcmp(r.p, "graph", 5) == 0)
+                a->graph = true;
+            else if (!(b == 0xa5 && memcmp(r.p, "eager", 5) == 0)) {
+                r.bad = true;
+                goto out;
+            }
+            r.p += 5;
+            break;
+        case K_BUCKET: case K_BATCH: case K_BRANCH:
+            if (!scan_int(&r, b, &v))
+                goto out;
+            if (key == K_BUCKET) {
+                a->has_bucket = true;
+                a->bucket = v;
+            } else if (key == K_BATCH) {
+                a->has_batch = true;
+                a->batch = v;
+            } else {
+                a->has_branch = true;
+                a->branch = v;
+            }
+            break;
+        case K_FALLBACK: case K_CAPTURED: case K_ASYNC:
+            if (b != 0xc2 && b != 0xc3) {
+                r.bad = true;
+                goto out;
+            }
+            *(key == K_FALLBACK ? &a->fallback : key == K_CAPTURED ? &a->captured
+                                                                   : &a->async) = b == 0xc3;
+            break;
+        case K_DEVICE_US: {
+            if (b != 0xcb) {
+                r.bad = true;
+                goto out;
+            }
+            if (!scan_need(&r, 8))
+                goto out;
+            uint64_t u = scan_be(r.p, 8);
+            r.p += 8;
+            double d;
+            memcpy(&d, &u, sizeof d);
+            if (isfinite(d)) {
+                a->has_device_us = true;
+                a->device_us = d;
+            }
+            break;
+        }
+        default:
+            r.bad = true;
+            goto out;
+        }
+        if (seen & bit) {
+            r.bad = true;
+            goto out;
+        }
+        seen |= bit;
+    }
+    if (!(seen & (1u << 1)) && !r.short_)
+        r.bad = true;                  /* no path: the general path's error */
+out:
+    return scan_result(&r, buf);
 }

@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define GG_PROTOCOL_VERSION 1
 #define GG_PROTO_DEFAULT_MAX_MSG (16u << 20)
@@ -140,5 +141,138 @@ int proto_fail(proto_errbuf *e, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Copy a str object into a NUL-terminated buffer; -EINVAL if it does not fit. */
 int proto_strdup_obj(const msgpack_object *o, char *dst, size_t cap);
+
+/* ---- direct encoding -----------------------------------------------------
+ * The hot answers and requests are written byte by byte into a buffer the
+ * caller has made room in, with exactly the bytes msgpack-c's packer gives
+ * for the same calls (smallest integer form; a double is always 0xcb), so
+ * the wire is the same either way.  Each returns the byte after what it
+ * wrote. */
+static inline uint8_t *proto_w_be(uint8_t *p, uint64_t v, int n)
+{
+    for (int i = n - 1; i >= 0; i--, v >>= 8)
+        p[i] = (uint8_t)v;
+    return p + n;
+}
+
+/* msgpack_pack_uint8/16/32/64 */
+static inline uint8_t *proto_w_uint(uint8_t *p, uint64_t v)
+{
+    if (v < 128) {
+        *p = (uint8_t)v;
+        return p + 1;
+    }
+    if (v < 256) {
+        *p = 0xcc;
+        return proto_w_be(p + 1, v, 1);
+    }
+    if (v < 65536) {
+        *p = 0xcd;
+        return proto_w_be(p + 1, v, 2);
+    }
+    if (v < (1ull << 32)) {
+        *p = 0xce;
+        return proto_w_be(p + 1, v, 4);
+    }
+    *p = 0xcf;
+    return proto_w_be(p + 1, v, 8);
+}
+
+/* msgpack_pack_int64 (and msgpack_pack_int) */
+static inline uint8_t *proto_w_int(uint8_t *p, int64_t v)
+{
+    if (v >= 0)
+        return proto_w_uint(p, (uint64_t)v);
+    if (v >= -32) {
+        *p = (uint8_t)(int8_t)v;       /* negative fixint */
+        return p + 1;
+    }
+    if (v >= -128) {
+        *p = 0xd0;
+        return proto_w_be(p + 1, (uint64_t)v, 1);
+    }
+    if (v >= -32768) {
+        *p = 0xd1;
+        return proto_w_be(p + 1, (uint64_t)v, 2);
+    }
+    if (v >= -(1ll << 31)) {
+        *p = 0xd2;
+        return proto_w_be(p + 1, (uint64_t)v, 4);
+    }
+    *p = 0xd3;
+    return proto_w_be(p + 1, (uint64_t)v, 8);
+}
+
+static inline uint8_t *proto_w_f64(uint8_t *p, double v)
+{
+    uint64_t u;
+    memcpy(&u, &v, sizeof u);
+    *p = 0xcb;
+    return proto_w_be(p + 1, u, 8);
+}
+
+static inline uint8_t *proto_w_bool(uint8_t *p, bool v)
+{
+    *p = v ? 0xc3 : 0xc2;
+    return p + 1;
+}
+
+/* A str of fewer than 32 bytes (a key): fixstr. */
+static inline uint8_t *proto_w_fixstr(uint8_t *p, const char *s, size_t n)
+{
+    *p = (uint8_t)(0xa0 | n);
+    memcpy(p + 1, s, n);
+    return p + 1 + n;
+}
+#define PROTO_W_KEY(p, lit) proto_w_fixstr((p), (lit), sizeof(lit) - 1)
+
+/* Room for n more bytes at the end of sb (as msgpack_sbuffer_write grows
+ * it); NULL when out of memory.  The caller writes there and adds what it
+ * wrote to sb->size. */
+uint8_t *proto_sbuffer_room(msgpack_sbuffer *sb, size_t n);
+
+/* ---- replay, read straight from its bytes --------------------------------
+ * The one request and answer that come by the hundred thousand a second
+ * are recognised in their plain form without unpacking; anything else (a
+ * key not listed, a key twice, another encoding of a value) is left to the
+ * general path, which gives the same answer as before, errors included. */
+enum {
+    PROTO_RQ_PROGRAM = 1u << 0,
+    PROTO_RQ_BATCH = 1u << 1,
+    PROTO_RQ_BRANCH = 1u << 2,
+    PROTO_RQ_WAIT_EVENT = 1u << 3,
+    PROTO_RQ_SIGNAL_EVENT = 1u << 4,
+    PROTO_RQ_ASYNC = 1u << 5,
+};
+
+typedef struct {
+    uint32_t msgid;
+    unsigned has;              /* PROTO_RQ_*: present and not nil */
+    uint64_t program, batch, branch, wait_event, signal_event;
+    bool async;
+} proto_replay_req;
+
+/* buf starts with [0, msgid, "replay", [{...}]] whose map holds only the
+ * keys program, batch, branch, wait_event, signal_event (non-negative
+ * integers, unsigned forms) and async (a boolean), each at most once, any
+ * of them possibly nil (absent):  > 0: its length, *r filled;  0: what is
+ * there so far is of that form, more bytes are needed;  -1: not that form. */
+long proto_replay_req_scan(const uint8_t *buf, size_t len, proto_replay_req *r);
+
+typedef struct {
+    uint32_t msgid;
+    bool graph;                /* path: "graph", else "eager" */
+    bool has_bucket, has_batch, has_branch;
+    int64_t bucket, batch, branch;
+    bool fallback, captured, async;
+    bool has_device_us;
+    double device_us;          /* finite */
+} proto_replay_ans;
+
+/* buf starts with [1, msgid, nil, {...}] whose map holds path ("graph" or
+ * "eager"), and at most once each of bucket, batch, branch (integers),
+ * fallback, captured, async (booleans) and device_us (a float64), and no
+ * other key: > 0, 0, -1 as for proto_replay_req_scan. */
+long proto_replay_ans_scan(const uint8_t *buf, size_t len, proto_replay_ans *a);
 
 #endif

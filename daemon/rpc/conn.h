@@ -67,6 +67,9 @@ bool gg_conn_send(struct gg_conn *c, const char *data, size_t len);
  * and counts the request done. */
 msgpack_packer *gg_conn_reply_begin(struct gg_conn *c);
 void gg_conn_reply_end(struct gg_conn *c);
+/* The buffer behind gg_conn_reply_begin's packer, for an answer written
+ * directly (proto_sbuffer_room) between begin and end. */
+msgpack_sbuffer *gg_conn_reply_sbuffer(struct gg_conn *c);
 /* A request finished (replied to or dropped). */
 void gg_conn_request_done(struct gg_conn *c);
 /* Close every connection as part of a stop; idle ones at once. */

@@ -23,6 +23,9 @@ typedef struct gg_call {
     struct gg_session *sess;
     uint32_t msgid;
     const msgpack_object *params;   /* the params map; NULL when params was [] */
+    /* a replay read straight from its bytes (proto_replay_req_scan, and
+     * gg_replay_req_plain held): params is NULL then, the arguments are here */
+    const proto_replay_req *rq;
     msgpack_packer *pk;
     proto_errbuf err;
     /* A handler that answers with a file descriptor (fastpath.open) puts it
@@ -35,6 +38,7 @@ typedef int (*gg_method_fn)(gg_call *call);
 typedef struct {
     const char *name;
     gg_method_fn fn;
+    size_t len;                     /* strlen(name) */
 } gg_method;
 
 const gg_method *gg_dispatch_find(const char *name, size_t len);
@@ -55,6 +59,10 @@ int gg_method_program_list(gg_call *c);
 int gg_method_program_prepare(gg_call *c);
 int gg_method_program_rebind(gg_call *c);
 int gg_method_replay(gg_call *c);
+/* A replay read from its bytes that the handler can take as it is: program
+ * and batch given, every value within the range its general reading
+ * allows (anything else goes through the general path and its messages). */
+bool gg_replay_req_plain(const proto_replay_req *q);
 int gg_method_fastpath_open(gg_call *c);    /* methods_fastpath.c */
 
 #endif

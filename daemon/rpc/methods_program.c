@@ -115,8 +115,59 @@ int gg_method_program_rebind(gg_call *c)
     return 0;
 }
 
+/* The launch of a checked replay: from the loop when it is a cheap cache
+ * hit, else by the executor. */
+static int replay_go(gg_call *c, gg_replay_target *t)
+{
+    int rc;
+    gg_cache_entry *hit = gg_replay_hit(c->core, c->sess, t);
+    gg_job *j = gg_replay_job(c->core, c->sess, t, &gg_rpc_replay_ops, c->msgid, NULL, &rc);
+    if (!j)
+        return proto_fail(&c->err, rc, "out of memory");
+    /* A ready graph whose launch is cheap goes from here: no worker hand-off
+     * and, on the cpu backend, the answer before the loop polls again. */
+    if (hit && gg_exec_hit_cheap(c->core, hit))
+        gg_exec_hit(c->core, j);
+    else
+        gg_exec_queue(c->core, j);
+    return GG_CALL_ASYNC;
+}
+
+bool gg_replay_req_plain(const proto_replay_req *q)
+{
+    unsigned need = PROTO_RQ_PROGRAM | PROTO_RQ_BATCH;
+    return (q->has & need) == need && q->batch <= GG_MAX_BATCH &&
+           (!(q->has & PROTO_RQ_BRANCH) || q->branch <= UINT32_MAX);
+}
+
+/* A replay read from its bytes (gg_replay_req_plain held): the checks of
+ * the general path below that can still fail, in the same order and with
+ * the same messages. */
+static int replay_plain(gg_call *c, const proto_replay_req *q)
+{
+    gg_replay_target t = {0};
+    int rc;
+    if ((rc = gg_program_lookup(c->core, c->sess, q->program, &t.prog, &c->err)) < 0)
+        return rc;
+    if (q->batch == 0)
+        return proto_fail(&c->err, -EINVAL, "argument 'batch' must be at least 1");
+    t.batch = (int)q->batch;
+    if ((rc = gg_replay_target_check(&t, q->has & PROTO_RQ_BRANCH ? q->branch : 0, &c->err)) < 0)
+        return rc;
+    if ((q->has & PROTO_RQ_WAIT_EVENT) &&
+        (rc = gg_event_lookup(c->core, c->sess, q->wait_event, &t.wait_ev, &c->err)) < 0)
+        return rc;
+    if ((q->has & PROTO_RQ_SIGNAL_EVENT) &&
+        (rc = gg_event_lookup(c->core, c->sess, q->signal_event, &t.signal_ev, &c->err)) < 0)
+        return rc;
+    t.async = (q->has & PROTO_RQ_ASYNC) && q->async;
+    return replay_go(c, &t);
+}
+
 int gg_method_replay(gg_call *c)
 {
+    if (c->rq)
+        return replay_plain(c, c->rq);
     gg_replay_target t = {0};
     uint64_t batch, branch = 0;
     int rc = prog_arg(c, "program", &t.prog);
@@ -147,17 +198,7 @@ int gg_method_replay(gg_call *c)
     rc = proto_get_bool(c->params, "async", false, &t.async, &c->err);
     if (rc < 0 && rc != -ENOENT)
         return rc;
-    gg_cache_entry *hit = gg_replay_hit(c->core, c->sess, &t);
-    gg_job *j = gg_replay_job(c->core, c->sess, &t, &gg_rpc_replay_ops, c->msgid, NULL, &rc);
-    if (!j)
-        return proto_fail(&c->err, rc, "out of memory");
-    /* A ready graph whose launch is cheap goes from here: no worker hand-off
-     * and, on the cpu backend, the answer before the loop polls again. */
-    if (hit && gg_exec_hit_cheap(c->core, hit))
-        gg_exec_hit(c->core, j);
-    else
-        gg_exec_queue(c->core, j);
-    return GG_CALL_ASYNC;
+    return replay_go(c, &t);
 }
 
 int gg_method_program_prepare(gg_call *c)
