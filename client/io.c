@@ -61,17 +61,22 @@ static int io_wait(int fd, short events, int64_t deadline)
     }
 }
 
+/* The socket is tried first; poll only when it would block (a request
+ * nearly always fits at once: one syscall). */
 static int io_write_all(gg_client *c, const void *buf, size_t len, int64_t deadline)
 {
     const uint8_t *p = buf;
     while (len) {
-        int rc = io_wait(c->fd, POLLOUT, deadline);
-        if (rc < 0)
-            return rc;
         ssize_t n = send(c->fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n < 0) {
-            if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)
+            if (errno == EINTR)
                 continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                int rc = io_wait(c->fd, POLLOUT, deadline);
+                if (rc < 0)
+                    return rc;
+                continue;
+            }
             return -errno;
         }
         p += n;
@@ -156,6 +161,53 @@ static void io_consume(gg_client *c)
     c->msg_len = 0;
 }
 
+/* Read what the socket has into rbuf (growing it when full): 0 when bytes
+ * came; -ETIMEDOUT (connection kept) or -ECONNRESET (dropped), recorded;
+ * with nonblock, -EAGAIN when none can be read right now.  The read is
+ * tried before any poll: an answer is often there already. */
+static int io_fill(gg_client *c, const char *method, int64_t deadline, bool nonblock)
+{
+    if (c->rlen == c->rcap) {
+        size_t cap = c->rcap ? c->rcap * 2 : IO_RBUF_MIN;
+        if (cap > c->max_recv + 64)
+            cap = c->max_recv + 64;
+        if (cap <= c->rcap)   /* the scanner refuses bigger messages first */
+            cap = c->rcap + IO_RBUF_MIN;
+        uint8_t *nb = realloc(c->rbuf, cap);
+        if (!nb)
+            return client_fail(c, -ENOMEM, "out of memory reading an answer of "
+                               "gfxgraphd");
+        c->rbuf = nb;
+        c->rcap = cap;
+    }
+    for (;;) {
+        ssize_t r = io_recv(c, c->rbuf + c->rlen, c->rcap - c->rlen);
+        if (r > 0) {
+            c->rlen += (size_t)r;
+            return 0;
+        }
+        if (r == 0)
+            return io_lost(c, 0, method);
+        if (errno == EINTR)
+            continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+            return io_lost(c, errno, method);
+        if (nonblock)
+            return -EAGAIN;
+        int rc = io_wait(c->fd, POLLIN, deadline);
+        if (rc == -ETIMEDOUT)
+            return client_fail(c, -ETIMEDOUT, "no answer from gfxgraphd to '%s' within "
+                               "%d ms", method, c->timeout_ms);
+        if (rc < 0)
+            return io_lost(c, -rc, method);
+    }
+}
+
+int client_read_some(gg_client *c, const char *method, int64_t deadline)
+{
+    return io_fill(c, method, deadline, false);
+}
+
 /* The next whole message, unpacked into c->obj.  0; -ETIMEDOUT (connection
  * kept); -EPROTO / -EMSGSIZE (connection dropped, error recorded);
  * -ECONNRESET (dropped, recorded); or with nonblock, -EAGAIN when no whole
@@ -190,42 +242,9 @@ static int io_next(gg_client *c, const char *method, int64_t deadline, bool nonb
             return client_fail(c, -EPROTO, "gfxgraphd sent bytes that are not MessagePack "
                                "(during '%s'); connection closed", method);
         }
-        if (c->rlen == c->rcap) {
-            size_t cap = c->rcap ? c->rcap * 2 : IO_RBUF_MIN;
-            if (cap > c->max_recv + 64)
-                cap = c->max_recv + 64;
-            if (cap <= c->rcap)   /* the scanner refuses bigger messages first */
-                cap = c->rcap + IO_RBUF_MIN;
-            uint8_t *nb = realloc(c->rbuf, cap);
-            if (!nb)
-                return client_fail(c, -ENOMEM, "out of memory reading an answer of "
-                                   "gfxgraphd");
-            c->rbuf = nb;
-            c->rcap = cap;
-        }
-        if (!nonblock) {
-            int rc = io_wait(c->fd, POLLIN, deadline);
-            if (rc == -ETIMEDOUT)
-                return client_fail(c, -ETIMEDOUT, "no answer from gfxgraphd to '%s' within "
-                                   "%d ms", method, c->timeout_ms);
-            if (rc < 0)
-                return io_lost(c, -rc, method);
-        }
-        ssize_t r = io_recv(c, c->rbuf + c->rlen, c->rcap - c->rlen);
-        if (r > 0) {
-            c->rlen += (size_t)r;
-            continue;
-        }
-        if (r == 0)
-            return io_lost(c, 0, method);
-        if (errno == EINTR)
-            continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            if (nonblock)
-                return -EAGAIN;
-            continue;
-        }
-        return io_lost(c, errno, method);
+        int rc = io_fill(c, method, deadline, nonblock);
+        if (rc < 0)
+            return rc;
     }
 }
 
@@ -276,6 +295,16 @@ int client_check_connected(gg_client *c)
         return client_fail(c, -ENOTCONN, "not connected to gfxgraphd (it closed the "
                            "connection: %s)", c->notify_msg);
     return client_fail(c, -ENOTCONN, "not connected to gfxgraphd");
+}
+
+uint8_t *client_req_raw(gg_client *c, size_t room, uint32_t *msgid)
+{
+    io_consume(c);   /* the previous result is no longer needed */
+    *msgid = c->next_msgid++;
+    if (c->next_msgid == 0)
+        c->next_msgid = 1;
+    msgpack_sbuffer_clear(&c->sb);
+    return proto_sbuffer_room(&c->sb, room);
 }
 
 uint32_t client_req_begin(gg_client *c, msgpack_packer *pk, const char *method)
