@@ -82,6 +82,11 @@ void ctl_json_number(char *buf, size_t len, double v, int is_f32)
         snprintf(buf, len, "null");
         return;
     }
+    /* a whole number in plain digits: %g's shortest form of 50 is 5e+01 */
+    if (v == floor(v) && fabs(v) < 1e17) {
+        snprintf(buf, len, "%.0f.0", v);
+        return;
+    }
     for (int prec = 1; prec <= 17; prec++) {
         snprintf(buf, len, "%.*g", prec, v);
         double back = strtod(buf, NULL);

@@ -1,7 +1,10 @@
 /* gfxgraphctl: ask a running gfxgraphd for its stats or health.
  *
- *   gfxgraphctl stats  [--json] [--socket PATH] [--timeout SECONDS]
- *   gfxgraphctl health [--json] [--socket PATH] [--timeout SECONDS]
+ *   gfxgraphctl stats    [--json] [--socket PATH] [--timeout SECONDS]
+ *   gfxgraphctl health   [--json] [--socket PATH] [--timeout SECONDS]
+ *   gfxgraphctl sessions [--json] ...          the sessions table of stats
+ *   gfxgraphctl cache    [--json] ...          the cache, by program, branch, bucket
+ *   gfxgraphctl top      [--once] [--interval SECONDS] ...   a live view
  *
  * Exit status: 0 ok; 1 unhealthy (health ok is false) or the daemon answered
  * an error; 2 the daemon could not be reached or gave no answer; 64 usage. */
@@ -12,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "ctl_json.h"
 #include "internal.h"
@@ -24,7 +29,7 @@ enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_NOCONN = 2, EXIT_USAGE = 64 };
 static int ctl_usage_error(void)
 {
     fprintf(stderr, "usage: gfxgraphctl [--json] [--socket PATH] [--timeout SECONDS] "
-                    "stats|health\n(gfxgraphctl --help for more)\n");
+                    "stats|health|sessions|cache|top\n(gfxgraphctl --help for more)\n");
     return EXIT_USAGE;
 }
 
@@ -46,6 +51,9 @@ static void ctl_usage(FILE *f)
             "commands:\n"
             "  stats    counters, then the sessions and the graph cache\n"
             "  health   device and daemon health (exit status 1 when unhealthy)\n"
+            "  sessions the sessions, one row each\n"
+            "  cache    the graph cache, sorted by program, branch and bucket\n"
+            "  top      a live view: sessions, replays/s, latency, cache, fallbacks\n"
             "\n"
             "options:\n"
             "  --json             print the daemon's answer as JSON\n"
@@ -53,6 +61,8 @@ static void ctl_usage(FILE *f)
             "                     $GFXGRAPH_SOCKET overrides the default)\n"
             "  --timeout SECONDS  wait at most this long for the answer (default 10; 0: "
             "forever)\n"
+            "  --interval SECONDS top: the refresh period (default 1)\n"
+            "  --once             top: one frame (replays/s over one interval), then exit\n"
             "  -h, --help         this help\n"
             "  --version          gfxgraphctl's version\n"
             "\n"
@@ -142,7 +152,8 @@ static void ctl_pad(const char *text, int width, bool left, bool last)
 static void ctl_table(const char *title, const msgpack_object *arr, const ctl_col *cols,
                       int ncols)
 {
-    printf("\n%s\n", title);
+    if (*title)
+        printf("\n%s\n", title);
     if (!arr || arr->type != MSGPACK_OBJECT_ARRAY || arr->via.array.size == 0) {
         printf("  (none)\n");
         return;
@@ -179,6 +190,49 @@ static void ctl_table(const char *title, const msgpack_object *arr, const ctl_co
     free(cells);
 }
 
+static const ctl_col ctl_scols[] = {
+    {"ID", "id", false},          {"CLIENT", "client", true},
+    {"PID", "pid", false},        {"UID", "uid", false},
+    {"REQUESTS", "requests", false}, {"ERRORS", "errors", false},
+    {"REPLAYS", "replays", false}, {"GRAPH", "graph_replays", false},
+    {"EAGER", "eager_replays", false}, {"AVG_US", "avg_replay_us", false},
+    {"BUFFERS", "buffers", false}, {"PROGRAMS", "programs", false},
+};
+static const ctl_col ctl_ccols[] = {
+    {"PROGRAM", "program", false},  {"NAME", "program_name", true},
+    {"SESSION", "session", false},  {"BRANCH", "branch", false},
+    {"BUCKET", "bucket", false},    {"STATE", "state", true},
+    {"PARKED", "parked", true},     {"CAPTURES", "captures", false}, {"REPLAYS", "replays", false},
+    {"FALLBACKS", "fallbacks", false}, {"AVG_US", "avg_replay_us", false},
+    {"IDLE_S", "idle_s", false},    {"REASON", "reason", true},
+};
+#define NCOLS(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+static double ctl_key_num(const msgpack_object *row, const char *key)
+{
+    double v;
+    return ctl_num(proto_map_get(row, key), &v) ? v : -1;
+}
+
+static int ctl_cache_cmp(const void *a, const void *b)
+{
+    static const char *const keys[] = {"program", "branch", "bucket", "session"};
+    for (int i = 0; i < 4; i++) {
+        double x = ctl_key_num(a, keys[i]), y = ctl_key_num(b, keys[i]);
+        if (x != y)
+            return x < y ? -1 : 1;
+    }
+    return 0;
+}
+
+/* The cache rows in place, by program, branch, bucket (then session). */
+static void ctl_sort_cache(const msgpack_object *r)
+{
+    const msgpack_object *c = proto_map_get(r, "cache");
+    if (c && c->type == MSGPACK_OBJECT_ARRAY && c->via.array.size > 1)
+        qsort(c->via.array.ptr, c->via.array.size, sizeof(msgpack_object), ctl_cache_cmp);
+}
+
 static int ctl_print_stats(const msgpack_object *r)
 {
     static const char *const order[] = {
@@ -187,22 +241,6 @@ static int ctl_print_stats(const msgpack_object *r)
         "avg_eager_us", "graphs_cached", "cache_capacity", "evictions", "sessions_active",
         "sessions_total", NULL};
     static const char *const skip[] = {"backend", "uptime_s", "sessions", "cache", NULL};
-    static const ctl_col scols[] = {
-        {"ID", "id", false},          {"CLIENT", "client", true},
-        {"PID", "pid", false},        {"UID", "uid", false},
-        {"REQUESTS", "requests", false}, {"ERRORS", "errors", false},
-        {"REPLAYS", "replays", false}, {"GRAPH", "graph_replays", false},
-        {"EAGER", "eager_replays", false}, {"AVG_US", "avg_replay_us", false},
-        {"BUFFERS", "buffers", false}, {"PROGRAMS", "programs", false},
-    };
-    static const ctl_col ccols[] = {
-        {"PROGRAM", "program", false},  {"NAME", "program_name", true},
-        {"SESSION", "session", false},  {"BRANCH", "branch", false},
-        {"BUCKET", "bucket", false},    {"STATE", "state", true},
-        {"PARKED", "parked", true},     {"CAPTURES", "captures", false}, {"REPLAYS", "replays", false},
-        {"FALLBACKS", "fallbacks", false}, {"AVG_US", "avg_replay_us", false},
-        {"IDLE_S", "idle_s", false},    {"REASON", "reason", true},
-    };
     char backend[64], up[64];
     double u;
     ctl_cell(backend, sizeof backend, proto_map_get(r, "backend"), 1);
@@ -212,10 +250,108 @@ static int ctl_print_stats(const msgpack_object *r)
         snprintf(up, sizeof up, "-");
     printf("gfxgraphd stats: backend %s, up %s\n\n", backend, up);
     ctl_kv_lines(r, order, skip, 2, 20);
-    ctl_table("SESSIONS", proto_map_get(r, "sessions"), scols,
-              (int)(sizeof scols / sizeof scols[0]));
-    ctl_table("CACHE", proto_map_get(r, "cache"), ccols, (int)(sizeof ccols / sizeof ccols[0]));
+    ctl_table("SESSIONS", proto_map_get(r, "sessions"), ctl_scols, NCOLS(ctl_scols));
+    ctl_table("CACHE", proto_map_get(r, "cache"), ctl_ccols, NCOLS(ctl_ccols));
     return EXIT_OK;
+}
+
+static int ctl_exit_for(int rc);
+
+/* ---- top ----------------------------------------------------------------- */
+
+static double ctl_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static double ctl_get(const msgpack_object *r, const char *key)
+{
+    double v;
+    return ctl_num(proto_map_get(r, key), &v) ? v : NAN;
+}
+
+static void ctl_fmt(char *buf, size_t len, double v, int decimals)
+{
+    if (isnan(v))
+        snprintf(buf, len, "-");
+    else
+        snprintf(buf, len, "%.*f", decimals, v);
+}
+
+/* One frame of top; rate: replays/s since the last sample (NAN: none). */
+static void ctl_top_frame(const msgpack_object *r, double rate, double interval)
+{
+    char backend[64], up[64], a[64], b[64], c[64], d[64];
+    ctl_cell(backend, sizeof backend, proto_map_get(r, "backend"), 1);
+    ctl_duration(up, sizeof up, ctl_get(r, "uptime_s"));
+    time_t now = time(NULL);
+    struct tm tm;
+    char clock[16];
+    strftime(clock, sizeof clock, "%H:%M:%S", localtime_r(&now, &tm));
+    printf("gfxgraphd top - %s  backend %s  up %s  (every %gs)\n\n", clock, backend, up, interval);
+    ctl_fmt(a, sizeof a, ctl_get(r, "sessions_active"), 0);
+    ctl_fmt(b, sizeof b, ctl_get(r, "sessions_total"), 0);
+    printf("  %-12s %s active, %s since start\n", "sessions", a, b);
+    ctl_fmt(a, sizeof a, rate, 1);
+    ctl_fmt(b, sizeof b, ctl_get(r, "replay_count"), 0);
+    ctl_fmt(c, sizeof c, ctl_get(r, "eager_count"), 0);
+    printf("  %-12s %s/s  (%s graph replays, %s eager in all)\n", "replays", a, b, c);
+    double p50 = ctl_get(r, "p50_replay_us"), p99 = ctl_get(r, "p99_replay_us");
+    if (!isnan(p50) || !isnan(p99)) {
+        ctl_fmt(a, sizeof a, p50, 1);
+        ctl_fmt(b, sizeof b, p99, 1);
+        printf("  %-12s p50 %s us  p99 %s us\n", "latency", a, b);
+    } else {
+        ctl_fmt(a, sizeof a, ctl_get(r, "avg_replay_us"), 1);
+        ctl_fmt(b, sizeof b, ctl_get(r, "avg_eager_us"), 1);
+        printf("  %-12s avg %s us (graph), avg %s us (eager)\n", "latency", a, b);
+    }
+    ctl_fmt(a, sizeof a, ctl_get(r, "graphs_cached"), 0);
+    ctl_fmt(b, sizeof b, ctl_get(r, "cache_capacity"), 0);
+    ctl_fmt(c, sizeof c, ctl_get(r, "evictions"), 0);
+    ctl_fmt(d, sizeof d, ctl_get(r, "capture_count"), 0);
+    printf("  %-12s %s of %s graphs, %s evictions, %s captures\n", "cache", a, b, c, d);
+    ctl_fmt(a, sizeof a, ctl_get(r, "fallback_count"), 0);
+    ctl_fmt(b, sizeof b, ctl_get(r, "validation_failures"), 0);
+    ctl_fmt(c, sizeof c, ctl_get(r, "errors"), 0);
+    printf("  %-12s %s fallbacks, %s validation failures, %s errors\n", "problems", a, b, c);
+    ctl_table("SESSIONS", proto_map_get(r, "sessions"), ctl_scols, NCOLS(ctl_scols));
+    ctl_sort_cache(r);
+    ctl_table("CACHE", proto_map_get(r, "cache"), ctl_ccols, NCOLS(ctl_ccols));
+}
+
+static int ctl_top(gg_client *c, bool once, double interval)
+{
+    bool tty = !once && isatty(STDOUT_FILENO);
+    double last_n = NAN, last_t = 0;
+    for (int frame = 0;; frame++) {
+        const msgpack_object *r;
+        int rc = gg_client_call(c, "stats", NULL, 0, &r);
+        if (rc < 0) {
+            fprintf(stderr, "gfxgraphctl: stats failed: %s\n", gg_client_last_error(c));
+            return ctl_exit_for(rc);
+        }
+        double t = ctl_now();
+        double n = ctl_get(r, "replay_count") + (isnan(ctl_get(r, "eager_count")) ? 0 : ctl_get(r, "eager_count"));
+        double rate = isnan(last_n) || t <= last_t ? NAN : (n - last_n) / (t - last_t);
+        last_n = n;
+        last_t = t;
+        if (once && frame == 0) {
+            /* the rate needs two samples */
+            usleep((useconds_t)(interval * 1e6));
+            continue;
+        }
+        if (tty)
+            fputs("\033[H\033[2J", stdout);
+        ctl_top_frame(r, rate, interval);
+        if (fflush(stdout) != 0)
+            return EXIT_FAIL;
+        if (once)
+            return EXIT_OK;
+        usleep((useconds_t)(interval * 1e6));
+    }
 }
 
 static int ctl_print_health(const msgpack_object *r, bool ok)
@@ -265,9 +401,11 @@ int main(int argc, char **argv)
     static const struct option opts[] = {
         {"json", no_argument, NULL, 'j'},      {"socket", required_argument, NULL, 's'},
         {"timeout", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},   {NULL, 0, NULL, 0},
+        {"version", no_argument, NULL, 'V'},   {"once", no_argument, NULL, 'o'},
+        {"interval", required_argument, NULL, 'i'}, {NULL, 0, NULL, 0},
     };
-    bool json = false;
+    bool json = false, once = false;
+    double interval = 1;
     const char *sock = NULL;
     double timeout_s = 10;
     int ch;
@@ -291,6 +429,20 @@ int main(int argc, char **argv)
             }
             break;
         }
+        case 'o':
+            once = true;
+            break;
+        case 'i': {
+            char *end;
+            errno = 0;
+            interval = strtod(optarg, &end);
+            if (errno || end == optarg || *end || !(interval >= 0.05) || interval > 3600) {
+                fprintf(stderr, "gfxgraphctl: --interval wants seconds (0.05..3600), got '%s'\n",
+                        optarg);
+                return EXIT_USAGE;
+            }
+            break;
+        }
         case 'h':
             ctl_usage(stdout);
             return EXIT_OK;
@@ -306,15 +458,27 @@ int main(int argc, char **argv)
         }
     }
     if (optind != argc - 1) {
-        fprintf(stderr, optind >= argc ? "gfxgraphctl: which command? (stats or health)\n"
+        fprintf(stderr, optind >= argc ? "gfxgraphctl: which command? (stats, health, sessions, "
+                                         "cache or top)\n"
                                        : "gfxgraphctl: one command at a time\n");
         return ctl_usage_error();
     }
     const char *cmd = argv[optind];
-    if (strcmp(cmd, "stats") != 0 && strcmp(cmd, "health") != 0) {
-        fprintf(stderr, "gfxgraphctl: unknown command '%s' (stats or health)\n", cmd);
+    static const char *const cmds[] = {"stats", "health", "sessions", "cache", "top", NULL};
+    bool known = false;
+    for (int i = 0; cmds[i]; i++)
+        known = known || strcmp(cmd, cmds[i]) == 0;
+    if (!known) {
+        fprintf(stderr, "gfxgraphctl: unknown command '%s' (stats, health, sessions, cache or "
+                        "top)\n", cmd);
         return ctl_usage_error();
     }
+    if (strcmp(cmd, "top") == 0 && json) {
+        fprintf(stderr, "gfxgraphctl: top has no --json (use stats --json)\n");
+        return ctl_usage_error();
+    }
+    /* sessions and cache are parts of the stats answer */
+    const char *method = strcmp(cmd, "health") == 0 ? "health" : "stats";
 
     gg_client *c = gg_client_new();
     if (!c) {
@@ -329,8 +493,13 @@ int main(int argc, char **argv)
         gg_client_close(c);
         return code;
     }
+    if (strcmp(cmd, "top") == 0) {
+        int ex = ctl_top(c, once, interval);
+        gg_client_close(c);
+        return ex;
+    }
     const msgpack_object *r;
-    rc = gg_client_call(c, cmd, NULL, 0, &r);
+    rc = gg_client_call(c, method, NULL, 0, &r);
     if (rc < 0) {
         const char *code = gg_client_last_error_code(c);
         fprintf(stderr, "gfxgraphctl: %s failed: %s%s%s%s\n", cmd, gg_client_last_error(c),
@@ -349,9 +518,26 @@ int main(int argc, char **argv)
                             "unhealthy\n");
         ex = ok ? EXIT_OK : EXIT_FAIL;
     }
+    if (strcmp(cmd, "cache") == 0)
+        ctl_sort_cache(r);
+    const msgpack_object *part = NULL;
+    if (strcmp(cmd, "sessions") == 0 || strcmp(cmd, "cache") == 0) {
+        part = proto_map_get(r, cmd);
+        if (!part || part->type != MSGPACK_OBJECT_ARRAY) {
+            fprintf(stderr, "gfxgraphctl: the stats answer has no %s list\n", cmd);
+            gg_client_close(c);
+            return EXIT_FAIL;
+        }
+    }
     if (json)
-        ctl_json_print(stdout, r);
-    else if (strcmp(cmd, "stats") == 0)
+        ctl_json_print(stdout, part ? part : r);
+    else if (strcmp(cmd, "sessions") == 0) {
+        printf("SESSIONS: %u\n", part->via.array.size);
+        ctl_table("", part, ctl_scols, NCOLS(ctl_scols));
+    } else if (strcmp(cmd, "cache") == 0) {
+        printf("CACHE: %u graph(s), by program, branch, bucket\n", part->via.array.size);
+        ctl_table("", part, ctl_ccols, NCOLS(ctl_ccols));
+    } else if (strcmp(cmd, "stats") == 0)
         ex = ctl_print_stats(r);
     else
         ex = ctl_print_health(r, ok);

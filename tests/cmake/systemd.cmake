@@ -27,7 +27,7 @@ set(_gg_sd_env
 
 foreach(_t verify:verify-units.sh security:security.sh socket_activation:socket-activation.sh
            notify:notify.sh journal:journal.sh install_layout:install-layout.sh
-           reload:reload.sh config_check:config-check.sh man:man.sh)
+           reload:reload.sh config_check:config-check.sh man:man.sh ctl_ops:ctl-ops.sh)
   string(REPLACE ":" ";" _t "${_t}")
   list(GET _t 0 _name)
   list(GET _t 1 _script)
@@ -40,5 +40,5 @@ foreach(_t verify:verify-units.sh security:security.sh socket_activation:socket-
 endforeach()
 # These run `cmake --install` of the build tree (which writes
 # install_manifest.txt there): one at a time.
-set_tests_properties(systemd_verify systemd_security systemd_install_layout systemd_man PROPERTIES
+set_tests_properties(systemd_verify systemd_security systemd_install_layout systemd_man systemd_ctl_ops PROPERTIES
   RESOURCE_LOCK gg_cmake_install)
