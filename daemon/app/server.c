@@ -31,9 +31,7 @@
 #include "core/exec.h"
 #include "core/session.h"
 #include "fastpath/fp.h"
-#include "fastpath/fp_internal.h"
 
-#include <sched.h>
 
 static int server_mkdirs(const char *dir)
 {
@@ -215,10 +213,7 @@ static void server_apply_live(gg_server *srv, const char *key)
     if (strcmp(key, "log-level") == 0) {
         gg_log_init(srv->cfg.log_level, gg_log_get_target());
     } else if (strcmp(key, "fastpath-spin-us") == 0 && srv->fp) {
-        /* the ring threads read it at each idle check; one CPU never spins */
-        cpu_set_t cpus;
-        int ncpu = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 2;
-        srv->fp->set.spin_us = ncpu < 2 ? 0 : srv->cfg.fastpath_spin_us;
+        gg_fp_set_spin_us(srv->fp, srv->cfg.fastpath_spin_us);
     } else if (strcmp(key, "cache-entries") == 0 || strcmp(key, "cache-idle-s") == 0) {
         gg_cache_tick(srv->core.cache, gg_now_ms());
     }

@@ -42,6 +42,9 @@ void gg_fp_module_close(gg_fp_module *m);
 void gg_fp_module_free(gg_fp_module *m);
 /* Regions whose threads have not finished (a stop waits for 0). */
 unsigned gg_fp_live(const gg_fp_module *m);
+/* fastpath-spin-us changed (a reload): the ring threads use it from their
+ * next idle check; with one CPU to run on they still never spin. */
+void gg_fp_set_spin_us(gg_fp_module *m, unsigned spin_us);
 /* hello's fastpath map. */
 bool gg_fp_available(const gg_fp_module *m);
 const char *gg_fp_completion(const gg_fp_module *m);

@@ -60,7 +60,8 @@ typedef struct gg_fp_region {
 
 struct gg_fp_module {
     gg_core *core;
-    gg_fp_settings set;
+    gg_fp_settings set;            /* set.spin_us: atomic (a reload may change it) */
+    bool one_cpu;                  /* never spin */
     uv_async_t async;              /* a region ended / the device went: tell the loop */
     bool async_open;
     atomic_uint live;

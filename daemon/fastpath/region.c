@@ -49,6 +49,7 @@ int gg_fp_module_new(gg_core *core, uv_loop_t *loop, const gg_fp_settings *set,
     cpu_set_t cpus;
     int ncpu = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 2;
     m->max_spinners = ncpu / 2 > 0 ? (unsigned)(ncpu / 2) : 1;
+    m->one_cpu = ncpu < 2;
     if (m->set.spin_us && ncpu < 2) {
         gg_info("fast path: one CPU to run on, so ring threads sleep without spinning "
                 "(fastpath-spin-us %u ignored)", m->set.spin_us);
@@ -78,6 +79,11 @@ void gg_fp_module_close(gg_fp_module *m)
 void gg_fp_module_free(gg_fp_module *m)
 {
     free(m);
+}
+
+void gg_fp_set_spin_us(gg_fp_module *m, unsigned spin_us)
+{
+    __atomic_store_n(&m->set.spin_us, m->one_cpu ? 0 : spin_us, __ATOMIC_RELAXED);
 }
 
 unsigned gg_fp_live(const gg_fp_module *m)

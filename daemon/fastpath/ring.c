@@ -55,6 +55,9 @@ void gg_fp_futex_wake(uint32_t *word, int n)
  * is then waited for asleep, in 50 us naps. */
 #define FP_PENDING_SPIN_MAX_US 2000
 
+/* fastpath-spin-us, which a reload may change under the thread */
+#define fp_spin_us(r) __atomic_load_n(&(r)->m->set.spin_us, __ATOMIC_RELAXED)
+
 static inline void fp_cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
@@ -451,10 +454,10 @@ static void fp_idle(gg_fp_region *r, uint64_t *last, unsigned *empty_wakes)
     /* While the device runs this ring's work, keep watching (up to a cap):
      * the client's next descriptor comes right after the completion, and a
      * thread asleep by then costs it a futex wake and a wake-up. */
-    bool running = r->m->set.spin_us &&
+    bool running = fp_spin_us(r) &&
                    atomic_load_explicit(&r->gpu_pending, memory_order_relaxed) &&
                    now - *last < FP_PENDING_SPIN_MAX_US;
-    bool want = running || now - *last < r->m->set.spin_us;
+    bool want = running || now - *last < fp_spin_us(r);
     if (want && !r->spinning) {
         if (atomic_fetch_add(&r->m->spinners, 1) < r->m->max_spinners)
             r->spinning = true;
@@ -544,7 +547,7 @@ void *gg_fp_thread_main(void *arg)
             /* the client submitted past a completion it has not seen: the
              * slot's last descriptor is still in flight */
             fp_cpu_relax();
-            if (gg_fp_now_us() - last > r->m->set.spin_us)
+            if (gg_fp_now_us() - last > fp_spin_us(r))
                 sched_yield();
             continue;
         }
