@@ -238,4 +238,11 @@ int client_call_params(gg_client *c, const char *method, client_params *p, clien
 int client_fail_locked(gg_client *c, int neg, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* io.c, for the replay's plain-form fast lane (submit.c): the request
+ * buffer emptied for a new request with room bytes free (NULL: out of
+ * memory) and its msgid; one read of what the socket has into the receive
+ * buffer (0, or a recorded error). */
+uint8_t *client_req_raw(gg_client *c, size_t room, uint32_t *msgid);
+int client_read_some(gg_client *c, const char *method, int64_t deadline);
+
 #endif

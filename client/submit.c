@@ -148,11 +148,6 @@ static int submit_socket_cap(const gg_client *c)
 static uint32_t submit_pack_slow(gg_client *c, uint64_t program, int batch, int branch,
                                  const gg_replay_opts *opts);
 
-/* io.c: the request buffer emptied for a new request with room bytes
- * free (NULL: out of memory) and its msgid; one read of what the socket
- * has into the receive buffer (0, or a recorded error). */
-uint8_t *client_req_raw(gg_client *c, size_t room, uint32_t *msgid);
-int client_read_some(gg_client *c, const char *method, int64_t deadline);
 
 /* The replay request at most: head 13 bytes, params 2, six keys and values
  * 85. */
