@@ -10,7 +10,8 @@ CMAKE   ?= cmake
 CTEST   ?= ctest
 NVCC    ?= $(shell command -v nvcc 2>/dev/null || ( [ -x /usr/local/cuda/bin/nvcc ] && echo /usr/local/cuda/bin/nvcc ))
 DEBS     = gcc g++ make cmake pkgconf libuv1-dev libmsgpack-dev libsystemd-dev systemd \
-           hipcc libamdhip64-dev python3 python3-numpy
+           hipcc libamdhip64-dev python3 python3-numpy \
+           clang libclang-rt-14-dev
 SUDO     = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # The build tree of build, demo, test-main and install.
 BUILD   ?= build
@@ -18,7 +19,7 @@ BUILD   ?= build
 # has what it needs and must not run apt-get).
 NODEPS  ?=
 
-.PHONY: all deps build demo test test-main test-asan test-hip test-cuda install clean gpu-check
+.PHONY: all deps build demo test test-main test-asan test-hip test-cuda test-fuzz fuzz install clean gpu-check
 
 all: build
 
@@ -43,7 +44,7 @@ build: deps $(BUILD)/CMakeCache.txt
 demo: build
 	@bash tests/scripts/demo.sh $(BUILD)
 
-test: deps test-main test-asan test-hip test-cuda
+test: deps test-main test-asan test-fuzz test-hip test-cuda
 	@echo "make test: all builds passed"
 
 test-main: build
@@ -54,6 +55,42 @@ test-asan: deps
 	$(CMAKE) --build build-asan -j $(JOBS)
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  $(CTEST) --output-on-failure -j $(JOBS) --timeout 600 -LE gpu
+
+# Fuzzing (libFuzzer, clang only; clang and libclang-rt-14-dev are in DEBS):
+# build-fuzz is a clang ASan+UBSan tree with every library instrumented for
+# coverage; fuzz_proto (framing, unpacking, envelopes) and fuzz_handlers (the
+# server in-process on the cpu backend, every method, replays executed) each
+# run FUZZ_SECONDS from the committed seeds (tests/fuzz/corpus/<target>/,
+# copied: new inputs go to build-fuzz/corpus-<target>/).  A crash stops the
+# run and leaves its reproducer in build-fuzz/ (crash-*, leak-*, timeout-*).
+# make test runs each for FUZZ_SMOKE_SECONDS; make fuzz FUZZ_SECONDS=N longer.
+FUZZ_SECONDS       ?= 600
+FUZZ_SMOKE_SECONDS ?= 60
+FUZZ_CC            ?= clang
+FUZZ_TARGETS        = fuzz_proto fuzz_handlers
+
+build-fuzz/CMakeCache.txt:
+	CC=$(FUZZ_CC) $(CMAKE) -S . -B build-fuzz -DGFXGRAPH_GPU=off -DGFXGRAPH_SANITIZE=ON \
+	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS=-fsanitize=fuzzer-no-link
+
+fuzz-build: deps build-fuzz/CMakeCache.txt
+	$(CMAKE) --build build-fuzz -j $(JOBS) --target $(FUZZ_TARGETS)
+
+fuzz-run: fuzz-build
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  mkdir -p build-fuzz/corpus-$$t; cp -n tests/fuzz/corpus/$$t/* build-fuzz/corpus-$$t/ 2>/dev/null || true; \
+	  echo "== $$t: $(SECS) s"; \
+	  (cd build-fuzz && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	    tests/$$t -max_total_time=$(SECS) -max_len=8192 -timeout=30 -rss_limit_mb=4096 \
+	    -print_final_stats=1 corpus-$$t 2>&1 | tee fuzz-$$t.log | grep -E "^#[0-9]+ +(INITED|DONE)|ERROR|SUMMARY|stat::" ; \
+	    exit $${PIPESTATUS[0]}) || { echo "$$t: FAILED (see build-fuzz/fuzz-$$t.log, reproducer in build-fuzz/)"; exit 1; }; \
+	done
+
+test-fuzz:
+	@$(MAKE) --no-print-directory fuzz-run SECS=$(FUZZ_SMOKE_SECONDS)
+
+fuzz:
+	@$(MAKE) --no-print-directory fuzz-run SECS=$(FUZZ_SECONDS)
 
 # The AMD build: code objects for gfx1030/gfx1031, checked by a test.
 test-hip: deps
