@@ -246,6 +246,19 @@ static void h_child_env(const char *const *env)
         if (names[i])
             unsetenv(names[i]);
     setenv("GFXGRAPH_CONFIG", "/dev/null", 1);
+    /* GG_TEST_DAEMON_ENV="K=V;K2=V2": settings every daemon of this test
+     * gets (ctest runs one test under another daemon setting with it) */
+    const char *extra = getenv("GG_TEST_DAEMON_ENV");
+    char *list = extra ? strdup(extra) : NULL;
+    for (char *save = NULL, *kv = list ? strtok_r(list, ";", &save) : NULL; kv;
+         kv = strtok_r(NULL, ";", &save)) {
+        char *eq = strchr(kv, '=');
+        if (eq) {
+            *eq = '\0';
+            setenv(kv, eq + 1, 1);
+        }
+    }
+    free(list);
     for (int i = 0; env && env[i]; i++) {
         char *kv = strdup(env[i]);
         char *eq = kv ? strchr(kv, '=') : NULL;

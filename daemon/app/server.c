@@ -360,7 +360,8 @@ int gg_server_init(gg_server *srv, const gg_config *cfg, char *err, size_t errle
     if ((rc = gg_core_start(&srv->core, err, errlen)) < 0)
         return rc;
     gg_fp_settings fps = {.enabled = srv->cfg.fastpath, .spin_us = srv->cfg.fastpath_spin_us,
-                          .max_regions = srv->cfg.fastpath_max_regions};
+                          .max_regions = srv->cfg.fastpath_max_regions,
+                          .completion = srv->cfg.fastpath_completion};
     if ((rc = gg_fp_module_new(&srv->core, srv->loop, &fps, &srv->fp)) < 0) {
         snprintf(err, errlen, "cannot start the fast path: %s", strerror(-rc));
         return rc;

@@ -50,6 +50,7 @@ static const struct {
     {"fastpath", false},
     {"fastpath-spin-us", true},
     {"fastpath-max-regions", false},
+    {"fastpath-completion", false},
     {"device", false},
 };
 
@@ -267,6 +268,8 @@ void gg_config_value(const gg_config *c, int i, char *buf, size_t len)
     else if (!strcmp(k, "fastpath")) V("%s", c->fastpath ? "on" : "off");
     else if (!strcmp(k, "fastpath-spin-us")) V("%u", c->fastpath_spin_us);
     else if (!strcmp(k, "fastpath-max-regions")) V("%u", c->fastpath_max_regions);
+    else if (!strcmp(k, "fastpath-completion"))
+        V("%s", c->fastpath_completion == 1 ? "device" : c->fastpath_completion == 2 ? "daemon" : "auto");
     else if (!strcmp(k, "device")) V("%d", c->device_index);
 #undef V
 }
@@ -486,6 +489,11 @@ int gg_config_set(gg_config *c, const char *key, const char *v, char *err, size_
     } else if (strcmp(key, "fastpath-spin-us") == 0) {
         if ((rc = cfg_uint(key, v, 0, 1000000, &u, err, errlen)) < 0) return rc;
         c->fastpath_spin_us = (unsigned)u;
+    } else if (strcmp(key, "fastpath-completion") == 0) {
+        if (strcmp(v, "auto") == 0) c->fastpath_completion = 0;
+        else if (strcmp(v, "device") == 0) c->fastpath_completion = 1;
+        else if (strcmp(v, "daemon") == 0) c->fastpath_completion = 2;
+        else return cfg_bad(err, errlen, key, v, "auto, device or daemon");
     } else if (strcmp(key, "fastpath-max-regions") == 0) {
         if ((rc = cfg_uint(key, v, 0, 65536, &u, err, errlen)) < 0) return rc;
         c->fastpath_max_regions = (unsigned)u;
@@ -582,6 +590,7 @@ static const struct {
     {"GFXGRAPH_DEVICE", "device"},
     {"GFXGRAPH_COMPLETION", "completion"},
     {"GFXGRAPH_FASTPATH_SPIN_US", "fastpath-spin-us"},
+    {"GFXGRAPH_FASTPATH_COMPLETION", "fastpath-completion"},
     {"GFXGRAPH_REQUEST_TIMEOUT_MS", "request-timeout-ms"},
     {"GFXGRAPH_MAX_CONNECTIONS_PER_UID", "max-connections-per-uid"},
 };

@@ -25,7 +25,7 @@ typedef enum { GG_REPLAY_STANDARD = 0, GG_REPLAY_ADAPTIVE, GG_REPLAY_HOT } gg_re
 enum { GG_FAULT_CAPTURE = 1, GG_FAULT_INSTANTIATE = 2, GG_FAULT_LAUNCH = 4, GG_FAULT_DEVICE = 8 };
 
 /* Settings known by name (config-file spelling). */
-#define GG_CFG_NKEYS 26
+#define GG_CFG_NKEYS 27
 
 typedef struct {
     char socket_path[GG_PATH_MAX];
@@ -61,6 +61,7 @@ typedef struct {
     bool fastpath;               /* offer shared-memory rings (fastpath.open) */
     unsigned fastpath_spin_us;   /* a ring's thread busy-waits this long after activity */
     unsigned fastpath_max_regions; /* rings open at once, daemon-wide */
+    int fastpath_completion;     /* 0 auto, 1 device, 2 daemon (fastpath/fp.h) */
 
     /* Where each setting came from (gg_config_key_name order): "default",
      * "file PATH:LINE", "environment VAR" or the flag. */

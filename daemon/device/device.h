@@ -125,6 +125,9 @@ typedef struct gg_device_ops {
      * kernel); cpu: the stream runs on the caller's thread, a plain store. */
     int (*stream_write_u32)(gg_device *dev, gg_dev_stream *s, void *devptr, uint32_t value);
 
+    /* 0 when all work enqueued on s has completed, -EBUSY while some runs,
+     * or the error it ended with.  Only while no other thread uses s. */
+    int (*stream_query)(gg_device *dev, gg_dev_stream *s);
     /* Call fn(arg, status) once all work enqueued on s so far has completed. */
     int (*notify)(gg_device *dev, gg_dev_stream *s, gg_done_fn fn, void *arg);
     /* The same for work whose completion nobody is waiting on (the device

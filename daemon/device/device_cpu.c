@@ -510,6 +510,13 @@ static int cpu_stream_write_u32(gg_device *dev, gg_dev_stream *s, void *devptr, 
     return 0;
 }
 
+static int cpu_stream_query(gg_device *dev, gg_dev_stream *s)
+{
+    (void)dev;
+    (void)s;
+    return 0;   /* the work ran in the caller's thread */
+}
+
 static int cpu_notify(gg_device *dev, gg_dev_stream *s, gg_done_fn fn, void *arg)
 {
     (void)dev;
@@ -551,6 +558,7 @@ static const gg_device_ops cpu_ops = {
     .host_unregister = cpu_host_unregister,
     .stream_write_u64 = cpu_stream_write_u64,
     .stream_write_u32 = cpu_stream_write_u32,
+    .stream_query = cpu_stream_query,
     .notify = cpu_notify,
     .notify_lazy = cpu_notify,
     .last_error = cpu_last_error,

@@ -588,6 +588,19 @@ static int hip_stream_write_u32(gg_device *dev, gg_dev_stream *s, void *devptr, 
     return 0;
 }
 
+static int hip_stream_query(gg_device *dev, gg_dev_stream *s)
+{
+    int rc = hipdev_bind(dev);
+    if (rc < 0)
+        return rc;
+    hipError_t e = hipStreamQuery(s->s);
+    if (e == hipSuccess)
+        return 0;
+    if (e == hipErrorNotReady)
+        return -EBUSY;
+    return hipdev_fail(dev, e, "hipStreamQuery");
+}
+
 static void hip_exec_destroy(gg_device *dev, gg_dev_exec *x)
 {
     if (!x)
@@ -683,6 +696,7 @@ static const gg_device_ops hip_ops = {
     .host_unregister = hip_host_unregister,
     .stream_write_u64 = hip_stream_write_u64,
     .stream_write_u32 = hip_stream_write_u32,
+    .stream_query = hip_stream_query,
     .notify = hipdev_notify,
     .notify_lazy = hipdev_notify_lazy,
     .last_error = hip_last_error,

@@ -20,6 +20,8 @@
 
 typedef struct gg_fp_module gg_fp_module;
 
+enum { GG_FP_COMPLETE_AUTO = 0, GG_FP_COMPLETE_DEVICE, GG_FP_COMPLETE_DAEMON };
+
 /* What fastpath.open answers besides the fd. */
 typedef struct {
     uint32_t entries;
@@ -33,6 +35,11 @@ typedef struct {
     bool enabled;
     unsigned spin_us;              /* submission thread's busy-wait after activity */
     unsigned max_regions;          /* daemon-wide */
+    /* fastpath-completion: who completes a cache hit's record.  auto: the
+     * device on a GPU, the daemon on the cpu backend; device: the device's
+     * write (on the cpu backend a store right after the work: the same
+     * path, for tests); daemon: the daemon, once the work is done. */
+    int completion;                /* GG_FP_COMPLETE_* */
 } gg_fp_settings;
 
 int gg_fp_module_new(gg_core *core, uv_loop_t *loop, const gg_fp_settings *set,

@@ -32,7 +32,6 @@ typedef struct gg_fp_slot {
     bool gpu_writes_seq;
     atomic_int gpu_pending;        /* the device writes seq; the slot is not yet free */
     atomic_int released;           /* the hit's pins and counts are done (once) */
-    bool woken;                    /* the region thread woke the client for it */
     uint64_t t_launch_us;
 } gg_fp_slot;
 
@@ -53,6 +52,7 @@ typedef struct gg_fp_region {
     unsigned spins;                /* idle spin rounds, for the yield cadence */
     bool spinning;                 /* holds one of the module's spinner places */
     atomic_uint gpu_pending;       /* slots whose seq the device will write */
+    uint64_t checked_us;           /* last stuck-completion check (fp_check_stuck) */
     atomic_int quit;
     pthread_t thread;
     struct gg_fp_region *next;     /* the module's list (core lock) */
@@ -77,6 +77,9 @@ struct gg_fp_module {
 
 /* ring.c */
 void *gg_fp_thread_main(void *arg);
+/* Free the slots whose completion the device has written (and check on
+ * ones long overdue); true when any was new.  The region's thread only. */
+bool gg_fp_reap(gg_fp_region *r);
 /* region.c: the region thread's last act */
 void gg_fp_region_end(gg_fp_region *r);
 

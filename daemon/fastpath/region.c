@@ -55,7 +55,9 @@ int gg_fp_module_new(gg_core *core, uv_loop_t *loop, const gg_fp_settings *set,
                 "(fastpath-spin-us %u ignored)", m->set.spin_us);
         m->set.spin_us = 0;
     }
-    m->gpu_completion = strcmp(core->dev->ops->name, "cpu") != 0;
+    m->gpu_completion = set->completion == GG_FP_COMPLETE_AUTO
+                            ? strcmp(core->dev->ops->name, "cpu") != 0
+                            : set->completion == GG_FP_COMPLETE_DEVICE;
     m->completion = m->gpu_completion ? "gpu" : "cpu";
     int rc = uv_async_init(loop, &m->async, fp_on_async);
     if (rc < 0) {
@@ -272,6 +274,7 @@ void gg_fp_region_end(gg_fp_region *r)
             busy = atomic_load_explicit(&r->slots[i].busy, memory_order_acquire) != 0;
         if (!busy)
             break;
+        gg_fp_reap(r);   /* device-written completions are freed here */
         struct timespec t = {.tv_nsec = 50000};
         nanosleep(&t, NULL);
     }

@@ -54,6 +54,9 @@ void gg_fp_futex_wake(uint32_t *word, int n)
  * decode step's graph is done well inside it; longer work (a prefill)
  * is then waited for asleep, in 50 us naps. */
 #define FP_PENDING_SPIN_MAX_US 2000
+/* A device-written completion this late makes the ring thread ask the
+ * stream whether the work failed (fp_check_stuck). */
+#define FP_GPU_CHECK_US 200000
 
 /* fastpath-spin-us, which a reload may change under the thread */
 #define fp_spin_us(r) __atomic_load_n(&(r)->m->set.spin_us, __ATOMIC_RELAXED)
@@ -270,17 +273,16 @@ static int fp_hit_launch(gg_fp_slot *sl, gg_dev_stream *st, gg_dev_exec *x)
                                                         &fp_cqe(sl)->seq, sl->seq) == 0;
         /* else the completion callback writes it */
     }
-    /* The client learns of a device-written completion from the device;
-     * the callback only releases pins and counts, and may come late (a
-     * sleeping client is woken by this thread instead: fp_seen_done). */
     if (sl->gpu_writes_seq) {
-        sl->woken = false;
+        /* No callback: this thread sees the word the device writes, wakes a
+         * sleeping client, releases the hit and frees the slot itself
+         * (gg_fp_reap), so nothing but the launch and the write is enqueued
+         * per hit. */
         atomic_store(&sl->gpu_pending, 1);
         atomic_fetch_add(&r->gpu_pending, 1);
-        rc = dev->ops->notify_lazy(dev, st, fp_hit_done, sl);
-    } else {
-        rc = dev->ops->notify(dev, st, fp_hit_done, sl);
+        return 0;
     }
+    rc = dev->ops->notify(dev, st, fp_hit_done, sl);
     if (rc < 0) {
         /* no callback is coming: drain here, so the pins can go */
         int rc2 = dev->ops->stream_sync(dev, st);
@@ -398,24 +400,72 @@ static void fp_collect_region(gg_fp_region *r)
     }
 }
 
-/* Device-written completions this thread has not seen yet: notice them
- * (their callbacks may come late), wake the client if it sleeps, and
- * report whether any was new, which counts as activity: the client's next
- * descriptor usually follows its completion within microseconds. */
-static bool fp_seen_done(gg_fp_region *r)
+/* A device-written completion the device never wrote: the slot's work is
+ * past FP_GPU_CHECK_US.  Ask the stream (only while no other thread may use
+ * it: no job of the session running, under the core lock): still busy is a
+ * long graph; an error or an idle stream without the word fails the record. */
+static void fp_check_stuck(gg_fp_region *r)
+{
+    gg_core *core = r->core;
+    gg_device *dev = core->dev;
+    gg_session *s = r->sess;
+    gg_core_lock(core);
+    if (s->running || s->fp_launching || !s->stream) {
+        gg_core_unlock(core);
+        return;
+    }
+    int rc = dev->ops->stream_query(dev, s->stream);
+    gg_core_unlock(core);
+    if (rc == -EBUSY)
+        return;
+    const char *why = rc < 0 ? dev->ops->last_error(dev)
+                             : "the device finished the work but wrote no completion";
+    for (uint32_t i = 0; i < r->entries; i++) {
+        gg_fp_slot *sl = &r->slots[i];
+        if (!atomic_load_explicit(&sl->gpu_pending, memory_order_acquire))
+            continue;
+        uint64_t seq = atomic_load_explicit((_Atomic uint64_t *)&fp_cqe(sl)->seq,
+                                            memory_order_acquire);
+        if (seq == sl->seq)
+            continue;   /* landed meanwhile: fp_reap's next pass */
+        if (!atomic_exchange(&sl->released, 1)) {
+            gg_core_lock(core);
+            fp_hit_release(sl, false, 0.0);
+            gg_core_unlock(core);
+        }
+        fp_fill(sl, rc < 0 ? rc : -EIO, 0, 0, 0.0, why);
+        fp_publish(sl);
+        atomic_store(&sl->gpu_pending, 0);
+        atomic_fetch_sub(&r->gpu_pending, 1);
+        fp_slot_free(sl);
+    }
+    fp_wake_client(r);
+    if (rc == -ENODEV)
+        uv_async_send(&r->m->async);   /* the loop reports the device lost */
+}
+
+/* Device-written completions: wake the client if it sleeps, release their
+ * hits (unpin, count) and free their slots.  Returns whether any was new,
+ * which counts as activity: the client's next descriptor usually follows
+ * its completion within microseconds. */
+bool gg_fp_reap(gg_fp_region *r)
 {
     if (!atomic_load_explicit(&r->gpu_pending, memory_order_relaxed))
         return false;
-    bool any = false;
+    bool any = false, late = false;
+    uint64_t now = 0;
     for (uint32_t i = 0; i < r->entries; i++) {
         gg_fp_slot *sl = &r->slots[i];
-        if (sl->woken || !atomic_load_explicit(&sl->gpu_pending, memory_order_acquire))
+        if (!atomic_load_explicit(&sl->gpu_pending, memory_order_acquire))
             continue;
         uint64_t seq = atomic_load_explicit((_Atomic uint64_t *)&fp_cqe(sl)->seq,
                                             memory_order_acquire);
         if (seq == sl->seq) {
-            sl->woken = true;
             any = true;
+        } else {
+            if (!now)
+                now = gg_fp_now_us();
+            late |= now - sl->t_launch_us > FP_GPU_CHECK_US;
         }
     }
     if (any) {
@@ -423,6 +473,19 @@ static bool fp_seen_done(gg_fp_region *r)
         gg_core_lock(r->core);
         fp_collect_region(r);
         gg_core_unlock(r->core);
+        for (uint32_t i = 0; i < r->entries; i++) {
+            gg_fp_slot *sl = &r->slots[i];
+            if (!atomic_load_explicit(&sl->gpu_pending, memory_order_acquire) ||
+                !atomic_load_explicit(&sl->released, memory_order_acquire))
+                continue;
+            atomic_store(&sl->gpu_pending, 0);
+            atomic_fetch_sub(&r->gpu_pending, 1);
+            fp_slot_free(sl);
+        }
+    }
+    if (late && now - r->checked_us > FP_GPU_CHECK_US) {
+        r->checked_us = now;
+        fp_check_stuck(r);
     }
     return any;
 }
@@ -488,7 +551,7 @@ static void fp_idle(gg_fp_region *r, uint64_t *last, unsigned *empty_wakes)
     if (tail == (uint32_t)r->head && !atomic_load(&r->quit)) {
         /* a timeout bounds how long a quit that races the sleep waits; with
          * device-written completions in flight, how late a sleeping client
-         * is woken (fp_seen_done) */
+         * is woken (gg_fp_reap) */
         struct timespec tmo = {.tv_sec = 1};
         if (atomic_load_explicit(&r->gpu_pending, memory_order_relaxed))
             tmo = (struct timespec){.tv_nsec = 50000};
@@ -529,7 +592,7 @@ void *gg_fp_thread_main(void *arg)
     uint64_t last = gg_fp_now_us();
     unsigned empty_wakes = 0;
     while (!atomic_load_explicit(&r->quit, memory_order_relaxed)) {
-        if (fp_seen_done(r))
+        if (gg_fp_reap(r))
             last = gg_fp_now_us();
         uint32_t tail = atomic_load_explicit((_Atomic uint32_t *)&h->sq_tail, memory_order_acquire);
         uint32_t avail = tail - (uint32_t)r->head;

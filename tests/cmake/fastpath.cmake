@@ -31,3 +31,12 @@ foreach(_name fastpath_results fastpath_ring fastpath_life fastpath_spec)
   set_tests_properties(${_name} PROPERTIES LABELS integration TIMEOUT 300
     SKIP_RETURN_CODE 77)
 endforeach()
+
+# The same on the cpu backend with fastpath-completion = device: cache hits
+# then take the path a GPU's do (the record's seq written by the "device",
+# here a store right after the work; slots freed by the ring thread).
+foreach(_name fastpath_results fastpath_life)
+  add_test(NAME ${_name}_device COMMAND test_${_name})
+  set_tests_properties(${_name}_device PROPERTIES LABELS integration TIMEOUT 300
+    SKIP_RETURN_CODE 77 ENVIRONMENT "GG_TEST_DAEMON_ENV=GFXGRAPH_FASTPATH_COMPLETION=device")
+endforeach()
