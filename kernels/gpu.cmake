@@ -20,8 +20,10 @@
 set(_gg_gpu_dir ${CMAKE_CURRENT_LIST_DIR})
 # gpu_ops.hip: errors, the context, elementwise and row kernels, the op
 # dispatch; gpu_linear.hip: linear (own kernels, vendor BLAS, mode choice);
-# gpu_internal.h: what the two share (private: not an exported header).
-set(_gg_gpu_sources ${_gg_gpu_dir}/gpu_ops.hip ${_gg_gpu_dir}/gpu_linear.hip)
+# gpu_attention.hip: attention_decode split along S (flash-decoding);
+# gpu_internal.h: what they share (private: not an exported header).
+set(_gg_gpu_sources ${_gg_gpu_dir}/gpu_ops.hip ${_gg_gpu_dir}/gpu_linear.hip
+  ${_gg_gpu_dir}/gpu_attention.hip)
 set(_gg_gpu_headers ${_gg_gpu_dir}/gg_hip.h ${_gg_gpu_dir}/gpu_ops.h ${_gg_gpu_dir}/ops.h
   ${_gg_gpu_dir}/gpu_internal.h)
 

@@ -68,6 +68,12 @@ struct gg_gpu_ctx {
     int attr_idx[K_COUNT];
     void *ws;
     size_t ws_bytes;
+    /* attention_decode's split partials and merge counters (gpu_attention.hip);
+     * NULL when they could not be allocated (one pass then) */
+    float *attn_part;
+    unsigned *attn_cnt;
+    size_t attn_part_floats, attn_cnt_n;
+    int attn_split_off; /* GFXGRAPH_ATTN_SPLIT=0: the one-block-per-head kernel */
 #if defined(GG_BLAS_CUBLAS)
     cublasHandle_t blas;
 #elif defined(GG_BLAS_ROCBLAS)
@@ -218,5 +224,19 @@ void gg_gpu_linear_ctx_fini(gg_gpu_ctx *c);
  * data (gg_gpu_op_launch checked). */
 int gg_gpu_linear_launch(gg_gpu_ctx *c, const gg_op_def *op, const gg_tensor *in, int nin,
                          const gg_tensor *out);
+
+/* ---- attention_decode split along S (gpu_attention.hip) ---------------------- */
+
+/* The context's scratch for the split (allocated here, at context creation,
+ * never at launch); a failed allocation leaves it NULL and returns 0. */
+int gg_gpu_attention_ctx_init(gg_gpu_ctx *c);
+void gg_gpu_attention_ctx_fini(gg_gpu_ctx *c);
+
+/* attention_decode on checked operands (q [rows, Hq, Dh], k/v [rows, S, Hkv,
+ * Dh], lens i32 [rows], y like q, all of dtype): 0 when launched (the caller
+ * checks the launch), 1 when the shape is not one the split kernel takes. */
+int gg_gpu_attention_split_launch(gg_gpu_ctx *c, gg_dtype dtype, const gg_tensor *in,
+                                  const gg_tensor *out, int64_t rows, int Hq, int Hkv, int64_t S,
+                                  int Dh, float scale);
 
 #endif

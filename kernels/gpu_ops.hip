@@ -208,6 +208,8 @@ extern "C" int gg_gpu_ctx_create(void *stream, gg_gpu_ctx **out)
         free(c);
         return rc;
     }
+    /* attention_decode's split scratch (gpu_attention.hip): none is fine */
+    gg_gpu_attention_ctx_init(c);
     *out = c;
     return 0;
 }
@@ -216,6 +218,7 @@ extern "C" void gg_gpu_ctx_destroy(gg_gpu_ctx *c)
 {
     if (!c)
         return;
+    gg_gpu_attention_ctx_fini(c);
     gg_gpu_linear_ctx_fini(c);
     free(c);
 }
@@ -975,6 +978,13 @@ static int launch_decode_dt(gg_gpu_ctx *c, const gg_op_def *op, int kind, const 
                                GG_ATTN_MAXL * c->warp);
         const double sv = attrs ? attrs->v[0] : 0.0;
         const float scale = sv != 0.0 ? (float)sv : 1.0f / sqrtf((float)dh);
+        /* split along S (gpu_attention.hip) where the shape allows, else one
+         * block per (row, head) */
+        if (xd->dims[1] <= INT_MAX && kd->dims[2] <= INT_MAX &&
+            gg_gpu_attention_split_launch(c, (gg_dtype)DT, in, out, xd->dims[0],
+                                          (int)xd->dims[1], (int)kd->dims[2], kd->dims[1], dh,
+                                          scale) == 0)
+            return gg_gpu_launched(op);
         const int threads = 256, nw = threads / c->warp;
         const size_t shm = sizeof(float) * (size_t)nw * (size_t)(dh + 2);
         k_attention<DT><<<grid_rows(xd->dims[0] * xd->dims[1]), threads, shm, c->stream>>>(

@@ -1,14 +1,18 @@
 /* The decode-step GPU kernels (embedding, rope, cache_write with and without
  * the batch word, attention_decode at GQA 1/4/8 and long contexts, argmax,
- * cast) against the CPU references, on random data with odd sizes, every
+ * cast; attention_decode split along S at contexts 512 to 4096, replayed from a
+ * graph) against the CPU references, on random data with odd sizes, every
  * floating dtype; the batch word written by gg_gpu_write_u32 on the stream.
- * SKIP (77) without a device. */
+ * SKIP (77) without a device.  --time: attention_decode alone at the 1B-class
+ * decode shape, split and one-pass, in us/launch and GB/s of K+V read. */
 #include "gg_hip.h"
 #include "gpu_ops.h"
 #include "ops.h"
 #include "../decode_refs.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 static int g_pass, g_fail;
 static hipStream_t g_stream;
@@ -84,7 +88,214 @@ static gg_tensor T(void *p, gg_dtype dt, int nd, int64_t d0, int64_t d1, int64_t
     return t;
 }
 
-int main(void)
+/* attention_decode at one shape: q, k, v random, lens as given (B of them),
+ * scale 0 for the default 1/sqrt(Dh). */
+static void attn_case(gg_dtype dt, int64_t B, int64_t Hq, int64_t Hkv, int64_t S, int64_t Dh,
+                      const int32_t *lens_in, double scale, uint64_t *seed)
+{
+    int32_t *lens = malloc(sizeof(int32_t) * (size_t)B);
+    memcpy(lens, lens_in, sizeof(int32_t) * (size_t)B);
+    void *q = malloc(B * Hq * Dh * 4), *k = malloc(B * S * Hkv * Dh * 4),
+         *v = malloc(B * S * Hkv * Dh * 4), *y = calloc(B * Hq * Dh, 4);
+    dref_fill(q, NULL, dt, B * Hq * Dh, seed, 2.0);
+    dref_fill(k, NULL, dt, B * S * Hkv * Dh, seed, 2.0);
+    dref_fill(v, NULL, dt, B * S * Hkv * Dh, seed, 1.0);
+    gg_tensor in[4] = {T(q, dt, 3, B, Hq, Dh, 0), T(k, dt, 4, B, S, Hkv, Dh),
+                       T(v, dt, 4, B, S, Hkv, Dh), T(lens, GG_DT_I32, 1, B, 0, 0, 0)};
+    gg_tensor out = T(y, dt, 3, B, Hq, Dh, 0);
+    const gg_op_def *op = gg_ops_find("attention_decode");
+    gg_op_attrs a;
+    gg_ops_attr_defaults(op, &a);
+    if (scale != 0.0)
+        a.v[0] = scale;
+    char label[200];
+    int o = snprintf(label, sizeof label, "attention_decode %s B %lld Hq %lld Hkv %lld S %lld Dh %lld%s lens",
+                     gg_dtype_name(dt), (long long)B, (long long)Hq, (long long)Hkv, (long long)S,
+                     (long long)Dh, scale != 0.0 ? " scale" : "");
+    for (int64_t i = 0; i < B && o > 0 && o < (int)sizeof label - 12; i++)
+        o += snprintf(label + o, sizeof label - (size_t)o, " %d", (int)lens[i]);
+    run_case(label, op, in, 4, &out, scale != 0.0 ? &a : NULL, 0, -1);
+    free(q), free(k), free(v), free(y), free(lens);
+}
+
+/* attention_decode captured once into a graph and replayed with other lens
+ * each time (the split's counters must reset and its chunks follow len). */
+static void attn_graph_case(gg_dtype dt, uint64_t *seed)
+{
+    const int64_t B = 2, Hq = 32, Hkv = 8, S = 2048, Dh = 64;
+    const int32_t lens_run[4][2] = {{2048, 1}, {0, 777}, {1999, 2048}, {65, 64}};
+    int32_t lens[2] = {1, 1};
+    void *q = malloc(B * Hq * Dh * 4), *k = malloc(B * S * Hkv * Dh * 4),
+         *v = malloc(B * S * Hkv * Dh * 4), *y = calloc(B * Hq * Dh, 4), *yc = calloc(B * Hq * Dh, 4);
+    dref_fill(q, NULL, dt, B * Hq * Dh, seed, 2.0);
+    dref_fill(k, NULL, dt, B * S * Hkv * Dh, seed, 2.0);
+    dref_fill(v, NULL, dt, B * S * Hkv * Dh, seed, 1.0);
+    gg_tensor in[4] = {T(q, dt, 3, B, Hq, Dh, 0), T(k, dt, 4, B, S, Hkv, Dh),
+                       T(v, dt, 4, B, S, Hkv, Dh), T(lens, GG_DT_I32, 1, B, 0, 0, 0)};
+    gg_tensor out = T(y, dt, 3, B, Hq, Dh, 0), din[4], dout = out;
+    const gg_op_def *op = gg_ops_find("attention_decode");
+    int ok = 1;
+    for (int i = 0; i < 4; i++) {
+        size_t b = gg_desc_bytes(&in[i].desc);
+        din[i] = in[i];
+        din[i].data = NULL;
+        if (hipMalloc(&din[i].data, b) != hipSuccess ||
+            hipMemcpy(din[i].data, in[i].data, b, hipMemcpyHostToDevice) != hipSuccess)
+            ok = 0;
+    }
+    size_t ob = gg_desc_bytes(&out.desc);
+    dout.data = NULL;
+    if (hipMalloc(&dout.data, ob) != hipSuccess)
+        ok = 0;
+    hipGraph_t g = NULL;
+    hipGraphExec_t ge = NULL;
+    int rc = -1;
+    if (ok && hipStreamBeginCapture(g_stream, hipStreamCaptureModeThreadLocal) == hipSuccess) {
+        rc = gg_gpu_op_launch(g_ctx, op, din, 4, &dout, 1, NULL);
+        if (hipStreamEndCapture(g_stream, &g) != hipSuccess ||
+            hipGraphInstantiate(&ge, g, NULL, NULL, 0) != hipSuccess)
+            rc = -1;
+    }
+    char label[160];
+    for (int r = 0; r < 4; r++) {
+        memcpy(lens, lens_run[r], sizeof lens);
+        int rr = rc;
+        if (rr == 0 && (hipMemcpy(din[3].data, lens, sizeof lens, hipMemcpyHostToDevice) != hipSuccess ||
+                        hipGraphLaunch(ge, g_stream) != hipSuccess ||
+                        hipStreamSynchronize(g_stream) != hipSuccess ||
+                        hipMemcpy(y, dout.data, ob, hipMemcpyDeviceToHost) != hipSuccess))
+            rr = -1;
+        gg_tensor cout = out;
+        cout.data = yc;
+        gg_ops_run_cpu(op, in, 4, &cout, 1, NULL);
+        double e = 0;
+        if (rr == 0) {
+            int64_t n = gg_desc_numel(&out.desc);
+            double *ref = malloc(sizeof(double) * (size_t)n);
+            for (int64_t i = 0; i < n; i++)
+                ref[i] = gg_load(yc, dt, i);
+            e = dref_rel(y, dt, ref, n);
+            free(ref);
+        }
+        snprintf(label, sizeof label, "attention_decode %s graph replay %d lens %d %d",
+                 gg_dtype_name(dt), r, (int)lens[0], (int)lens[1]);
+        if (rr == 0 && e <= dref_tol(dt))
+            g_pass++;
+        else {
+            g_fail++;
+            printf("FAIL: %s: %s (rel err %g)\n", label, rr ? gg_gpu_last_error() : "differs", e);
+        }
+    }
+    if (ge)
+        hipGraphExecDestroy(ge);
+    if (g)
+        hipGraphDestroy(g);
+    for (int i = 0; i < 4; i++)
+        hipFree(din[i].data);
+    hipFree(dout.data);
+    free(q), free(k), free(v), free(y), free(yc);
+}
+
+/* --time: attention_decode alone at the 1B-class decode shape (batch 1, 32 q
+ * heads, 8 kv heads, Dh 64, f16, len = S), 200 launches captured in a graph,
+ * timed by events; the split kernel and (GFXGRAPH_ATTN_SPLIT=0) the
+ * one-block-per-head kernel.  GB/s counts the K and V bytes read. */
+static int attn_time(void)
+{
+    const int64_t B = 1, Hq = 32, Hkv = 8, Dh = 64, S_max = 4096;
+    const int64_t Ss[] = {512, 2048, 4096};
+    const int reps = 200, graphs = 10;
+    const gg_op_def *op = gg_ops_find("attention_decode");
+    void *dq = NULL, *dk = NULL, *dv = NULL, *dy = NULL, *dl = NULL;
+    if (hipMalloc(&dq, B * Hq * Dh * 2) != hipSuccess ||
+        hipMalloc(&dk, B * S_max * Hkv * Dh * 2) != hipSuccess ||
+        hipMalloc(&dv, B * S_max * Hkv * Dh * 2) != hipSuccess ||
+        hipMalloc(&dy, B * Hq * Dh * 2) != hipSuccess || hipMalloc(&dl, 4) != hipSuccess)
+        return 1;
+    /* small random-ish values */
+    uint16_t *h = malloc(B * S_max * Hkv * Dh * 2);
+    uint64_t seed = 99;
+    dref_fill(h, NULL, GG_DT_F16, B * S_max * Hkv * Dh, &seed, 1.0);
+    hipMemcpy(dk, h, B * S_max * Hkv * Dh * 2, hipMemcpyHostToDevice);
+    hipMemcpy(dv, h, B * S_max * Hkv * Dh * 2, hipMemcpyHostToDevice);
+    hipMemcpy(dq, h, B * Hq * Dh * 2, hipMemcpyHostToDevice);
+    free(h);
+    for (int mode = 0; mode < 2; mode++) {
+        gg_gpu_ctx *ctx = NULL;
+        if (mode == 1)
+            setenv("GFXGRAPH_ATTN_SPLIT", "0", 1);
+        else
+            unsetenv("GFXGRAPH_ATTN_SPLIT");
+        if (gg_gpu_ctx_create(g_stream, &ctx) != 0)
+            return 1;
+        for (size_t si = 0; si < sizeof Ss / sizeof Ss[0]; si++) {
+            const int64_t S = Ss[si];
+            int32_t len = (int32_t)S;
+            hipMemcpy(dl, &len, 4, hipMemcpyHostToDevice);
+            gg_tensor in[4] = {T(dq, GG_DT_F16, 3, B, Hq, Dh, 0), T(dk, GG_DT_F16, 4, B, S, Hkv, Dh),
+                               T(dv, GG_DT_F16, 4, B, S, Hkv, Dh), T(dl, GG_DT_I32, 1, B, 0, 0, 0)};
+            gg_tensor out = T(dy, GG_DT_F16, 3, B, Hq, Dh, 0);
+            hipGraph_t g = NULL;
+            hipGraphExec_t ge = NULL;
+            int rc = 0;
+            if (hipStreamBeginCapture(g_stream, hipStreamCaptureModeThreadLocal) != hipSuccess)
+                return 1;
+            for (int i = 0; i < reps && rc == 0; i++)
+                rc = gg_gpu_op_launch(ctx, op, in, 4, &out, 1, NULL);
+            if (hipStreamEndCapture(g_stream, &g) != hipSuccess || rc ||
+                hipGraphInstantiate(&ge, g, NULL, NULL, 0) != hipSuccess)
+                return 1;
+            hipEvent_t e0, e1;
+            hipEventCreate(&e0);
+            hipEventCreate(&e1);
+            hipGraphLaunch(ge, g_stream); /* warm */
+            hipStreamSynchronize(g_stream);
+            hipEventRecord(e0, g_stream);
+            for (int i = 0; i < graphs; i++)
+                hipGraphLaunch(ge, g_stream);
+            hipEventRecord(e1, g_stream);
+            hipEventSynchronize(e1);
+            float ms = 0;
+            hipEventElapsedTime(&ms, e0, e1);
+            const double us = ms * 1000.0 / (reps * graphs);
+            const double bytes = 2.0 * (double)(B * S * Hkv * Dh * 2);
+            printf("time attention_decode %s S %lld: %.2f us/launch, %.1f GB/s (K+V %.2f MiB)\n",
+                   mode ? "one-pass(GFXGRAPH_ATTN_SPLIT=0)" : "split", (long long)S, us,
+                   bytes / (us * 1e3), bytes / (1 << 20));
+            hipEventDestroy(e0);
+            hipEventDestroy(e1);
+            hipGraphExecDestroy(ge);
+            hipGraphDestroy(g);
+        }
+        gg_gpu_ctx_destroy(ctx);
+    }
+    unsetenv("GFXGRAPH_ATTN_SPLIT");
+    /* the device-to-device copy rate, for scale */
+    {
+        void *a = NULL, *b = NULL;
+        const size_t nb = (size_t)256 << 20;
+        if (hipMalloc(&a, nb) == hipSuccess && hipMalloc(&b, nb) == hipSuccess) {
+            hipEvent_t e0, e1;
+            hipEventCreate(&e0);
+            hipEventCreate(&e1);
+            hipMemcpyAsync(b, a, nb, hipMemcpyDeviceToDevice, g_stream);
+            hipEventRecord(e0, g_stream);
+            for (int i = 0; i < 10; i++)
+                hipMemcpyAsync(b, a, nb, hipMemcpyDeviceToDevice, g_stream);
+            hipEventRecord(e1, g_stream);
+            hipEventSynchronize(e1);
+            float ms = 0;
+            hipEventElapsedTime(&ms, e0, e1);
+            printf("time device copy: %.1f GB/s (read + write)\n", 2.0 * 10 * nb / (ms * 1e6));
+        }
+        hipFree(a);
+        hipFree(b);
+    }
+    hipFree(dq), hipFree(dk), hipFree(dv), hipFree(dy), hipFree(dl);
+    return 0;
+}
+
+int main(int argc, char **argv)
 {
     int n = 0;
     if (hipGetDeviceCount(&n) != hipSuccess || n < 1) {
@@ -96,6 +307,8 @@ int main(void)
         printf("FAIL: context: %s\n", gg_gpu_last_error());
         return 1;
     }
+    if (argc > 1 && strcmp(argv[1], "--time") == 0)
+        return attn_time();
     uint64_t seed = 12345;
     const gg_dtype dts[] = {GG_DT_F32, GG_DT_F16, GG_DT_BF16};
     char label[160];
@@ -158,6 +371,25 @@ int main(void)
                      (long long)Hq, (long long)Hkv, (long long)S);
             run_case(label, gg_ops_find("attention_decode"), in, 4, &out, NULL, 0, -1);
             free(q), free(k), free(v), free(y);
+        }
+        { /* attention_decode split along S: long contexts, lens 0, 1, S, odd, GQA 1/4/8/12 */
+            const int64_t Sl[3] = {512, 2048, 4096};
+            const int gq[4] = {1, 4, 8, 12};
+            for (int si = 0; si < 3; si++)
+                for (int gi = 0; gi < 4; gi++) {
+                    const int64_t S = Sl[si], Hkv = gq[gi] == 4 ? 8 : 2, Hq = Hkv * gq[gi];
+                    const int32_t l5[5] = {0, 1, (int32_t)S, (int32_t)(S / 3) | 1, (int32_t)S - 1};
+                    attn_case(dt, 5, Hq, Hkv, S, 64, l5, 0.0, &seed);
+                }
+            const int32_t one[1] = {2048}, odd[1] = {1235}, big[1] = {5000}, neg[2] = {-3, 129};
+            attn_case(dt, 1, 32, 8, 2048, 64, one, 0.0, &seed); /* the 1B-class step */
+            attn_case(dt, 1, 32, 8, 2048, 64, odd, 0.0, &seed);
+            attn_case(dt, 1, 32, 8, 512, 64, big, 0.0, &seed); /* len above S: clamped */
+            attn_case(dt, 2, 16, 4, 1024, 128, neg, 0.3, &seed); /* Dh 128, scale attr */
+            attn_case(dt, 2, 8, 8, 1024, 32, neg, 0.0, &seed);   /* Dh 32 */
+            attn_case(dt, 2, 8, 2, 700, 40, neg, 0.0, &seed);    /* Dh 40: one-pass kernel */
+            attn_case(dt, 1, 32, 8, 100, 64, odd, 0.0, &seed);   /* short S: one pass */
+            attn_graph_case(dt, &seed);
         }
         { /* argmax */
             const int64_t B = 5, V = 32001;
