@@ -499,7 +499,8 @@ def test_main(args):
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         st = gfxgraph.stats(args.sock)
-        if not session_of(st, sid) and not session_of(st, sid2):
+        # a region goes once its thread has seen its last work done
+        if not session_of(st, sid) and not session_of(st, sid2) and st["fastpath_regions"] == 0:
             break
         time.sleep(0.05)
     mine = [e for e in st.get("cache", []) if e.get("session") in (sid, sid2)]
