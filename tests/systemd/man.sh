@@ -11,7 +11,7 @@ for p in man8/gfxgraphd.8:GFXGRAPHD man1/gfxgraphctl.1:GFXGRAPHCTL man5/gfxgraph
     f=$D/usr/share/man/${p%%:*}
     title=${p##*:}
     gg_check "installed: ${f#$D}" test -f "$f"
-    if command -v man >/dev/null; then
+    if command -v man >/dev/null && command -v nroff >/dev/null; then
         out=$(MANWIDTH=80 man -l "$f" 2>"$gg_tmp/man.err")
         gg_check "man -l ${p%%:*}: renders the title" grep -q "^$title(" <<<"$out"
         gg_check "man -l ${p%%:*}: NAME, SYNOPSIS, SEE ALSO" \
@@ -19,7 +19,7 @@ for p in man8/gfxgraphd.8:GFXGRAPHD man1/gfxgraphctl.1:GFXGRAPHCTL man5/gfxgraph
         gg_check "man -l ${p%%:*}: no warnings" test ! -s "$gg_tmp/man.err"
         cat "$gg_tmp/man.err"
     else
-        echo "skip - man not found: man -l not run for ${p%%:*}"
+        echo "skip - man or nroff not found: man -l not run for ${p%%:*}"
     fi
     if command -v groff >/dev/null; then
         w=$(groff -man -ww -z -Tutf8 "$f" 2>&1)
