@@ -592,12 +592,16 @@ void *gg_fp_thread_main(void *arg)
     uint64_t last = gg_fp_now_us();
     unsigned empty_wakes = 0;
     while (!atomic_load_explicit(&r->quit, memory_order_relaxed)) {
-        if (gg_fp_reap(r))
-            last = gg_fp_now_us();
         uint32_t tail = atomic_load_explicit((_Atomic uint32_t *)&h->sq_tail, memory_order_acquire);
         uint32_t avail = tail - (uint32_t)r->head;
         if (avail == 0) {
-            fp_idle(r, &last, &empty_wakes);
+            /* Bookkeeping only when there is nothing to take: a client's
+             * next descriptor follows its completion within a microsecond,
+             * and the launch is what it waits for. */
+            if (gg_fp_reap(r))
+                last = gg_fp_now_us();
+            else
+                fp_idle(r, &last, &empty_wakes);
             continue;
         }
         if (avail > r->entries) {
@@ -607,8 +611,10 @@ void *gg_fp_thread_main(void *arg)
         uint64_t seq = r->head + 1;
         gg_fp_slot *sl = &r->slots[(seq - 1) & r->mask];
         if (atomic_load_explicit(&sl->busy, memory_order_acquire)) {
-            /* the client submitted past a completion it has not seen: the
-             * slot's last descriptor is still in flight */
+            /* the slot's last descriptor is in flight, or done by the
+             * device and not yet reaped */
+            if (gg_fp_reap(r))
+                continue;
             fp_cpu_relax();
             if (gg_fp_now_us() - last > fp_spin_us(r))
                 sched_yield();
