@@ -34,6 +34,7 @@ static const struct {
     {"max-connections", true},
     {"max-connections-per-uid", true},
     {"request-timeout-ms", true},
+    {"max-queued-bytes", true},
     {"shutdown-timeout-ms", true},
     {"buckets", false},
     {"cache-entries", true},
@@ -52,7 +53,40 @@ static const struct {
     {"fastpath-max-regions", false},
     {"fastpath-completion", false},
     {"device", false},
+    {"max-buffers-per-uid", true},
+    {"max-mapped-bytes-per-uid", true},
+    {"max-programs-per-uid", true},
+    {"max-scratch-bytes-per-uid", true},
+    {"max-parked-graphs-per-uid", true},
+    {"max-parked-bytes-per-uid", true},
+    {"max-fastpath-regions-per-uid", true},
+    {"admin-group", true},
+    {"stats-max-cache-entries", true},
 };
+
+/* The per-uid quotas: key and field (core/quota.c reads them). */
+static uint64_t *cfg_quota_field(gg_config *c, int i)
+{
+    uint64_t *f[] = {&c->quota_buffers, &c->quota_mapped_bytes, &c->quota_programs,
+                     &c->quota_scratch_bytes, &c->quota_parked, &c->quota_parked_bytes,
+                     &c->quota_fp_regions};
+    return f[i];
+}
+#define CFG_QUOTA(c, i) (*cfg_quota_field((gg_config *)(c), i))
+static const char *const cfg_quota_keys[] = {
+    "max-buffers-per-uid", "max-mapped-bytes-per-uid", "max-programs-per-uid",
+    "max-scratch-bytes-per-uid", "max-parked-graphs-per-uid", "max-parked-bytes-per-uid",
+    "max-fastpath-regions-per-uid",
+};
+#define CFG_NQUOTA 7
+
+static int cfg_quota_index(const char *key)
+{
+    for (int i = 0; i < CFG_NQUOTA; i++)
+        if (strcmp(cfg_quota_keys[i], key) == 0)
+            return i;
+    return -1;
+}
 
 /* --check-config: report every problem here and go on, instead of
  * stopping at the first. */
@@ -188,6 +222,7 @@ void gg_config_defaults(gg_config *c)
     c->max_connections = 256;
     c->max_conn_per_uid = cfg_per_uid_default(c->max_connections);
     c->request_timeout_ms = 10000;
+    c->max_queued_bytes = 8u << 20;
     c->shutdown_timeout_ms = 10000;
     memcpy(c->buckets, default_buckets, sizeof(default_buckets));
     c->nbuckets = (int)(sizeof(default_buckets) / sizeof(default_buckets[0]));
@@ -206,6 +241,16 @@ void gg_config_defaults(gg_config *c)
      * microsecond, and an idle ring sleeps after it (bench/README.md). */
     c->fastpath_spin_us = 100;
     c->fastpath_max_regions = 256;
+    /* Generous for one inference server per uid; each stops one user from
+     * taking what every other user needs (docs/configuration.md). */
+    c->quota_buffers = 16384;
+    c->quota_mapped_bytes = 4ULL << 40;
+    c->quota_programs = 4096;
+    c->quota_scratch_bytes = 64ULL << 30;
+    c->quota_parked = 1024;
+    c->quota_parked_bytes = 16ULL << 30;
+    c->quota_fp_regions = 64;
+    c->stats_max_cache = 1024;
     for (int i = 0; i < GG_CFG_NKEYS; i++)
         snprintf(c->sources[i], sizeof(c->sources[i]), "default");
 }
@@ -252,6 +297,7 @@ void gg_config_value(const gg_config *c, int i, char *buf, size_t len)
     else if (!strcmp(k, "max-connections")) V("%u", c->max_connections);
     else if (!strcmp(k, "max-connections-per-uid")) V("%u", c->max_conn_per_uid);
     else if (!strcmp(k, "request-timeout-ms")) V("%u", c->request_timeout_ms);
+    else if (!strcmp(k, "max-queued-bytes")) V("%zu", c->max_queued_bytes);
     else if (!strcmp(k, "shutdown-timeout-ms")) V("%u", c->shutdown_timeout_ms);
     else if (!strcmp(k, "buckets")) cfg_join_buckets(c, buf, len);
     else if (!strcmp(k, "cache-entries")) V("%u", c->cache_entries);
@@ -271,6 +317,9 @@ void gg_config_value(const gg_config *c, int i, char *buf, size_t len)
     else if (!strcmp(k, "fastpath-completion"))
         V("%s", c->fastpath_completion == 1 ? "device" : c->fastpath_completion == 2 ? "daemon" : "auto");
     else if (!strcmp(k, "device")) V("%d", c->device_index);
+    else if (cfg_quota_index(k) >= 0) V("%llu", (unsigned long long)CFG_QUOTA(c, cfg_quota_index(k)));
+    else if (!strcmp(k, "admin-group")) V("%s", c->admin_group[0] ? c->admin_group : "none");
+    else if (!strcmp(k, "stats-max-cache-entries")) V("%u", c->stats_max_cache);
 #undef V
 }
 
@@ -286,11 +335,15 @@ void gg_config_copy_key(gg_config *d, const gg_config *s, int i)
         d->max_conn_per_uid_set = s->max_conn_per_uid_set;
     }
     else if (!strcmp(k, "request-timeout-ms")) d->request_timeout_ms = s->request_timeout_ms;
+    else if (!strcmp(k, "max-queued-bytes")) d->max_queued_bytes = s->max_queued_bytes;
     else if (!strcmp(k, "shutdown-timeout-ms")) d->shutdown_timeout_ms = s->shutdown_timeout_ms;
     else if (!strcmp(k, "cache-entries")) d->cache_entries = s->cache_entries;
     else if (!strcmp(k, "cache-idle-s")) d->cache_idle_s = s->cache_idle_s;
     else if (!strcmp(k, "vram-cap")) d->vram_cap = s->vram_cap;
     else if (!strcmp(k, "fastpath-spin-us")) d->fastpath_spin_us = s->fastpath_spin_us;
+    else if (cfg_quota_index(k) >= 0) CFG_QUOTA(d, cfg_quota_index(k)) = CFG_QUOTA(s, cfg_quota_index(k));
+    else if (!strcmp(k, "admin-group")) memcpy(d->admin_group, s->admin_group, sizeof(d->admin_group));
+    else if (!strcmp(k, "stats-max-cache-entries")) d->stats_max_cache = s->stats_max_cache;
     else return;
     memcpy(d->sources[i], s->sources[i], sizeof(d->sources[i]));
 }
@@ -337,6 +390,8 @@ static int cfg_uint(const char *key, const char *v, unsigned long long lo, unsig
     int shift = 0;
     if (*end == 'K' || *end == 'k') { shift = 10; end++; }
     else if (*end == 'M') { shift = 20; end++; }
+    else if (*end == 'G') { shift = 30; end++; }
+    else if (*end == 'T') { shift = 40; end++; }
     if (x > ULLONG_MAX >> shift)   /* would wrap into the valid range */
         errno = ERANGE;
     x <<= shift;
@@ -435,6 +490,9 @@ int gg_config_set(gg_config *c, const char *key, const char *v, char *err, size_
     } else if (strcmp(key, "request-timeout-ms") == 0) {
         if ((rc = cfg_uint(key, v, 0, 3600000, &u, err, errlen)) < 0) return rc;
         c->request_timeout_ms = (unsigned)u;
+    } else if (strcmp(key, "max-queued-bytes") == 0) {
+        if ((rc = cfg_uint(key, v, 65536, 1u << 30, &u, err, errlen)) < 0) return rc;
+        c->max_queued_bytes = (size_t)u;
     } else if (strcmp(key, "shutdown-timeout-ms") == 0) {
         if ((rc = cfg_uint(key, v, 0, 3600000, &u, err, errlen)) < 0) return rc;
         c->shutdown_timeout_ms = (unsigned)u;
@@ -500,6 +558,17 @@ int gg_config_set(gg_config *c, const char *key, const char *v, char *err, size_
     } else if (strcmp(key, "device") == 0) {
         if ((rc = cfg_uint(key, v, 0, 255, &u, err, errlen)) < 0) return rc;
         c->device_index = (int)u;
+    } else if (cfg_quota_index(key) >= 0) {
+        if ((rc = cfg_uint(key, v, 0, 1ULL << 56, &u, err, errlen)) < 0) return rc;
+        CFG_QUOTA(c, cfg_quota_index(key)) = u;
+    } else if (strcmp(key, "admin-group") == 0) {
+        /* a group name or number, resolved at each stats call (core/quota.c) */
+        if (strlen(v) >= sizeof(c->admin_group) || strpbrk(v, " \t:,"))
+            return cfg_bad(err, errlen, key, v, "a group name or number, or none");
+        snprintf(c->admin_group, sizeof(c->admin_group), "%s", strcmp(v, "none") ? v : "");
+    } else if (strcmp(key, "stats-max-cache-entries") == 0) {
+        if ((rc = cfg_uint(key, v, 1, 16384, &u, err, errlen)) < 0) return rc;
+        c->stats_max_cache = (unsigned)u;
     } else {
         const char *near = cfg_did_you_mean(key);
         if (near)
@@ -593,6 +662,7 @@ static const struct {
     {"GFXGRAPH_FASTPATH_COMPLETION", "fastpath-completion"},
     {"GFXGRAPH_REQUEST_TIMEOUT_MS", "request-timeout-ms"},
     {"GFXGRAPH_MAX_CONNECTIONS_PER_UID", "max-connections-per-uid"},
+    {"GFXGRAPH_MAX_QUEUED_BYTES", "max-queued-bytes"},
 };
 
 static int cfg_load_env(gg_config *c, char *err, size_t errlen)

@@ -25,7 +25,7 @@ typedef enum { GG_REPLAY_STANDARD = 0, GG_REPLAY_ADAPTIVE, GG_REPLAY_HOT } gg_re
 enum { GG_FAULT_CAPTURE = 1, GG_FAULT_INSTANTIATE = 2, GG_FAULT_LAUNCH = 4, GG_FAULT_DEVICE = 8 };
 
 /* Settings known by name (config-file spelling). */
-#define GG_CFG_NKEYS 27
+#define GG_CFG_NKEYS 37
 
 typedef struct {
     char socket_path[GG_PATH_MAX];
@@ -40,6 +40,7 @@ typedef struct {
     unsigned max_conn_per_uid;   /* 0: no per-uid limit */
     bool max_conn_per_uid_set;   /* else derived from max_connections */
     unsigned request_timeout_ms; /* a started request must be complete; 0: off */
+    size_t max_queued_bytes;     /* answers queued on one connection before its reading pauses */
     unsigned shutdown_timeout_ms;
 
     int buckets[GG_MAX_BUCKETS];
@@ -62,6 +63,17 @@ typedef struct {
     unsigned fastpath_spin_us;   /* a ring's thread busy-waits this long after activity */
     unsigned fastpath_max_regions; /* rings open at once, daemon-wide */
     int fastpath_completion;     /* 0 auto, 1 device, 2 daemon (fastpath/fp.h) */
+
+    /* Per-uid quotas (core/quota.c): each 0 for no limit. */
+    uint64_t quota_buffers;        /* max-buffers-per-uid */
+    uint64_t quota_mapped_bytes;   /* max-mapped-bytes-per-uid */
+    uint64_t quota_programs;       /* max-programs-per-uid */
+    uint64_t quota_scratch_bytes;  /* max-scratch-bytes-per-uid */
+    uint64_t quota_parked;         /* max-parked-graphs-per-uid */
+    uint64_t quota_parked_bytes;   /* max-parked-bytes-per-uid */
+    uint64_t quota_fp_regions;     /* max-fastpath-regions-per-uid */
+    char admin_group[64];          /* sees every uid in stats; "" none */
+    unsigned stats_max_cache;      /* cache entries in one stats answer */
 
     /* Where each setting came from (gg_config_key_name order): "default",
      * "file PATH:LINE", "environment VAR" or the flag. */

@@ -89,6 +89,7 @@ int gg_cache_get(gg_cache *c, gg_program *p, int branch, int bi, gg_cache_entry 
         e->slot = slot;
         e->prog_id = p->id;
         e->sess_id = p->sess->id;
+        e->uid = p->sess->uid;
         snprintf(e->prog_name, sizeof(e->prog_name), "%s", p->name);
         e->branch = branch;
         e->bucket_index = bi;
@@ -246,15 +247,47 @@ void gg_cache_drop(gg_cache *c, gg_cache_entry *e)
         cache_parked_free(c, pk);
 }
 
+void gg_cache_parked_usage(const gg_cache *c, uid_t uid, uint64_t *graphs, uint64_t *bytes)
+{
+    *graphs = *bytes = 0;
+    for (const gg_parked *pk = c->parked; pk; pk = pk->next) {
+        if (pk->uid != uid)
+            continue;
+        for (int i = 0; i < pk->nslots; i++)
+            if (pk->entries[i]) {
+                (*graphs)++;
+                *bytes += pk->entries[i]->footprint;
+            }
+    }
+}
+
 void gg_cache_park(gg_cache *c, gg_program *p, uid_t uid)
 {
-    int n = p->nbranches * p->nbuckets, ready = 0;
+    int n = p->nbranches * p->nbuckets, ready = 0, over = 0;
+    const gg_config *cfg = c->core->cfg;
+    uint64_t held, held_bytes;
+    gg_cache_parked_usage(c, uid, &held, &held_bytes);
     for (int i = 0; i < n; i++) {
         gg_cache_entry *e = p->entries[i];
-        if (e && (e->state != GG_ENTRY_READY || e->pins))
+        if (e && (e->state != GG_ENTRY_READY || e->pins)) {
             gg_cache_drop(c, e);   /* only sound, idle graphs are worth keeping */
-        else if (e)
+        } else if (e && ((cfg->quota_parked && held + 1 > cfg->quota_parked) ||
+                         (cfg->quota_parked_bytes &&
+                          held_bytes + e->footprint > cfg->quota_parked_bytes))) {
+            gg_cache_drop(c, e);   /* past the uid's quota: only this uid loses */
+            over++;
+        } else if (e) {
             ready++;
+            held++;
+            held_bytes += e->footprint;
+        }
+    }
+    if (over) {
+        gg_log_fields f = {.session = p->sess->id, .program = p->id};
+        GG_LOG(GG_LOG_INFO, &f, "uid %u: %d graph(s) of '%s' not parked: past the quota of "
+               "%llu parked graphs (max-parked-graphs-per-uid) or %llu bytes "
+               "(max-parked-bytes-per-uid)", (unsigned)uid, over, p->name,
+               (unsigned long long)cfg->quota_parked, (unsigned long long)cfg->quota_parked_bytes);
     }
     if (!ready)
         return;
@@ -306,6 +339,7 @@ int gg_cache_adopt(gg_cache *c, gg_program *p, uid_t uid)
         e->prog = p;
         e->prog_id = p->id;
         e->sess_id = p->sess->id;
+        e->uid = p->sess->uid;
         /* Its pointers are the old client's: never launch it before the
          * next use has captured again and updated it in place. */
         e->gen = UINT64_MAX;

@@ -24,6 +24,7 @@ typedef struct gg_cache_entry {
     struct gg_cache_entry **slot;   /* where the owner keeps this entry */
     uint64_t prog_id;               /* for stats and logs, also while parked */
     uint64_t sess_id;
+    uid_t uid;                      /* its program's client's (stats' scope, quotas) */
     char prog_name[64];
     int branch;
     int bucket_index;
@@ -61,7 +62,11 @@ typedef struct gg_parked {
     gg_cache_entry **entries;       /* [branch * nbuckets + bucket index] */
 } gg_parked;
 
-/* Session end: move p's READY graphs into a parked record (or drop them). */
+/* Parked graphs of uid and their bytes (footprints), for its quota. */
+void gg_cache_parked_usage(const gg_cache *c, uid_t uid, uint64_t *graphs, uint64_t *bytes);
+/* Session end: move p's READY graphs into a parked record (or drop them);
+ * those past uid's max-parked-graphs-per-uid / max-parked-bytes-per-uid
+ * are dropped (they count against uid after its client has gone). */
 void gg_cache_park(gg_cache *c, struct gg_program *p, uid_t uid);
 /* program.define: adopt a parked record matching p's structure and uid;
  * returns the number of graphs adopted. */

@@ -6,6 +6,7 @@
  * every bucket and every buffer tensor lies inside its buffer at the largest
  * bucket, so the executor never re-checks. */
 #include "core/program.h"
+#include "core/quota.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -854,6 +855,10 @@ int gg_program_define(gg_core *core, gg_session *s, const msgpack_object *params
         rc = proto_fail(e, -ENOMEM, "out of memory");
         goto fail;
     }
+    /* per-uid quotas: programs and the scratch their graphs can hold */
+    p->scratch_quota = gg_quota_scratch(p);
+    if ((rc = gg_quota_program(core, s->uid, p, e)) < 0)
+        goto fail;
     p->id = core->next_id++;
     if ((rc = gg_idmap_put(&core->programs, p->id, p)) < 0) {
         rc = proto_fail(e, rc, "out of memory");

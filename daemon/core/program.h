@@ -63,6 +63,7 @@ typedef struct gg_program {
     uint8_t *sig;                       /* structure, without buffers (parking) */
     size_t siglen;
     int warm;                           /* graphs adopted at define */
+    uint64_t scratch_quota;             /* counted against its uid (core/quota.h) */
     bool batch_word;                    /* a node reads the real batch (op->wants_batch):
                                          * an i32 at the end of each run's scratch */
     bool released;

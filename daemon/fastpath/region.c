@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "core/quota.h"
 #include "fp_internal.h"
 
 static void fp_on_async(uv_async_t *h)
@@ -128,6 +129,13 @@ int gg_fp_open(gg_fp_module *m, gg_session *s, uint32_t entries, int *fdp, gg_fp
     if (atomic_load(&m->live) >= m->set.max_regions)
         return proto_fail(err, -EBUSY, "%u fast-path regions are open, the limit "
                           "(fastpath-max-regions); use the socket path", m->set.max_regions);
+    /* per-uid quota (core/quota.h): regions of this uid open now */
+    uint64_t mine = 0;
+    for (const gg_fp_region *o = m->regions; o; o = o->next)
+        mine += o->sess->uid == s->uid;
+    int qrc = gg_quota_regions(core, s->uid, mine, err);
+    if (qrc < 0)
+        return qrc;
     gg_fp_region *r = calloc(1, sizeof(*r));
     gg_fp_slot *slots = calloc(entries, sizeof(*slots));
     if (!r || !slots) {

@@ -8,6 +8,7 @@
 #include "rpc/dispatch.h"
 #include "base/log.h"
 #include "core/core.h"
+#include "core/quota.h"
 #include "rpc/conn.h"
 
 int gg_method_buffer_register(gg_call *c)
@@ -31,6 +32,9 @@ int gg_method_buffer_register(gg_call *c)
     if (hlen == 0 || hlen > 256)
         return proto_fail(&c->err, -EINVAL, "argument 'handle' must be 1 to 256 bytes");
 
+    /* per-uid quotas (core/quota.h), before anything is mapped */
+    if ((rc = gg_quota_buffer(core, c->sess->uid, offset, size, &c->err)) < 0)
+        return rc;
     gg_buffer *b = calloc(1, sizeof(*b));
     if (!b)
         return proto_fail(&c->err, -ENOMEM, "out of memory");

@@ -7,6 +7,7 @@
 #include "rpc/dispatch.h"
 #include "core/exec.h"
 #include "core/program.h"
+#include "core/quota.h"
 #include "core/core.h"
 #include "rpc/conn.h"
 #include "core/session.h"
@@ -14,6 +15,9 @@
 #include "fastpath.h"
 
 #define INFO_DEVINFO_MAX_AGE_MS 1000
+/* A stats cache row's packed size at most: 13 keys (~110 bytes), a
+ * program name (64), a failure reason (160) and 10 numbers (9 each). */
+#define STATS_ROW_MAX 512
 
 static void info_pack_device(msgpack_packer *pk, const gg_core *core)
 {
@@ -128,7 +132,19 @@ int gg_method_stats(gg_call *c)
     gg_core *core = c->core;
     const gg_stats *st = &core->stats;
     msgpack_packer *pk = c->pk;
-    msgpack_pack_map(pk, 24);
+    /* Scope: the caller's own uid's sessions and programs, or every uid's
+     * for root, the daemon's uid and admin-group (core/quota.h). */
+    gg_session *me = c->sess;
+    bool all = gg_quota_sees_all(core, me->uid, me->gid, me->pid);
+    /* Bounded: at most stats-max-cache-entries rows, and never more than
+     * half the largest message at STATS_ROW_MAX bytes a row, so the answer
+     * always fits (the least recently used rows are left out). */
+    unsigned cap = core->cfg->stats_max_cache;
+    size_t fit = core->cfg->max_message / 2 / STATS_ROW_MAX;
+    if (cap > fit)
+        cap = fit ? (unsigned)fit : 1;
+    unsigned ctotal = gg_rpc_cache_count(core->cache, all, me->uid);
+    msgpack_pack_map(pk, 27);
     proto_pack_kv_u64(pk, "capture_count", st->capture_count);
     proto_pack_kv_u64(pk, "replay_count", st->replay_count);
     proto_pack_kv_u64(pk, "eager_count", st->eager_count);
@@ -152,16 +168,23 @@ int gg_method_stats(gg_call *c)
     proto_pack_kv_u64(pk, "graphs_cached", gg_cache_count(core->cache));
     proto_pack_kv_u64(pk, "cache_capacity", gg_cache_capacity(core->cache));
     proto_pack_kv_u64(pk, "cache_bytes", gg_cache_bytes(core->cache));
+    proto_pack_kv_str(pk, "scope", all ? "all" : "uid");
+    proto_pack_kv_u64(pk, "cache_total", ctotal);
+    proto_pack_kv_bool(pk, "cache_truncated", ctotal > cap);
     proto_pack_key(pk, "sessions");
     unsigned nsess = 0;
-    for (struct gg_conn *cn = c->rpc->conns; cn; cn = gg_conn_next(cn))
-        nsess += gg_conn_session(cn) != NULL;
+    for (struct gg_conn *cn = c->rpc->conns; cn; cn = gg_conn_next(cn)) {
+        const gg_session *s = gg_conn_session(cn);
+        nsess += s && (all || s->uid == me->uid);
+    }
     msgpack_pack_array(pk, nsess);
-    for (struct gg_conn *cn = c->rpc->conns; cn; cn = gg_conn_next(cn))
-        if (gg_conn_session(cn))
-            stats_pack_session(pk, gg_conn_session(cn));
+    for (struct gg_conn *cn = c->rpc->conns; cn; cn = gg_conn_next(cn)) {
+        const gg_session *s = gg_conn_session(cn);
+        if (s && (all || s->uid == me->uid))
+            stats_pack_session(pk, s);
+    }
     proto_pack_key(pk, "cache");
-    gg_rpc_pack_cache(core->cache, pk);
+    gg_rpc_pack_cache(core->cache, pk, all, me->uid, cap);
     return 0;
 }
 

@@ -144,14 +144,28 @@ static const char *reply_state_name(gg_entry_state s)
     return s == GG_ENTRY_READY ? "ready" : s == GG_ENTRY_FAILED ? "failed" : "empty";
 }
 
-void gg_rpc_pack_cache(const gg_cache *c, msgpack_packer *pk)
+unsigned gg_rpc_cache_count(const gg_cache *c, bool all, uid_t uid)
 {
     unsigned n = 0;
     for (const gg_cache_entry *e = gg_cache_next(c, NULL); e; e = gg_cache_next(c, e))
-        n++;
+        n += all || e->uid == uid;
+    return n;
+}
+
+void gg_rpc_pack_cache(const gg_cache *c, msgpack_packer *pk, bool all, uid_t uid,
+                       unsigned max)
+{
+    unsigned n = gg_rpc_cache_count(c, all, uid);
+    unsigned skip = n > max ? n - max : 0;   /* the least recently used go */
     uint64_t now = gg_now_ms();
-    msgpack_pack_array(pk, n);
+    msgpack_pack_array(pk, n - skip);
     for (const gg_cache_entry *e = gg_cache_next(c, NULL); e; e = gg_cache_next(c, e)) {
+        if (!all && e->uid != uid)
+            continue;
+        if (skip) {
+            skip--;
+            continue;
+        }
         bool failed = e->state == GG_ENTRY_FAILED;
         msgpack_pack_map(pk, failed ? 13 : 12);
         proto_pack_kv_u64(pk, "program", e->prog_id);

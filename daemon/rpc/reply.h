@@ -24,7 +24,11 @@ void gg_rpc_reply_error(gg_session *s, uint32_t msgid, int neg_errno, const char
 extern const gg_job_ops gg_rpc_replay_ops;
 extern const gg_job_ops gg_rpc_prepare_ops;
 
-/* Pack the cache table for stats. */
-void gg_rpc_pack_cache(const gg_cache *c, msgpack_packer *pk);
+/* The cache entries stats would show: every uid's (all) or uid's only. */
+unsigned gg_rpc_cache_count(const gg_cache *c, bool all, uid_t uid);
+/* Pack the cache table for stats: those entries, at most max of them (the
+ * most recently used, in LRU order). */
+void gg_rpc_pack_cache(const gg_cache *c, msgpack_packer *pk, bool all, uid_t uid,
+                       unsigned max);
 
 #endif

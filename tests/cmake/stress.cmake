@@ -9,3 +9,15 @@ gg_core_test(test_define_scale test_define_scale.c integration 300 Threads::Thre
 # minute on 2 cores (bench/soak.sh runs it larger).
 gg_core_test(test_load_fault test_load_fault.c integration 300 gg_client_static Threads::Threads)
 target_include_directories(test_load_fault PRIVATE ${CMAKE_SOURCE_DIR}/proto)
+# Items 1, 2, 6, 7: backpressure (1 M pipelined requests never read: RSS under
+# baseline + 64 MiB, back after), closing connections counted per uid and cut
+# off, strict parameters, event handle, shm EMFILE, ESHUTDOWN at a stop.
+gg_core_test(test_abuse_conn test_abuse_conn.c integration 300)
+# Item 3: per-uid quotas (EDQUOT naming the setting; another uid unaffected;
+# the cpu backend maps only the registered range).
+gg_core_test(test_quota test_quota.c integration 300)
+target_include_directories(test_quota PRIVATE ${CMAKE_SOURCE_DIR}/proto)
+# Item 4: stats scoped to the caller's uid (root, the daemon's uid and
+# admin-group see all), the cache list capped with a total and a flag.
+gg_core_test(test_stats_scope test_stats_scope.c integration 300)
+target_include_directories(test_stats_scope PRIVATE ${CMAKE_SOURCE_DIR}/proto)

@@ -1,0 +1,169 @@
+/* Per-uid quotas (quota.h). */
+#include "core/quota.h"
+
+#include <errno.h>
+#include <grp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/buffer.h"
+#include "core/cache.h"
+#include "core/core.h"
+#include "core/program.h"
+
+static uint64_t quota_add(uint64_t a, uint64_t b)
+{
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+uint64_t gg_quota_mapped(uint64_t offset, uint64_t size)
+{
+    uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
+    uint64_t start = offset & ~(pg - 1);
+    uint64_t end = quota_add(quota_add(offset, size), pg - 1) & ~(pg - 1);
+    return end - start;
+}
+
+uint64_t gg_quota_scratch(const gg_program *p)
+{
+    uint64_t sum = 0;
+    for (int b = 0; b < p->nbuckets; b++)
+        sum = quota_add(sum, gg_program_scratch_bytes(p, p->buckets[b]));
+    uint64_t total = 0;
+    for (int i = 0; i < p->nbranches; i++)
+        total = quota_add(total, sum);
+    return total;
+}
+
+void gg_quota_usage(gg_core *core, uid_t uid, gg_quota_use *out)
+{
+    memset(out, 0, sizeof(*out));
+    size_t pos = 0;
+    uint64_t id;
+    const gg_buffer *b;
+    while ((b = gg_idmap_next(&core->buffers, &pos, &id)) != NULL)
+        if (b->sess->uid == uid) {
+            out->buffers++;
+            out->mapped_bytes = quota_add(out->mapped_bytes, gg_quota_mapped(b->offset, b->size));
+        }
+    pos = 0;
+    const gg_program *p;
+    while ((p = gg_idmap_next(&core->programs, &pos, &id)) != NULL)
+        if (p->sess->uid == uid) {
+            out->programs++;
+            out->scratch_bytes = quota_add(out->scratch_bytes, p->scratch_quota);
+        }
+    if (core->cache)
+        gg_cache_parked_usage(core->cache, uid, &out->parked, &out->parked_bytes);
+}
+
+int gg_quota_fail(proto_errbuf *e, uid_t uid, const char *what, uint64_t have, uint64_t add,
+                  uint64_t limit, const char *setting, const char *hint)
+{
+    return proto_fail(e, -EDQUOT,
+                      "uid %u over its quota of %s: %llu held + %llu more is past the limit "
+                      "of %llu (%s); %s",
+                      (unsigned)uid, what, (unsigned long long)have, (unsigned long long)add,
+                      (unsigned long long)limit, setting, hint);
+}
+
+int gg_quota_buffer(gg_core *core, uid_t uid, uint64_t offset, uint64_t size, proto_errbuf *e)
+{
+    const gg_config *cfg = core->cfg;
+    if (!cfg->quota_buffers && !cfg->quota_mapped_bytes)
+        return 0;
+    gg_quota_use u;
+    gg_quota_usage(core, uid, &u);
+    if (cfg->quota_buffers && u.buffers + 1 > cfg->quota_buffers)
+        return gg_quota_fail(e, uid, "registered buffers", u.buffers, 1, cfg->quota_buffers,
+                             "max-buffers-per-uid", "release some buffers first");
+    uint64_t m = gg_quota_mapped(offset, size);
+    if (cfg->quota_mapped_bytes && quota_add(u.mapped_bytes, m) > cfg->quota_mapped_bytes)
+        return gg_quota_fail(e, uid, "mapped bytes", u.mapped_bytes, m, cfg->quota_mapped_bytes,
+                             "max-mapped-bytes-per-uid",
+                             "release some buffers, or register smaller ranges");
+    return 0;
+}
+
+int gg_quota_program(gg_core *core, uid_t uid, const gg_program *p, proto_errbuf *e)
+{
+    const gg_config *cfg = core->cfg;
+    if (!cfg->quota_programs && !cfg->quota_scratch_bytes)
+        return 0;
+    gg_quota_use u;
+    gg_quota_usage(core, uid, &u);
+    if (cfg->quota_programs && u.programs + 1 > cfg->quota_programs)
+        return gg_quota_fail(e, uid, "programs", u.programs, 1, cfg->quota_programs,
+                             "max-programs-per-uid", "release some programs first");
+    if (cfg->quota_scratch_bytes && quota_add(u.scratch_bytes, p->scratch_quota) >
+                                        cfg->quota_scratch_bytes)
+        return gg_quota_fail(e, uid, "scratch bytes (each program: its scratch at every bucket, "
+                             "for every branch)", u.scratch_bytes, p->scratch_quota,
+                             cfg->quota_scratch_bytes, "max-scratch-bytes-per-uid",
+                             "release some programs, or define this one with fewer or smaller "
+                             "buckets");
+    return 0;
+}
+
+int gg_quota_regions(gg_core *core, uid_t uid, uint64_t open, proto_errbuf *e)
+{
+    uint64_t lim = core->cfg->quota_fp_regions;
+    if (lim && open + 1 > lim)
+        return gg_quota_fail(e, uid, "fast-path regions", open, 1, lim,
+                             "max-fastpath-regions-per-uid",
+                             "close another session's region, or use the socket path");
+    return 0;
+}
+
+/* Is gid among pid's supplementary groups (/proc/PID/status "Groups:")? */
+static bool quota_proc_in_group(pid_t pid, gid_t gid)
+{
+    if (pid <= 0)
+        return false;
+    char path[64], line[4096];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return false;
+    bool found = false;
+    while (!found && fgets(line, sizeof(line), f)) {
+        if (strncmp(line, "Groups:", 7) != 0)
+            continue;
+        char *s = line + 7, *end;
+        for (;;) {
+            unsigned long g = strtoul(s, &end, 10);
+            if (end == s)
+                break;
+            if ((gid_t)g == gid)
+                found = true;
+            s = end;
+        }
+        break;
+    }
+    fclose(f);
+    return found;
+}
+
+bool gg_quota_sees_all(const gg_core *core, uid_t uid, gid_t gid, pid_t pid)
+{
+    if (uid == 0 || uid == geteuid())
+        return true;
+    const char *name = core->cfg->admin_group;
+    if (!name[0])
+        return false;
+    gid_t ag;
+    char *end;
+    unsigned long n = strtoul(name, &end, 10);
+    if (*name >= '0' && *name <= '9' && !*end) {
+        ag = (gid_t)n;
+    } else {
+        struct group gr, *res = NULL;
+        char buf[4096];
+        if (getgrnam_r(name, &gr, buf, sizeof(buf), &res) != 0 || !res)
+            return false;   /* an unknown group admits nobody */
+        ag = res->gr_gid;
+    }
+    return gid == ag || quota_proc_in_group(pid, ag);
+}
