@@ -223,7 +223,13 @@ static int cpu_buffer_import(gg_device *dev, const gg_import_desc *d, gg_dev_buf
         rc = -ERANGE;
         goto undo_fd;
     }
-    void *map = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    /* Only the registered range, widened to pages: mapping the whole object
+     * let a few registrations of a large sparse object take the address
+     * space from every other user. */
+    uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
+    uint64_t map_off = d->offset & ~(pg - 1);
+    size_t map_len = (size_t)(d->offset + d->size - map_off);
+    void *map = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)map_off);
     if (map == MAP_FAILED) {
         rc = -errno;
         snprintf(err, errlen, "cannot map shm object %s: %s", name, strerror(errno));
@@ -231,14 +237,14 @@ static int cpu_buffer_import(gg_device *dev, const gg_import_desc *d, gg_dev_buf
     }
     gg_dev_buffer *b = malloc(sizeof(*b));
     if (!b) {
-        munmap(map, (size_t)st.st_size);
+        munmap(map, map_len);
         rc = -ENOMEM;
         goto undo_fd;
     }
     b->map = map;
-    b->map_len = (size_t)st.st_size;
+    b->map_len = map_len;
     *out = b;
-    *ptr = (uint8_t *)map + d->offset;
+    *ptr = (uint8_t *)map + (d->offset - map_off);
 undo_fd:
     close(fd);
     return rc;
