@@ -212,3 +212,30 @@ int proto_strdup_obj(const msgpack_object *o, char *dst, size_t cap)
     dst[o->via.str.size] = '\0';
     return 0;
 }
+
+int proto_check_keys(const msgpack_object *map, const char *const *accepted, const char *what,
+                     proto_errbuf *e)
+{
+    if (!map || map->type != MSGPACK_OBJECT_MAP)
+        return 0;
+    for (uint32_t i = 0; i < map->via.map.size; i++) {
+        const msgpack_object *k = &map->via.map.ptr[i].key;
+        bool known = false;
+        for (size_t j = 0; accepted && accepted[j] && !known; j++)
+            known = proto_str_eq(k, accepted[j]);
+        if (known)
+            continue;
+        char list[256] = "", name[65] = "";
+        size_t n = 0;
+        for (size_t j = 0; accepted && accepted[j] && n < sizeof(list); j++)
+            n += (size_t)snprintf(list + n, sizeof(list) - n, "%s%s", j ? ", " : "", accepted[j]);
+        if (!accepted || !accepted[0])
+            snprintf(list, sizeof(list), "none");
+        if (k->type != MSGPACK_OBJECT_STR)
+            return proto_fail(e, -EINVAL, "%s: keys must be strings (accepted: %s)", what, list);
+        /* the key is the client's bytes: at most 64 of them, cleaned */
+        proto_utf8_clean(name, sizeof(name), k->via.str.ptr, k->via.str.size);
+        return proto_fail(e, -EINVAL, "%s: unknown key '%s' (accepted: %s)", what, name, list);
+    }
+    return 0;
+}

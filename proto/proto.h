@@ -139,6 +139,10 @@ bool proto_obj_f64(const msgpack_object *o, double *v);
 /* printf into e (first error wins); returns err. */
 int proto_fail(proto_errbuf *e, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Every key of map (a map; anything else passes) is one of accepted
+ * (NULL-terminated): else -EINVAL "WHAT: unknown key 'K' (accepted: a, b)". */
+int proto_check_keys(const msgpack_object *map, const char *const *accepted, const char *what,
+                     proto_errbuf *e);
 /* Copy a str object into a NUL-terminated buffer; -EINVAL if it does not fit. */
 int proto_strdup_obj(const msgpack_object *o, char *dst, size_t cap);
 

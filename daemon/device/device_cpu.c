@@ -199,7 +199,13 @@ static int cpu_buffer_import(gg_device *dev, const gg_import_desc *d, gg_dev_buf
     if (fd < 0) {
         int e = errno;
         snprintf(err, errlen, "cannot open shm object %s: %s", name, strerror(e));
-        return e == ENOENT ? -ENOENT : e == EACCES ? -EACCES : -EINVAL;
+        /* out of descriptors is the daemon's state, not a bad name: said as such */
+        if (e == EMFILE || e == ENFILE)
+            snprintf(err, errlen, "cannot open shm object %s: the daemon is out of file "
+                     "descriptors (%s: %s); raise its limit (LimitNOFILE=, ulimit -n) or "
+                     "release buffers", name, e == EMFILE ? "EMFILE" : "ENFILE", strerror(e));
+        return e == ENOENT ? -ENOENT : e == EACCES ? -EACCES : e == EMFILE ? -EMFILE
+             : e == ENFILE ? -ENFILE : -EINVAL;
     }
     struct stat st;
     int rc = 0;

@@ -26,6 +26,7 @@
  * request timer) have closed; jobs in flight hold the session, not the
  * conn, so a close never waits on the device. */
 #include <errno.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -51,6 +52,14 @@ static bool conn_send_fd(struct gg_conn *c, const char *data, size_t len, int fd
 /* Write requests kept for reuse: more are in flight only while the peer
  * reads slower than we answer. */
 #define CONN_WRITE_POOL 4
+/* A connection being closed gracefully (its queued answers flushed first)
+ * is cut off this long after the close began: a peer that never reads
+ * cannot keep it (and its slot under max-connections-per-uid) for ever.
+ * A constant: long enough for any reader to take the last answers. */
+#define CONN_CLOSE_TIMEOUT_MS 5000
+/* What a queued answer holds besides its bytes: malloc's own header and
+ * rounding, counted so the limit is on memory, not on payload. */
+#define CONN_MALLOC_OVERHEAD 32
 
 typedef struct conn_write {
     uv_write_t req;
@@ -81,6 +90,14 @@ typedef struct gg_conn {
     msgpack_packer out_pk, reply_pk;
     conn_write *wfree;
     unsigned nwfree;
+    /* Bytes the queued answers really hold (each write request, its data
+     * buffer's capacity and malloc's overhead): over max-queued-bytes,
+     * reading pauses until the peer has taken enough of them. */
+    size_t queued, queued_peak;
+    bool paused;                    /* reading stopped for the queue */
+    bool pause_logged;
+    bool refused;                   /* refused at accept: holds no slot */
+    bool in_read;                   /* inside the read loop */
 } gg_conn;
 
 void gg_rpc_init(gg_rpc *rpc, gg_core *core)
@@ -128,7 +145,13 @@ static void conn_on_close(uv_handle_t *h)
         free(w->data);
         free(w);
     }
+    size_t peak = c->queued_peak;
     free(c);
+#ifdef __GLIBC__
+    /* a peer that made us queue a lot: give the freed pages back */
+    if (peak > (1u << 20))
+        malloc_trim(0);
+#endif
     gg_core_maybe_stopped(core);  /* re-check whether the loop can end */
     gg_core_unlock(core);
 }
@@ -148,17 +171,42 @@ static void conn_on_shutdown(uv_shutdown_t *req, int status)
     conn_close_now(req->data);
 }
 
+static void conn_on_close_timeout(uv_timer_t *t)
+{
+    gg_conn *c = t->data;
+    gg_log_fields f = {.session = c->sess ? c->sess->id : 0};
+    GG_LOG(GG_LOG_INFO, &f, "closing connection: its peer did not take its last answers "
+           "(%zu bytes) within %u ms; cut off", c->queued, CONN_CLOSE_TIMEOUT_MS);
+    conn_close_now(c);
+}
+
+static void conn_drain_stopping(gg_conn *c);
+
 void gg_conn_close(gg_conn *c)
 {
+    if (c->closing)
+        return;
+    /* Whole requests already read (a paused connection's, or those after
+     * the one that ended the stop) are answered ESHUTDOWN, not dropped. */
+    if (c->rpc->core->stopping && !c->in_read)
+        conn_drain_stopping(c);
     if (c->closing)
         return;
     c->closing = true;
     uv_read_stop((uv_stream_t *)&c->pipe);
     uv_timer_stop(&c->req_timer);
     c->shutdown_req.data = c;
-    /* shutdown waits for queued writes, so the last error reaches the peer */
+    /* shutdown waits for queued writes, so the last error reaches the peer;
+     * a peer that never reads them is cut off after CONN_CLOSE_TIMEOUT_MS */
     if (uv_shutdown(&c->shutdown_req, (uv_stream_t *)&c->pipe, conn_on_shutdown) < 0)
         conn_close_now(c);
+    else
+        uv_timer_start(&c->req_timer, conn_on_close_timeout, CONN_CLOSE_TIMEOUT_MS, 0);
+}
+
+static size_t conn_write_cost(const conn_write *w)
+{
+    return sizeof(*w) + w->cap + 2 * CONN_MALLOC_OVERHEAD;
 }
 
 /* A write request from the pool, with room for len bytes; NULL when out
@@ -207,14 +255,50 @@ static void conn_buf_reset(msgpack_sbuffer *sb)
     sb->size = 0;
 }
 
+static void conn_on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf);
+static void conn_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+
 static void conn_on_write(uv_write_t *req, int status)
 {
     conn_write *w = gg_container_of(req, conn_write, req);
     gg_conn *c = req->handle->data;
+    size_t cost = conn_write_cost(w);
+    c->queued = c->queued > cost ? c->queued - cost : 0;
     conn_write_put(c, w);
     if (status < 0 && status != UV_ECANCELED && !c->closing) {
         gg_debug("write failed: %s", uv_strerror(status));
         conn_close_now(c);
+        return;
+    }
+    /* Drained to half the limit: take the requests already read, then read
+     * again (hysteresis, so a reader at the margin is not toggled per answer). */
+    if (c->paused && !c->closing && c->queued <= c->rpc->core->cfg->max_queued_bytes / 2) {
+        c->paused = false;
+        gg_log_fields f = {.session = c->sess ? c->sess->id : 0};
+        GG_LOG(GG_LOG_DEBUG, &f, "queued answers drained (%zu bytes); reading again", c->queued);
+        conn_on_read((uv_stream_t *)&c->pipe, 0, NULL);   /* what rbuf holds */
+        if (!c->closing && !c->paused && !c->rpc->core->stopping &&
+            uv_read_start((uv_stream_t *)&c->pipe, conn_alloc, conn_on_read) < 0)
+            conn_close_now(c);
+    }
+}
+
+/* Past max-queued-bytes: stop reading until the peer takes its answers. */
+static void conn_check_queue(gg_conn *c)
+{
+    size_t max = c->rpc->core->cfg->max_queued_bytes;
+    if (c->paused || c->closing || c->queued <= max)
+        return;
+    c->paused = true;
+    uv_read_stop((uv_stream_t *)&c->pipe);
+    uv_timer_stop(&c->req_timer);   /* a partial request waits for us, not the peer */
+    if (!c->pause_logged) {
+        c->pause_logged = true;
+        gg_log_fields f = {.session = c->sess ? c->sess->id : 0};
+        GG_LOG(GG_LOG_WARN, &f, "client pid %d is not reading its responses: %zu bytes of "
+               "answers queued, over the limit of %zu (max-queued-bytes); its requests wait "
+               "until it reads (logged once per connection)",
+               c->sess ? (int)c->sess->pid : -1, c->queued, max);
     }
 }
 
@@ -255,6 +339,10 @@ bool gg_conn_send(gg_conn *c, const char *data, size_t len)
         conn_close_now(c);
         return false;
     }
+    c->queued += conn_write_cost(w);
+    if (c->queued > c->queued_peak)
+        c->queued_peak = c->queued;
+    conn_check_queue(c);
     return true;
 }
 
@@ -282,7 +370,8 @@ void gg_conn_request_done(gg_conn *c)
         return;
     if (c->inflight)
         c->inflight--;
-    if (c->rpc->core->stopping && c->inflight == 0)
+    /* inside the read loop, the loop closes it once the rest is answered */
+    if (c->rpc->core->stopping && c->inflight == 0 && !c->in_read)
         gg_conn_close(c);
 }
 
@@ -385,7 +474,11 @@ static void conn_handle_request(gg_conn *c, const proto_msg *m, const proto_repl
     c->inflight++;
     if (c->rpc->fp)
         c->rpc->fp->collect(c->rpc->fp->ctx, s);
-    int rc = method->fn(&call);
+    /* params' keys first, so a misspelt one never silently means its default
+     * (a replay read from its bytes has only known keys) */
+    int rc = rq ? 0 : gg_dispatch_check(method, m->params, &call.err);
+    if (rc == 0)
+        rc = method->fn(&call);
     /* an import or a stream made on this thread may have found the device gone */
     gg_core_check_device(core);
     if (rc == GG_CALL_ASYNC)
@@ -490,7 +583,11 @@ static void conn_on_read_locked(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
     }
     c->rlen += (size_t)n;
     size_t off = 0;
-    while (!c->closing && off < c->rlen) {
+    bool was_in_read = c->in_read;
+    c->in_read = true;
+    /* paused: the rest stays in rbuf until the peer reads (conn_on_write);
+     * a stop answers it all (ESHUTDOWN) */
+    while (!c->closing && off < c->rlen && (!c->paused || c->rpc->core->stopping)) {
         /* The common request, a plain replay, is read from its bytes with
          * no unpacking; the general path below takes everything else, and
          * a replay whose bytes have not all come (its scan is then under
@@ -525,13 +622,21 @@ static void conn_on_read_locked(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
         off += (size_t)r;
         proto_frame_reset(&c->frame);
     }
+    c->in_read = was_in_read;
     if (c->closing)
         return;
     if (off) {
         memmove(c->rbuf, c->rbuf + off, c->rlen - off);
         c->rlen -= off;
     }
-    conn_time_request(c, off > 0);
+    if (c->rpc->core->stopping && !c->in_read) {
+        if (c->inflight == 0 && !(c->sess && __atomic_load_n(&c->sess->fp_inflight,
+                                                             __ATOMIC_ACQUIRE)))
+            gg_conn_close(c);
+        return;
+    }
+    if (!c->paused)
+        conn_time_request(c, off > 0);
     /* Keep an idle connection's buffer small. */
     if (c->rlen == 0 && c->rcap > 4 * CONN_READ_CHUNK) {
         free(c->rbuf);
@@ -551,13 +656,26 @@ static void conn_on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
     gg_core_unlock(core);
 }
 
-/* Open connections of uid, the new one included; those already being
- * closed (refused ones among them) do not count. */
+/* A stop has begun: answer each whole request rbuf holds (ESHUTDOWN, by
+ * conn_handle_request), dropping only a partial one. */
+static void conn_drain_stopping(gg_conn *c)
+{
+    if (c->rlen == 0 || c->closing || uv_is_closing((uv_handle_t *)&c->pipe))
+        return;
+    bool was = c->in_read;
+    c->in_read = true;
+    conn_on_read_locked((uv_stream_t *)&c->pipe, 0, NULL);
+    c->in_read = was;
+}
+
+/* Connections of uid, the new one included: those being closed count too
+ * (a peer that never reads keeps one in shutdown until
+ * CONN_CLOSE_TIMEOUT_MS cuts it off); those refused at accept do not. */
 static unsigned conn_count_uid(gg_rpc *rpc, uid_t uid)
 {
     unsigned n = 0;
     for (gg_conn *c = rpc->conns; c; c = c->next)
-        n += !c->closing && c->sess && c->sess->uid == uid;
+        n += !c->refused && c->sess && c->sess->uid == uid;
     return n;
 }
 
@@ -608,6 +726,7 @@ int gg_conn_accept(gg_rpc *rpc, uv_stream_t *listener)
         return -ENOMEM;
     }
     if (rpc->nconns > core->cfg->max_connections) {
+        c->refused = true;
         conn_fatal(c, -EBUSY, "too many connections (max-connections); try again later");
         return 0;
     }
@@ -618,6 +737,7 @@ int gg_conn_accept(gg_rpc *rpc, uv_stream_t *listener)
                  "too many connections from uid %d: %u open, the limit is %u "
                  "(max-connections-per-uid); close some and try again",
                  (int)cred.uid, same - 1, core->cfg->max_conn_per_uid);
+        c->refused = true;
         conn_fatal(c, -EBUSY, msg);
         return 0;
     }

@@ -2,27 +2,40 @@
  * length-checked compare because method strings arrive unterminated. */
 #include "rpc/dispatch.h"
 
+#include <stdio.h>
 #include <string.h>
 
-#define M(name, fn) {name, fn, sizeof(name) - 1}
+#define M(name, fn, ...) {name, fn, sizeof(name) - 1, (const char *const[]){__VA_ARGS__ NULL}}
 
+/* Every key a method reads is listed with it: a misspelt one (bucket: for
+ * buckets:, asynch: for async:) is refused instead of silently ignored.
+ * A method that gains an argument gains its key here. */
 static const gg_method dispatch_methods[] = {
-    M("hello", gg_method_hello),
+    M("hello", gg_method_hello, "protocol", "client",),
     M("stats", gg_method_stats),
     M("health", gg_method_health),
-    M("buffer.register", gg_method_buffer_register),
-    M("buffer.release", gg_method_buffer_release),
+    M("buffer.register", gg_method_buffer_register, "handle", "offset", "size",),
+    M("buffer.release", gg_method_buffer_release, "id",),
     M("buffer.list", gg_method_buffer_list),
-    M("event.register", gg_method_event_register),
-    M("event.release", gg_method_event_release),
-    M("program.define", gg_method_program_define),
-    M("program.release", gg_method_program_release),
+    M("event.register", gg_method_event_register, "handle",),
+    M("event.release", gg_method_event_release, "id",),
+    M("program.define", gg_method_program_define, "name", "buckets", "tensors", "nodes",
+      "branches",),
+    M("program.release", gg_method_program_release, "id",),
     M("program.list", gg_method_program_list),
-    M("program.prepare", gg_method_program_prepare),
-    M("program.rebind", gg_method_program_rebind),
-    M("replay", gg_method_replay),
-    M("fastpath.open", gg_method_fastpath_open),
+    M("program.prepare", gg_method_program_prepare, "id", "buckets", "branch",),
+    M("program.rebind", gg_method_program_rebind, "id", "tensors",),
+    M("replay", gg_method_replay, "program", "batch", "branch", "wait_event", "signal_event",
+      "async",),
+    M("fastpath.open", gg_method_fastpath_open, "entries",),
 };
+
+int gg_dispatch_check(const gg_method *m, const msgpack_object *params, proto_errbuf *e)
+{
+    char what[64];
+    snprintf(what, sizeof(what), "%s's params", m->name);
+    return proto_check_keys(params, m->keys, what, e);
+}
 
 const gg_method *gg_dispatch_find(const char *name, size_t len)
 {

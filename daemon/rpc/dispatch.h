@@ -39,7 +39,14 @@ typedef struct {
     const char *name;
     gg_method_fn fn;
     size_t len;                     /* strlen(name) */
+    /* the keys its params map may hold (NULL-terminated); any other is
+     * refused with EINVAL before the handler runs (gg_dispatch_check) */
+    const char *const *keys;
 } gg_method;
+
+/* params' keys against m->keys: 0, or -EINVAL naming the key and listing
+ * the accepted ones. */
+int gg_dispatch_check(const gg_method *m, const msgpack_object *params, proto_errbuf *e);
 
 const gg_method *gg_dispatch_find(const char *name, size_t len);
 const gg_method *gg_dispatch_table(size_t *n);

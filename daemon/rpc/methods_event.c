@@ -16,6 +16,10 @@ int gg_method_event_register(gg_call *c)
     int rc = proto_get_bin(c->params, "handle", true, &handle, &hlen, &c->err);
     if (rc < 0)
         return rc;
+    /* refused here, so every backend says the same (the cpu one ignores the bytes) */
+    if (hlen == 0 || hlen > 256)
+        return proto_fail(&c->err, -EINVAL, "argument 'handle' must be 1 to 256 bytes (an "
+                          "IPC event handle), got %zu", hlen);
     gg_event *ev = calloc(1, sizeof(*ev));
     if (!ev)
         return proto_fail(&c->err, -ENOMEM, "out of memory");

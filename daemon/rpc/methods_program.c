@@ -8,6 +8,7 @@
  * what is not the session's is refused with a message naming it; out of
  * memory refuses the request and leaves nothing pinned. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,12 +22,128 @@
 #include "core/core.h"
 #include "rpc/conn.h"
 
+/* The keys a tensor and a node of program.define may hold: any other is
+ * refused, naming it, rather than ignored (a misspelt "ofset" would place
+ * the tensor at 0). */
+static const char *const define_tensor_keys[] = {"buffer", "offset", "dtype", "shape", "scratch",
+                                                 "view", NULL};
+static const char *const define_node_keys[] = {"op", "inputs", "outputs", "attrs", NULL};
+static const char *const rebind_tensor_keys[] = {"buffer", "offset", NULL};
+
+/* A list of names into buf: "a, b, c" ("none" when empty). */
+static const char *define_names(char *buf, size_t len, const char *const *names, int n)
+{
+    size_t k = 0;
+    buf[0] = '\0';
+    for (int i = 0; (n < 0 ? names[i] != NULL : i < n) && k < len; i++)
+        k += (size_t)snprintf(buf + k, len - k, "%s%s", i ? ", " : "", names[i]);
+    if (!buf[0])
+        snprintf(buf, len, "none");
+    return buf;
+}
+
+static int define_check_tensors(const msgpack_object *tensors, const char *const *keys,
+                                proto_errbuf *e)
+{
+    if (!tensors || tensors->type != MSGPACK_OBJECT_MAP)
+        return 0;                   /* the define says what is wrong with it */
+    for (uint32_t i = 0; i < tensors->via.map.size; i++) {
+        const msgpack_object_kv *kv = &tensors->via.map.ptr[i];
+        char name[65] = "?", what[96];
+        if (kv->key.type == MSGPACK_OBJECT_STR)
+            proto_utf8_clean(name, sizeof(name), kv->key.via.str.ptr, kv->key.via.str.size);
+        snprintf(what, sizeof(what), "tensor '%s'", name);
+        int rc = proto_check_keys(&kv->val, keys, what, e);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* A node's keys, and its attributes' names and choices against its op's,
+ * each error listing what is accepted. */
+static int define_check_node(const msgpack_object *no, int bi, int ni, bool branches,
+                             proto_errbuf *e)
+{
+    if (no->type != MSGPACK_OBJECT_MAP)
+        return 0;
+    char where[48], what[96], list[512];
+    if (branches)
+        snprintf(where, sizeof(where), "branch %d node %d", bi, ni);
+    else
+        snprintf(where, sizeof(where), "node %d", ni);
+    int rc = proto_check_keys(no, define_node_keys, where, e);
+    if (rc < 0)
+        return rc;
+    char opname[32];
+    const msgpack_object *opo = proto_map_get(no, "op");
+    const msgpack_object *attrs = proto_map_get(no, "attrs");
+    const gg_op_def *op;
+    if (!opo || proto_strdup_obj(opo, opname, sizeof(opname)) < 0 || !(op = gg_ops_find(opname)) ||
+        !attrs || attrs->type != MSGPACK_OBJECT_MAP)
+        return 0;
+    const char *names[GG_MAX_ATTRS];
+    for (int a = 0; a < op->nattrs; a++)
+        names[a] = op->attrs[a].name;
+    for (uint32_t i = 0; i < attrs->via.map.size; i++) {
+        const msgpack_object *k = &attrs->via.map.ptr[i].key;
+        const msgpack_object *v = &attrs->via.map.ptr[i].val;
+        char key[65] = "";
+        if (k->type == MSGPACK_OBJECT_STR)
+            proto_utf8_clean(key, sizeof(key), k->via.str.ptr, k->via.str.size);
+        int a = k->type == MSGPACK_OBJECT_STR && k->via.str.size < 32
+                    ? gg_ops_attr_index(op, key) : -1;
+        if (a < 0) {
+            snprintf(what, sizeof(what), "%s (%s)", where, op->name);
+            return proto_fail(e, -EINVAL, "%s: unknown attribute '%s' (%s's attributes: %s)",
+                              what, key, op->name, define_names(list, sizeof(list), names,
+                                                                op->nattrs));
+        }
+        const gg_attr_spec *spec = &op->attrs[a];
+        if (spec->kind != GG_ATTR_CHOICE)
+            continue;               /* a number: the define checks it */
+        bool found = false;
+        for (int ch = 0; spec->choices[ch] && !found; ch++)
+            found = proto_str_eq(v, spec->choices[ch]);
+        if (!found)
+            return proto_fail(e, -EINVAL, "%s (%s): attribute '%s' must be one of: %s", where,
+                              op->name, key, define_names(list, sizeof(list), spec->choices, -1));
+    }
+    return 0;
+}
+
+static int define_check(const msgpack_object *params, proto_errbuf *e)
+{
+    int rc = define_check_tensors(proto_map_get(params, "tensors"), define_tensor_keys, e);
+    if (rc < 0)
+        return rc;
+    const msgpack_object *nodes = proto_map_get(params, "nodes");
+    const msgpack_object *branches = proto_map_get(params, "branches");
+    if (nodes && nodes->type == MSGPACK_OBJECT_ARRAY)
+        for (uint32_t i = 0; i < nodes->via.array.size; i++)
+            if ((rc = define_check_node(&nodes->via.array.ptr[i], 0, (int)i, false, e)) < 0)
+                return rc;
+    if (branches && branches->type == MSGPACK_OBJECT_ARRAY)
+        for (uint32_t b = 0; b < branches->via.array.size; b++) {
+            const msgpack_object *arr = &branches->via.array.ptr[b];
+            if (arr->type != MSGPACK_OBJECT_ARRAY)
+                continue;
+            for (uint32_t i = 0; i < arr->via.array.size; i++)
+                if ((rc = define_check_node(&arr->via.array.ptr[i], (int)b, (int)i, true, e)) < 0)
+                    return rc;
+        }
+    return 0;
+}
+
 int gg_method_program_define(gg_call *c)
 {
     if (!c->params)
         return proto_fail(&c->err, -EINVAL, "program.define needs {name, tensors, nodes}");
     gg_program *p;
-    int rc = gg_program_define(c->core, c->sess, c->params, &p, &c->err);
+    int rc = define_check(c->params, &c->err);
+    if (rc < 0)
+        return rc;
+    rc = gg_program_define(c->core, c->sess, c->params, &p, &c->err);
     if (rc < 0)
         return rc;
     int nodes = 0;
@@ -106,6 +223,9 @@ int gg_method_program_rebind(gg_call *c)
     if (rc < 0)
         return rc;
     int n = 0;
+    if ((rc = define_check_tensors(proto_map_get(c->params, "tensors"), rebind_tensor_keys,
+                                   &c->err)) < 0)
+        return rc;
     if ((rc = gg_program_rebind(c->core, p, proto_map_get(c->params, "tensors"), &n, &c->err)) < 0)
         return rc;
     msgpack_pack_map(c->pk, 3);
