@@ -27,6 +27,19 @@
 
 #include "test_daemon_proto_util.h"
 
+/* Under ASan freed memory sits in its quarantine (256 MiB) instead of going
+ * back: the RSS bounds after a million answers are for the plain build. */
+#if defined(__SANITIZE_ADDRESS__)
+#define RSS_STRICT 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define RSS_STRICT 0
+#endif
+#endif
+#ifndef RSS_STRICT
+#define RSS_STRICT 1
+#endif
+
 static long rss_kb(pid_t pid)
 {
     char path[64], line[256];
@@ -146,8 +159,8 @@ static void test_backpressure(void)
     CHECKF(answered == N, "once the client reads, all %d requests are answered (got %d)", N,
            answered);
     CHECK(inorder);
-    CHECKF(peak - base < 64 * 1024, "RSS stayed under baseline + 64 MiB throughout (peak +%ld kB)",
-           peak - base);
+    CHECKF(!RSS_STRICT || peak - base < 64 * 1024,
+           "RSS stayed under baseline + 64 MiB throughout (peak +%ld kB)", peak - base);
     msgpack_sbuffer_destroy(&sb);
     h_conn_close(&c);
     long after = -1;
@@ -158,7 +171,7 @@ static void test_backpressure(void)
             break;
     }
     h_note("RSS after the connection ended: %ld kB (baseline %ld, peak %ld)", after, base, peak);
-    CHECKF(after - base < 16 * 1024, "RSS returns to within 16 MiB of its baseline (+%ld kB)",
+    CHECKF(!RSS_STRICT || after - base < 16 * 1024, "RSS returns to within 16 MiB of its baseline (+%ld kB)",
            after - base);
     h_daemon_stop(&d);
 }
