@@ -8,8 +8,8 @@
     captured the usual way and stepped with the same code,
         static_x.copy_(x); g.replay(); torch.cuda.synchronize()
     once with PyTorch's own torch.cuda.CUDAGraph (captured before enable())
-    and once under gfxgraph.enable() (sync="events", the default; and a
-    sync="stream" row).  Both graphs live side by side and are stepped in
+    and once under gfxgraph.enable() (sync="stream", the default; and a
+    sync="events" row).  Both graphs live side by side and are stepped in
     alternating blocks so drift falls on both.  Per-step wall time
     (perf_counter_ns) p50/p90/p99; ratio gfxgraph/torch at p50 and p99
     (target <= 1.0).
@@ -153,12 +153,12 @@ def workloads_a(torch, gfxgraph, sock, steps, blocks, warmup, out):
             x = torch.randn(shape, device="cuda", dtype=dtype)
             gfxgraph.disable()
             gt = capture(model, x)                           # PyTorch's own graph
-            gfxgraph.enable(socket=sock, sync="events")
-            ge = capture(model, x)                           # through the daemon (events)
-            gfxgraph.enable(socket=sock, sync="stream")      # sync is read at capture
+            gfxgraph.enable(socket=sock)                     # the default, sync="stream"
+            ge = capture(model, x)                           # through the daemon
+            gfxgraph.enable(socket=sock, sync="events")      # sync is read at capture
             gs = capture(model, x)
-            gfxgraph.enable(socket=sock, sync="events")
-            modes = {"torch_cudagraph": gt, "gfxgraph": ge, "gfxgraph_stream": gs}
+            gfxgraph.enable(socket=sock)
+            modes = {"torch_cudagraph": gt, "gfxgraph": ge, "gfxgraph_events": gs}
             row["routed"] = {k: getattr(v[0], "gfxgraph_program", None) is not None
                              for k, v in modes.items() if k != "torch_cudagraph"}
             if not all(row["routed"].values()):
@@ -200,11 +200,11 @@ def workloads_a(torch, gfxgraph, sock, steps, blocks, warmup, out):
             st1 = gfxgraph.stats(sock)["local"]
         row["steps"] = {k: summary(v) for k, v in ns.items()}
         t, e = row["steps"]["torch_cudagraph"], row["steps"]["gfxgraph"]
-        s = row["steps"]["gfxgraph_stream"]
+        s = row["steps"]["gfxgraph_events"]
         row["ratio_p50"] = round(e["p50_us"] / t["p50_us"], 3)
         row["ratio_p99"] = round(e["p99_us"] / t["p99_us"], 3)
-        row["ratio_stream_p50"] = round(s["p50_us"] / t["p50_us"], 3)
-        row["ratio_stream_p99"] = round(s["p99_us"] / t["p99_us"], 3)
+        row["ratio_events_p50"] = round(s["p50_us"] / t["p50_us"], 3)
+        row["ratio_events_p99"] = round(s["p99_us"] / t["p99_us"], 3)
         row["target_ratio"] = 1.0
         row["met_p50"] = row["ratio_p50"] <= 1.0
         row["met_p99"] = row["ratio_p99"] <= 1.0
