@@ -22,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <dirent.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -72,9 +74,58 @@ static int server_probe(const char *path)
     return (e == ECONNREFUSED || e == ENOENT) ? 0 : -e;
 }
 
+/* Descriptors in use and the limit (RLIMIT_NOFILE's soft value). */
+static void server_fd_usage(unsigned *used, unsigned *limit)
+{
+    struct rlimit rl;
+    *limit = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
+                 ? (unsigned)rl.rlim_cur : 0;
+    *used = 0;
+    DIR *d = opendir("/proc/self/fd");
+    if (!d) {
+        if (errno == EMFILE || errno == ENFILE)
+            *used = *limit;   /* not even one left to look with */
+        return;
+    }
+    for (struct dirent *e; (e = readdir(d));)
+        *used += e->d_name[0] != '.';
+    closedir(d);
+}
+
+/* Out of descriptors, or close to it: libuv then accepts and closes new
+ * connections at once (its reserve-descriptor trick), which the clients
+ * see as a refusal and the daemon would not otherwise mention.  Said at
+ * most once a minute, with the numbers and the setting to change. */
+static void server_warn_fds(gg_server *srv, bool refused)
+{
+    uint64_t now = gg_now_ms();
+    if (srv->fd_warned_ms && now - srv->fd_warned_ms < 60000)
+        return;
+    unsigned used, limit;
+    if (!refused) {
+        /* the tick's look: counted only once connections alone fill half */
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY ||
+            (uint64_t)srv->rpc.nconns * 2 < rl.rlim_cur)
+            return;
+    }
+    server_fd_usage(&used, &limit);
+    if (!refused && (limit == 0 || used * 10 < limit * 9))
+        return;
+    srv->fd_warned_ms = now;
+    gg_warn("%s: %u file descriptors open of a limit of %u (LimitNOFILE= in the unit, "
+            "ulimit -n); new connections are refused until some close", refused
+            ? "out of file descriptors accepting a connection" : "nearly out of file descriptors",
+            used, limit);
+}
+
 static void server_on_connection(uv_stream_t *l, int status)
 {
     gg_server *srv = l->data;
+    if (status == UV_EMFILE || status == UV_ENFILE) {
+        server_warn_fds(srv, true);
+        return;
+    }
     if (status < 0) {
         gg_warn("accept failed: %s", uv_strerror(status));
         return;
@@ -84,7 +135,9 @@ static void server_on_connection(uv_stream_t *l, int status)
     gg_core_lock(&srv->core);
     int rc = gg_conn_accept(&srv->rpc, (uv_stream_t *)&srv->listener);
     gg_core_unlock(&srv->core);
-    if (rc < 0)
+    if (rc == -EMFILE || rc == -ENFILE)
+        server_warn_fds(srv, true);
+    else if (rc < 0)
         gg_warn("accept failed: %s", strerror(-rc));
 }
 
@@ -276,6 +329,7 @@ static void server_on_tick(uv_timer_t *t)
     gg_cache_tick(srv->core.cache, gg_now_ms());
     gg_notify_status(srv);
     gg_core_unlock(&srv->core);
+    server_warn_fds(srv, false);
     if (srv->watchdog_usec)
         gg_notify_watchdog(srv);
 }

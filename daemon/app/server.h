@@ -47,6 +47,7 @@ typedef struct gg_server {
 
     uint64_t replays_at_last_status;
     uint64_t last_status_ms;
+    uint64_t fd_warned_ms;          /* last "out of descriptors" warning */
     int exit_code;
 } gg_server;
 

@@ -21,3 +21,6 @@ target_include_directories(test_quota PRIVATE ${CMAKE_SOURCE_DIR}/proto)
 # admin-group see all), the cache list capped with a total and a flag.
 gg_core_test(test_stats_scope test_stats_scope.c integration 300)
 target_include_directories(test_stats_scope PRIVATE ${CMAKE_SOURCE_DIR}/proto)
+# Item 7: connections past RLIMIT_NOFILE are refused, logged with the
+# numbers and the setting, and taken again once descriptors are free.
+gg_core_test(test_accept_fds test_accept_fds.c integration 120)
