@@ -5,6 +5,7 @@
  *   gfxgraphctl sessions [--json] ...          the sessions table of stats
  *   gfxgraphctl cache    [--json] ...          the cache, by program, branch, bucket
  *   gfxgraphctl top      [--once] [--interval SECONDS] ...   a live view
+ *   gfxgraphctl metrics  [--output FILE] ...    Prometheus text (docs/metrics.md)
  *
  * Exit status: 0 ok; 1 unhealthy (health ok is false) or the daemon answered
  * an error; 2 the daemon could not be reached or gave no answer; 64 usage. */
@@ -29,7 +30,7 @@ enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_NOCONN = 2, EXIT_USAGE = 64 };
 static int ctl_usage_error(void)
 {
     fprintf(stderr, "usage: gfxgraphctl [--json] [--socket PATH] [--timeout SECONDS] "
-                    "stats|health|sessions|cache|top\n(gfxgraphctl --help for more)\n");
+                    "stats|health|sessions|cache|top|metrics\n(gfxgraphctl --help for more)\n");
     return EXIT_USAGE;
 }
 
@@ -54,6 +55,7 @@ static void ctl_usage(FILE *f)
             "  sessions the sessions, one row each\n"
             "  cache    the graph cache, sorted by program, branch and bucket\n"
             "  top      a live view: sessions, replays/s, latency, cache, fallbacks\n"
+            "  metrics  counters, gauges and latency histograms as Prometheus text\n"
             "\n"
             "options:\n"
             "  --json             print the daemon's answer as JSON\n"
@@ -63,6 +65,8 @@ static void ctl_usage(FILE *f)
             "forever)\n"
             "  --interval SECONDS top: the refresh period (default 1)\n"
             "  --once             top: one frame (replays/s over one interval), then exit\n"
+            "  --output FILE      metrics: write FILE atomically (a temporary file in its\n"
+            "                     folder, then renamed over it) instead of standard output\n"
             "  -h, --help         this help\n"
             "  --version          gfxgraphctl's version\n"
             "\n"
@@ -379,6 +383,53 @@ static int ctl_print_health(const msgpack_object *r, bool ok)
     return ok ? EXIT_OK : EXIT_FAIL;
 }
 
+/* ---- metrics -------------------------------------------------------------- */
+
+/* The daemon's text as it is, to standard output or atomically to path: a
+ * temporary file beside it, flushed to disk, then renamed over it, so a
+ * reader (node_exporter's textfile collector) never sees half a file. */
+static int ctl_metrics(const msgpack_object *r, const char *path)
+{
+    const msgpack_object *t = proto_map_get(r, "text");
+    if (!t || t->type != MSGPACK_OBJECT_STR) {
+        fprintf(stderr, "gfxgraphctl: the metrics answer has no text\n");
+        return EXIT_FAIL;
+    }
+    if (!path) {
+        fwrite(t->via.str.ptr, 1, t->via.str.size, stdout);
+        if (fflush(stdout) != 0 || ferror(stdout)) {
+            fprintf(stderr, "gfxgraphctl: cannot write the output: %s\n", strerror(errno));
+            return EXIT_FAIL;
+        }
+        return EXIT_OK;
+    }
+    size_t n = strlen(path) + 32;
+    char *tmp = malloc(n);
+    if (!tmp) {
+        fprintf(stderr, "gfxgraphctl: out of memory\n");
+        return EXIT_FAIL;
+    }
+    snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    bool ok = f && fwrite(t->via.str.ptr, 1, t->via.str.size, f) == t->via.str.size &&
+              fflush(f) == 0 && fsync(fileno(f)) == 0;
+    int err = errno;
+    if (f && fclose(f) != 0 && ok) {
+        ok = false;
+        err = errno;
+    }
+    if (ok && rename(tmp, path) != 0) {
+        ok = false;
+        err = errno;
+    }
+    if (!ok) {
+        fprintf(stderr, "gfxgraphctl: cannot write %s: %s\n", f ? path : tmp, strerror(err));
+        unlink(tmp);
+    }
+    free(tmp);
+    return ok ? EXIT_OK : EXIT_FAIL;
+}
+
 /* ---- main ---------------------------------------------------------------- */
 
 /* An answer we could not get: 2 when the daemon never answered (unreachable,
@@ -402,11 +453,12 @@ int main(int argc, char **argv)
         {"json", no_argument, NULL, 'j'},      {"socket", required_argument, NULL, 's'},
         {"timeout", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},   {"once", no_argument, NULL, 'o'},
-        {"interval", required_argument, NULL, 'i'}, {NULL, 0, NULL, 0},
+        {"interval", required_argument, NULL, 'i'}, {"output", required_argument, NULL, 'O'},
+        {NULL, 0, NULL, 0},
     };
     bool json = false, once = false;
     double interval = 1;
-    const char *sock = NULL;
+    const char *sock = NULL, *output = NULL;
     double timeout_s = 10;
     int ch;
     opterr = 0;
@@ -431,6 +483,9 @@ int main(int argc, char **argv)
         }
         case 'o':
             once = true;
+            break;
+        case 'O':
+            output = optarg;
             break;
         case 'i': {
             char *end;
@@ -459,26 +514,33 @@ int main(int argc, char **argv)
     }
     if (optind != argc - 1) {
         fprintf(stderr, optind >= argc ? "gfxgraphctl: which command? (stats, health, sessions, "
-                                         "cache or top)\n"
+                                         "cache, top or metrics)\n"
                                        : "gfxgraphctl: one command at a time\n");
         return ctl_usage_error();
     }
     const char *cmd = argv[optind];
-    static const char *const cmds[] = {"stats", "health", "sessions", "cache", "top", NULL};
+    static const char *const cmds[] = {"stats", "health", "sessions", "cache", "top", "metrics",
+                                       NULL};
     bool known = false;
     for (int i = 0; cmds[i]; i++)
         known = known || strcmp(cmd, cmds[i]) == 0;
     if (!known) {
-        fprintf(stderr, "gfxgraphctl: unknown command '%s' (stats, health, sessions, cache or "
-                        "top)\n", cmd);
+        fprintf(stderr, "gfxgraphctl: unknown command '%s' (stats, health, sessions, cache, "
+                        "top or metrics)\n", cmd);
         return ctl_usage_error();
     }
     if (strcmp(cmd, "top") == 0 && json) {
         fprintf(stderr, "gfxgraphctl: top has no --json (use stats --json)\n");
         return ctl_usage_error();
     }
+    if (output && strcmp(cmd, "metrics") != 0) {
+        fprintf(stderr, "gfxgraphctl: --output is for metrics only\n");
+        return ctl_usage_error();
+    }
     /* sessions and cache are parts of the stats answer */
-    const char *method = strcmp(cmd, "health") == 0 ? "health" : "stats";
+    const char *method = strcmp(cmd, "health") == 0    ? "health"
+                         : strcmp(cmd, "metrics") == 0 ? "metrics"
+                                                       : "stats";
 
     gg_client *c = gg_client_new();
     if (!c) {
@@ -517,6 +579,11 @@ int main(int argc, char **argv)
             fprintf(stderr, "gfxgraphctl: the health answer has no ok flag; counting it as "
                             "unhealthy\n");
         ex = ok ? EXIT_OK : EXIT_FAIL;
+    }
+    if (strcmp(cmd, "metrics") == 0 && !json) {
+        ex = ctl_metrics(r, output);
+        gg_client_close(c);
+        return ex;
     }
     if (strcmp(cmd, "cache") == 0)
         ctl_sort_cache(r);

@@ -104,6 +104,7 @@ gg_job *gg_job_new(gg_job_kind kind, gg_session *s, const gg_job_ops *ops, uint6
     gg_list_init(&j->link);
     gg_list_init(&j->live_link);
     j->kind = kind;
+    j->t_new_us = gg_now_us();
     j->sess = s;
     j->ops = ops;
     j->tag = tag;
@@ -648,6 +649,10 @@ static void exec_finish(gg_exec *x, gg_job *j)
             if (!e)
                 core->stats.oversize_count++;
         }
+        /* round trip: the request taken to its completion seen */
+        gg_metrics_replay(&core->stats.metrics, j->graph ? GG_PATH_GRAPH : GG_PATH_EAGER,
+                          j->prog->name, e ? e->bucket : 0,
+                          (double)(j->t_done_us - j->t_new_us), us);
     }
     if (!j->replied)
         exec_answer(x, j, us);

@@ -92,6 +92,7 @@ typedef struct gg_job {
     gg_job_result *results;         /* one per entry (at least one) */
     gg_job_result one_result;       /* storage for results when there is one */
     uint64_t t_start_us, t_done_us;
+    uint64_t t_new_us;              /* made (the request taken): the round trip's start */
     uint8_t *tmp_scratch;           /* eager runs beyond the buckets */
     struct gg_job *done_next;       /* also the executor's free list of jobs */
     struct gg_job *enq_next;

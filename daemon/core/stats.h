@@ -4,6 +4,8 @@
 
 #include <stdint.h>
 
+#include "core/metrics.h"
+
 typedef struct {
     uint64_t requests;
     uint64_t errors;
@@ -19,6 +21,8 @@ typedef struct {
     uint64_t exec_updates;
     double replay_us_sum;         /* over replay_count */
     double eager_us_sum;          /* over eager_count */
+    /* replays by path, errors by code, latency histograms (`metrics`) */
+    gg_metrics metrics;
 } gg_stats;
 
 static inline double gg_stats_avg(double sum, uint64_t n)

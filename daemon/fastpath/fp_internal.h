@@ -33,6 +33,7 @@ typedef struct gg_fp_slot {
     atomic_int gpu_pending;        /* the device writes seq; the slot is not yet free */
     atomic_int released;           /* the hit's pins and counts are done (once) */
     uint64_t t_launch_us;
+    uint64_t t_take_us;             /* descriptor taken: a hit's round trip starts */
 } gg_fp_slot;
 
 typedef struct gg_fp_region {

@@ -145,6 +145,8 @@ static void fp_job_done(gg_job *j, const gg_replay_outcome *o)
 {
     gg_fp_slot *sl = j->ctx;
     uint32_t flags = 0;
+    if (o->rc < 0)
+        gg_metrics_error(&sl->r->core->stats.metrics, o->rc);
     if (o->rc == 0) {
         flags |= o->graph ? 0 : GG_FP_CQE_EAGER;
         flags |= o->fallback ? GG_FP_CQE_FALLBACK : 0;
@@ -199,6 +201,9 @@ static void fp_hit_release(gg_fp_slot *sl, bool ran, double us)
         s->replay_us_sum += us;
         sl->entry->replays++;
         sl->entry->replay_us_sum += us;
+        /* round trip: taken to done, the lookup before the launch included */
+        gg_metrics_replay(&core->stats.metrics, GG_PATH_FASTPATH, sl->prog->name,
+                          sl->entry->bucket, us + (double)(sl->t_launch_us - sl->t_take_us), us);
     }
     gg_cache_unpin(core->cache, sl->entry);
     if (sl->wait_ev)
@@ -223,6 +228,8 @@ static void fp_hit_done(void *arg, int status)
     if (!atomic_exchange(&sl->released, 1)) {
         gg_core_lock(r->core);
         fp_hit_release(sl, status == 0, us);
+        if (status < 0)
+            gg_metrics_error(&r->core->stats.metrics, status);
         gg_core_unlock(r->core);
     }
     if (status < 0) {
@@ -302,6 +309,7 @@ static void fp_take(gg_fp_region *r, gg_fp_slot *sl, const gg_fp_sqe *d)
     sl->batch = d->batch;
     sl->branch = d->branch;
     sl->bucket = 0;
+    sl->t_take_us = gg_fp_now_us();
     gg_replay_target t = {.batch = (int)d->batch, .async = (d->flags & GG_FP_SQE_ASYNC) != 0};
     char msg[256] = "";
     proto_errbuf err = {msg, sizeof(msg)};
@@ -334,6 +342,7 @@ static void fp_take(gg_fp_region *r, gg_fp_slot *sl, const gg_fp_sqe *d)
     if (rc < 0) {
         core->stats.errors++;
         s->errors++;
+        gg_metrics_error(&core->stats.metrics, rc);
         gg_core_unlock(core);
         fp_fail(sl, rc, "%s", msg);
         return;
@@ -428,11 +437,11 @@ static void fp_check_stuck(gg_fp_region *r)
                                             memory_order_acquire);
         if (seq == sl->seq)
             continue;   /* landed meanwhile: fp_reap's next pass */
-        if (!atomic_exchange(&sl->released, 1)) {
-            gg_core_lock(core);
+        gg_core_lock(core);
+        if (!atomic_exchange(&sl->released, 1))
             fp_hit_release(sl, false, 0.0);
-            gg_core_unlock(core);
-        }
+        gg_metrics_error(&core->stats.metrics, rc < 0 ? rc : -EIO);
+        gg_core_unlock(core);
         fp_fill(sl, rc < 0 ? rc : -EIO, 0, 0, 0.0, why);
         fp_publish(sl);
         atomic_store(&sl->gpu_pending, 0);

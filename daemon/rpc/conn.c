@@ -396,6 +396,7 @@ static void conn_on_request_timeout(uv_timer_t *t)
              "arrived", c->rpc->core->cfg->request_timeout_ms, c->rlen);
     gg_core_lock(c->rpc->core);
     c->rpc->core->stats.errors++;
+    gg_metrics_error(&c->rpc->core->stats.metrics, -ETIMEDOUT);
     conn_fatal(c, -ETIMEDOUT, msg);
     gg_core_unlock(c->rpc->core);
 }
@@ -436,6 +437,7 @@ static void conn_handle_request(gg_conn *c, const proto_msg *m, const proto_repl
                  "more than %u requests in flight on one connection; wait for responses "
                  "before sending more", core->cfg->max_inflight);
         core->stats.errors++;
+        gg_metrics_error(&core->stats.metrics, -EBUSY);
         conn_send_error(c, m->msgid, -EBUSY, msg);
         gg_conn_close(c);
         return;
@@ -451,6 +453,7 @@ static void conn_handle_request(gg_conn *c, const proto_msg *m, const proto_repl
         snprintf(errmsg, sizeof(errmsg), "unknown method '%s'", name);
         core->stats.errors++;
         s->errors++;
+        gg_metrics_error(&core->stats.metrics, -ENOSYS);
         conn_send_error(c, m->msgid, -ENOSYS, errmsg);
         return;
     }
@@ -486,6 +489,7 @@ static void conn_handle_request(gg_conn *c, const proto_msg *m, const proto_repl
     if (rc < 0) {
         core->stats.errors++;
         s->errors++;
+        gg_metrics_error(&core->stats.metrics, rc);
         if (!errmsg[0])
             snprintf(errmsg, sizeof(errmsg), "%s", strerror(-rc));
         gg_log_fields f = {.session = s->id};

@@ -71,5 +71,6 @@ int gg_method_replay(gg_call *c);
  * allows (anything else goes through the general path and its messages). */
 bool gg_replay_req_plain(const proto_replay_req *q);
 int gg_method_fastpath_open(gg_call *c);    /* methods_fastpath.c */
+int gg_method_metrics(gg_call *c);          /* methods_metrics.c */
 
 #endif

@@ -44,6 +44,7 @@ void gg_rpc_reply_error(gg_session *s, uint32_t msgid, int neg_errno, const char
     struct gg_conn *conn = s->transport;
     s->errors++;
     s->core->stats.errors++;
+    gg_metrics_error(&s->core->stats.metrics, neg_errno);
     if (!conn)
         return;
     proto_pack_error_response(gg_conn_reply_begin(conn), msgid, neg_errno, message);

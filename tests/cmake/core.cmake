@@ -75,3 +75,8 @@ if(CMAKE_C_COMPILER_ID MATCHES "Clang")
 endif()
 gg_core_test(test_decode_daemon test_decode_daemon.c integration 300 gg_client_static)
 gg_core_test(test_proto_scan test_proto_scan.c unit 300)
+
+# gfxgraphctl metrics: Prometheus text against a real daemon (socket and
+# fast-path replays), checked by hand and by python3-prometheus-client
+gg_core_test(test_metrics test_metrics.c integration 300 gg_client_static)
+add_dependencies(test_metrics gfxgraphctl)
