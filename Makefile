@@ -124,3 +124,19 @@ install: build
 
 clean:
 	rm -rf build build-asan build-hip build-cuda
+
+# make deb [GPU=...] [DEB_BUILD=dir] [DEB_OUT=dir]: the Debian packages
+# gfxgraphd, libgfxgraph-client0 and libgfxgraph-client-dev, built with
+# dpkg-deb by packaging/deb/build-debs.sh (no debhelper, no network) into
+# $(DEB_OUT) (default build-deb/debs/).  $(DEB_BUILD) (default build-deb/) is
+# its own tree, configured for prefix /usr (library in /usr/lib/<multiarch>,
+# built-in config path /etc/gfxgraph/gfxgraphd.conf).  lintian runs when it is
+# installed (LINTIAN=no skips it, LINTIAN_STRICT=1 fails on its errors).
+DEB_BUILD ?= build-deb
+DEB_OUT   ?= $(DEB_BUILD)/debs
+.PHONY: deb
+deb: deps
+	$(CMAKE) -S . -B $(DEB_BUILD) -DCMAKE_INSTALL_PREFIX=/usr -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DGFXGRAPH_GPU=$(GPU) -DGFXGRAPH_PYTHON=OFF
+	$(CMAKE) --build $(DEB_BUILD) -j $(JOBS)
+	bash packaging/deb/build-debs.sh $(DEB_BUILD) $(DEB_OUT)

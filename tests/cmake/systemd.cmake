@@ -13,6 +13,9 @@
 #                              (private mount namespace; skipped parts say so)
 #   systemd_install_layout     cmake --install and make install (the Makefile,
 #                              BUILD=this tree) with DESTDIR: the file layout
+#   systemd_deb                the Debian packages (packaging/deb/, make deb)
+#                              of this tree: contents, control data, and the
+#                              unpacked daemon and gfxgraphctl run
 set(_gg_sd_dir ${PROJECT_SOURCE_DIR}/tests/systemd)
 
 add_executable(gg_sd_helper ${_gg_sd_dir}/sd_helper.c)
@@ -27,7 +30,8 @@ set(_gg_sd_env
 
 foreach(_t verify:verify-units.sh security:security.sh socket_activation:socket-activation.sh
            notify:notify.sh journal:journal.sh install_layout:install-layout.sh
-           reload:reload.sh config_check:config-check.sh man:man.sh ctl_ops:ctl-ops.sh)
+           reload:reload.sh config_check:config-check.sh man:man.sh ctl_ops:ctl-ops.sh
+           deb:deb.sh)
   string(REPLACE ":" ";" _t "${_t}")
   list(GET _t 0 _name)
   list(GET _t 1 _script)
@@ -40,5 +44,6 @@ foreach(_t verify:verify-units.sh security:security.sh socket_activation:socket-
 endforeach()
 # These run `cmake --install` of the build tree (which writes
 # install_manifest.txt there): one at a time.
-set_tests_properties(systemd_verify systemd_security systemd_install_layout systemd_man systemd_ctl_ops PROPERTIES
+set_tests_properties(systemd_verify systemd_security systemd_install_layout systemd_man systemd_ctl_ops
+                     systemd_deb PROPERTIES
   RESOURCE_LOCK gg_cmake_install)
