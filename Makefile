@@ -10,7 +10,7 @@ CMAKE   ?= cmake
 CTEST   ?= ctest
 NVCC    ?= $(shell command -v nvcc 2>/dev/null || ( [ -x /usr/local/cuda/bin/nvcc ] && echo /usr/local/cuda/bin/nvcc ))
 DEBS     = gcc g++ make cmake pkgconf libuv1-dev libmsgpack-dev libsystemd-dev systemd \
-           hipcc libamdhip64-dev python3 python3-numpy \
+           hipcc libamdhip64-dev python3 python3-numpy python3-prometheus-client \
            clang libclang-rt-14-dev
 SUDO     = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # The build tree of build, demo, test-main and install.

@@ -45,6 +45,14 @@ function(gg_systemd_generate src out prefix sbindir sysconfdir docdir)
   foreach(_u gfxgraphd.service gfxgraphd.socket gfxgraphd@.service gfxgraphd@.socket)
     configure_file("${src}/${_u}.in" "${out}/${_u}" @ONLY)
   endforeach()
+  # the metrics units: gfxgraphctl is installed beside gfxgraphd, in bin/
+  string(REGEX REPLACE "sbin$" "bin" _bindir "${sbindir}")
+  gg_systemd_full_dir(GG_FULL_BINDIR "${prefix}" "${_bindir}" BINDIR)
+  set(GG_FULL_SYSCONFDIR "${CMAKE_INSTALL_FULL_SYSCONFDIR}")
+  set(GG_FULL_DOCDIR "${CMAKE_INSTALL_FULL_DOCDIR}")
+  foreach(_u gfxgraph-metrics.service gfxgraph-metrics.timer)
+    configure_file("${src}/${_u}.in" "${out}/${_u}" @ONLY)
+  endforeach()
   set(GG_SYSTEMD_FULL_SYSCONFDIR "${CMAKE_INSTALL_FULL_SYSCONFDIR}" PARENT_SCOPE)
   set(GG_SYSTEMD_FULL_DOCDIR "${CMAKE_INSTALL_FULL_DOCDIR}" PARENT_SCOPE)
 endfunction()
@@ -68,7 +76,12 @@ function(gg_systemd_install)
 
   file(INSTALL DESTINATION "${_unitdir}" TYPE FILE PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ
        FILES "${_out}/gfxgraphd.service" "${_out}/gfxgraphd.socket"
-             "${_out}/gfxgraphd@.service" "${_out}/gfxgraphd@.socket")
+             "${_out}/gfxgraphd@.service" "${_out}/gfxgraphd@.socket"
+             "${_out}/gfxgraph-metrics.service" "${_out}/gfxgraph-metrics.timer")
+  if(EXISTS "${A_SRC}/../docs/metrics.md")
+    file(INSTALL DESTINATION "${GG_SYSTEMD_FULL_DOCDIR}" TYPE FILE
+         PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ FILES "${A_SRC}/../docs/metrics.md")
+  endif()
   file(INSTALL DESTINATION "${_sysusersdir}" TYPE FILE RENAME gfxgraph.conf
        PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ FILES "${A_SRC}/gfxgraph.sysusers")
   file(INSTALL DESTINATION "${_tmpfilesdir}" TYPE FILE RENAME gfxgraph.conf
