@@ -90,11 +90,11 @@ gg_check "dpkg-deb --info reads each package" \
 R=$T/root
 for f in "$D" "$L" "$V"; do dpkg-deb -x "$f" "$R"; done
 libdir=$(dirname "$(find "$R/usr/lib" -maxdepth 2 -name libgfxgraph-client.so.0 | head -1)")
-run() { LD_LIBRARY_PATH="$libdir" "$@"; }
+run() { LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
 gg_check "unpacked: gfxgraphd --version ($(run "$R/usr/sbin/gfxgraphd" --version 2>&1 | head -1))" \
     eval 'run "$R/usr/sbin/gfxgraphd" --version | grep -qF "$upstream"'
 sock=$T/d.sock
-LD_LIBRARY_PATH="$libdir" "$R/usr/sbin/gfxgraphd" --config "$R/etc/gfxgraph/gfxgraphd.conf" \
+LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$R/usr/sbin/gfxgraphd" --config "$R/etc/gfxgraph/gfxgraphd.conf" \
     --backend cpu --socket "$sock" 2>"$T/d.err" &
 pid=$!
 gg_cleanup_hooks+=("gg_running $pid && kill -KILL $pid")
