@@ -57,7 +57,8 @@ int proto_msg_decode(const msgpack_object *o, proto_msg *m, bool *msgid_ok, char
             return msg_bad(err, errlen, "a notification is [2, method, params]");
         if (a[1].type != MSGPACK_OBJECT_STR)
             return msg_bad(err, errlen, "method must be a string");
-        m->method = a[1].via.str.ptr;
+        /* msgpack-c gives an empty str a NULL pointer: callers get "" */
+        m->method = a[1].via.str.size ? a[1].via.str.ptr : "";
         m->method_len = a[1].via.str.size;
         return msg_params(&a[2], &m->params, err, errlen);
     }
@@ -84,7 +85,7 @@ int proto_msg_decode(const msgpack_object *o, proto_msg *m, bool *msgid_ok, char
     *msgid_ok = true;
     if (a[2].type != MSGPACK_OBJECT_STR)
         return msg_bad(err, errlen, "method must be a string");
-    m->method = a[2].via.str.ptr;
+    m->method = a[2].via.str.size ? a[2].via.str.ptr : "";
     m->method_len = a[2].via.str.size;
     return msg_params(&a[3], &m->params, err, errlen);
 }
