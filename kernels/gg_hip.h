@@ -425,14 +425,30 @@ static inline hipError_t hipMemGetAddressRange(hipDeviceptr_t *base, size_t *siz
 #define hipHostUnregister cudaHostUnregister
 #define hipHostGetDevicePointer cudaHostGetDevicePointer
 
-/* hipStreamWriteValue64(stream, ptr, value, flags): the device writes value
- * to ptr once the stream's earlier work is done.  The CUDA runtime has no
- * such call, only the driver's cuStreamWriteValue64 (stream memory
- * operations, always available from CUDA 12 on); like hipMemGetAddressRange
- * it is fetched through the runtime rather than linking libcuda.  The entry
- * point is looked up once per process. */
+/* A driver entry point fetched through the runtime (rather than linking
+ * libcuda), for the driver calls the runtime lacks: *fn, or an error. */
+static inline cudaError_t gg_hip_driver_entry_(const char *name, void **fn)
+{
+    enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+#if CUDART_VERSION >= 12050
+    cudaError_t rc = cudaGetDriverEntryPointByVersion(name, fn, 12000, cudaEnableDefault, &q);
+#else
+    cudaError_t rc = cudaGetDriverEntryPoint(name, fn, cudaEnableDefault, &q);
+#endif
+    if (rc != cudaSuccess)
+        return rc;
+    return q == cudaDriverEntryPointSuccess && *fn ? cudaSuccess : cudaErrorNotSupported;
+}
+
+/* hipStreamWriteValue64/32(stream, ptr, value, flags): the device writes
+ * value to ptr once the stream's earlier work is done.  The CUDA runtime has
+ * no such call, only the driver's cuStreamWriteValue64/32 (stream memory
+ * operations, always available from CUDA 12 on); each entry point is looked
+ * up once per process. */
 typedef int (*gg_hip_cuStreamWriteValue64_fn)(void *stream, unsigned long long addr,
                                               unsigned long long value, unsigned int flags);
+typedef int (*gg_hip_cuStreamWriteValue32_fn)(void *stream, unsigned long long addr,
+                                              unsigned int value, unsigned int flags);
 
 static inline hipError_t hipStreamWriteValue64(hipStream_t stream, void *ptr, unsigned long long value,
                                                unsigned int flags)
@@ -440,27 +456,14 @@ static inline hipError_t hipStreamWriteValue64(hipStream_t stream, void *ptr, un
     static gg_hip_cuStreamWriteValue64_fn call;
     if (!call) {
         void *fn = NULL;
-        enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-#if CUDART_VERSION >= 12050
-        cudaError_t rc = cudaGetDriverEntryPointByVersion("cuStreamWriteValue64", &fn, 12000,
-                                                          cudaEnableDefault, &q);
-#else
-        cudaError_t rc = cudaGetDriverEntryPoint("cuStreamWriteValue64", &fn, cudaEnableDefault,
-                                                 &q);
-#endif
+        cudaError_t rc = gg_hip_driver_entry_("cuStreamWriteValue64", &fn);
         if (rc != cudaSuccess)
             return rc;
-        if (q != cudaDriverEntryPointSuccess || !fn)
-            return cudaErrorNotSupported;
-        memcpy(&call, &fn, sizeof call);
+        memcpy(&call, &fn, sizeof call);   /* ISO C has no object-to-function pointer cast */
     }
     int r = call((void *)stream, (unsigned long long)(size_t)ptr, value, flags);
     return r == 0 ? cudaSuccess : (cudaError_t)r;
 }
-
-/* hipStreamWriteValue32: the same through cuStreamWriteValue32. */
-typedef int (*gg_hip_cuStreamWriteValue32_fn)(void *stream, unsigned long long addr,
-                                              unsigned int value, unsigned int flags);
 
 static inline hipError_t hipStreamWriteValue32(hipStream_t stream, void *ptr, unsigned int value,
                                                unsigned int flags)
@@ -468,18 +471,9 @@ static inline hipError_t hipStreamWriteValue32(hipStream_t stream, void *ptr, un
     static gg_hip_cuStreamWriteValue32_fn call;
     if (!call) {
         void *fn = NULL;
-        enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-#if CUDART_VERSION >= 12050
-        cudaError_t rc = cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &fn, 12000,
-                                                          cudaEnableDefault, &q);
-#else
-        cudaError_t rc = cudaGetDriverEntryPoint("cuStreamWriteValue32", &fn, cudaEnableDefault,
-                                                 &q);
-#endif
+        cudaError_t rc = gg_hip_driver_entry_("cuStreamWriteValue32", &fn);
         if (rc != cudaSuccess)
             return rc;
-        if (q != cudaDriverEntryPointSuccess || !fn)
-            return cudaErrorNotSupported;
         memcpy(&call, &fn, sizeof call);
     }
     int r = call((void *)stream, (unsigned long long)(size_t)ptr, value, flags);

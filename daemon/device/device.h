@@ -130,10 +130,6 @@ typedef struct gg_device_ops {
     int (*stream_query)(gg_device *dev, gg_dev_stream *s);
     /* Call fn(arg, status) once all work enqueued on s so far has completed. */
     int (*notify)(gg_device *dev, gg_dev_stream *s, gg_done_fn fn, void *arg);
-    /* The same for work whose completion nobody is waiting on (the device
-     * has already told the client; only pins and counters are left): the
-     * backend may see it late rather than spend a CPU watching for it. */
-    int (*notify_lazy)(gg_device *dev, gg_dev_stream *s, gg_done_fn fn, void *arg);
 
     /* Message for the last failure on this thread. */
     const char *(*last_error)(gg_device *dev);

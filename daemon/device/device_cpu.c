@@ -572,7 +572,6 @@ static const gg_device_ops cpu_ops = {
     .stream_write_u32 = cpu_stream_write_u32,
     .stream_query = cpu_stream_query,
     .notify = cpu_notify,
-    .notify_lazy = cpu_notify,
     .last_error = cpu_last_error,
 };
 

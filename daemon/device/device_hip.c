@@ -698,7 +698,6 @@ static const gg_device_ops hip_ops = {
     .stream_write_u32 = hip_stream_write_u32,
     .stream_query = hip_stream_query,
     .notify = hipdev_notify,
-    .notify_lazy = hipdev_notify_lazy,
     .last_error = hip_last_error,
     .lost = hip_lost,
 };

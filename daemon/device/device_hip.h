@@ -26,7 +26,6 @@ typedef struct hip_wait {
     hipEvent_t ev;
     gg_done_fn fn;
     void *arg;
-    bool lazy;                     /* nobody waits on it: polled at leisure */
 } hip_wait;
 
 typedef enum { HIP_NOTIFY_POLL = 0, HIP_NOTIFY_HOSTFN } hip_notify_mode;
@@ -41,7 +40,6 @@ typedef struct {
     pthread_cond_t poll_cond;
     hip_wait *waits, *free_waits;
     bool poller_started, quit;
-    bool poller_idle;              /* asleep with no wait at all: a new one must wake it */
     int lost;                      /* a sticky error was seen (under lock) */
     char lost_why[256];            /* the first one, set once */
 } hip_priv;
@@ -85,7 +83,6 @@ int hipdev_bind(gg_device *dev);
 
 /* device_hip_done.c */
 int hipdev_notify(gg_device *dev, gg_dev_stream *s, gg_done_fn fn, void *arg);
-int hipdev_notify_lazy(gg_device *dev, gg_dev_stream *s, gg_done_fn fn, void *arg);
 int hipdev_completion_start(gg_device *dev);
 /* Stop the polling thread (if any) and free its events. */
 void hipdev_completion_stop(gg_device *dev);

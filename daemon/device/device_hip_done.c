@@ -43,11 +43,6 @@ static void hip_hostfn_done(void *arg)
  * (~370 us of device work) about 50 us at the median. */
 #define HIP_POLL_SPIN_US 1000
 #define HIP_POLL_SLEEP_US 20
-/* With only lazy waits pending (fast-path hits, whose client the device
- * itself has told), the poller sleeps this long between passes, woken
- * early by new work: spinning on hipEventQuery beside the launches of the
- * ring threads cost them the driver's lock (bench/README.md). */
-#define HIP_POLL_LAZY_US 100
 
 static uint64_t hip_now_us(void)
 {
@@ -65,11 +60,8 @@ static void *hip_poller_main(void *arg)
     int kept = 0;   /* waits still pending after the last pass */
     pthread_mutex_lock(&p->lock);
     for (;;) {
-        while (!p->waits && !p->quit) {
-            p->poller_idle = true;
+        while (!p->waits && !p->quit)
             pthread_cond_wait(&p->poll_cond, &p->lock);
-            p->poller_idle = false;
-        }
         if (!p->waits && p->quit)
             break;
         /* take the list, query without the lock */
@@ -77,7 +69,7 @@ static void *hip_poller_main(void *arg)
         p->waits = NULL;
         pthread_mutex_unlock(&p->lock);
         hip_wait *keep = NULL, **tail = &keep;
-        int taken = 0, pending = 0, urgent = 0;
+        int taken = 0, pending = 0;
         bool any = false;
         while (list) {
             hip_wait *w = list;
@@ -89,7 +81,6 @@ static void *hip_poller_main(void *arg)
                 *tail = w;
                 tail = &w->next;
                 pending++;
-                urgent += !w->lazy;
                 continue;
             }
             any = true;
@@ -107,9 +98,9 @@ static void *hip_poller_main(void *arg)
         if (any || taken > kept)
             last_progress = now;
         kept = pending;
-        if (urgent && now - last_progress < HIP_POLL_SPIN_US)
+        if (pending && now - last_progress < HIP_POLL_SPIN_US)
             sched_yield();
-        else if (urgent)
+        else if (pending)
             usleep(HIP_POLL_SLEEP_US);
         pthread_mutex_lock(&p->lock);
         /* put the unfinished ones back in front of newcomers */
@@ -117,35 +108,12 @@ static void *hip_poller_main(void *arg)
             *tail = p->waits;
             p->waits = keep;
         }
-        if (pending && !urgent && *tail == NULL && !p->quit) {
-            /* only lazy waits: sleep, unless new work comes in */
-            struct timespec until;
-            clock_gettime(CLOCK_REALTIME, &until);
-            until.tv_nsec += HIP_POLL_LAZY_US * 1000;
-            if (until.tv_nsec >= 1000000000) {
-                until.tv_sec++;
-                until.tv_nsec -= 1000000000;
-            }
-            pthread_cond_timedwait(&p->poll_cond, &p->lock, &until);
-        }
     }
     pthread_mutex_unlock(&p->lock);
     return NULL;
 }
 
-static int hip_notify(gg_device *dev, gg_dev_stream *s, gg_done_fn fn, void *arg, bool lazy);
-
 int hipdev_notify(gg_device *dev, gg_dev_stream *s, gg_done_fn fn, void *arg)
-{
-    return hip_notify(dev, s, fn, arg, false);
-}
-
-int hipdev_notify_lazy(gg_device *dev, gg_dev_stream *s, gg_done_fn fn, void *arg)
-{
-    return hip_notify(dev, s, fn, arg, true);
-}
-
-static int hip_notify(gg_device *dev, gg_dev_stream *s, gg_done_fn fn, void *arg, bool lazy)
 {
     hip_priv *p = hip_p(dev);
     hip_wait *w = NULL;
@@ -183,7 +151,6 @@ static int hip_notify(gg_device *dev, gg_dev_stream *s, gg_done_fn fn, void *arg
     }
     w->fn = fn;
     w->arg = arg;
-    w->lazy = lazy;
     hipError_t e = hipEventRecord(w->ev, s->s);
     if (e != hipSuccess) {
         hipEventDestroy(w->ev);
@@ -193,13 +160,8 @@ static int hip_notify(gg_device *dev, gg_dev_stream *s, gg_done_fn fn, void *arg
     pthread_mutex_lock(&p->lock);
     w->next = p->waits;
     p->waits = w;
-    /* A lazy wait is picked up by the poller's next pass (it sleeps at most
-     * HIP_POLL_LAZY_US); waking it costs the caller, a ring thread about to
-     * take its client's next descriptor, a futex call. */
-    bool wake = !lazy || p->poller_idle;
     pthread_mutex_unlock(&p->lock);
-    if (wake)
-        pthread_cond_signal(&p->poll_cond);
+    pthread_cond_signal(&p->poll_cond);   /* after unlocking: the poller need not wait for it */
     return 0;
 }
 

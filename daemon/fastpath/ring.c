@@ -222,9 +222,9 @@ static void fp_hit_done(void *arg, int status)
     gg_fp_slot *sl = arg;
     gg_fp_region *r = sl->r;
     double us = (double)(gg_fp_now_us() - sl->t_launch_us);
-    /* Unpinned and counted before a record this thread writes says done
-     * (one the device wrote may have been collected already: gg_fp_collect),
-     * so a request the client sends on seeing it finds the replay finished. */
+    /* Unpinned and counted before the record this callback writes says
+     * done, so a request the client sends on seeing it finds the replay
+     * finished (device-written records are gg_fp_reap's). */
     if (!atomic_exchange(&sl->released, 1)) {
         gg_core_lock(r->core);
         fp_hit_release(sl, status == 0, us);
@@ -244,8 +244,6 @@ static void fp_hit_done(void *arg, int status)
     }
     if (status == -ENODEV)
         uv_async_send(&r->m->async);   /* the loop reports the device lost */
-    if (atomic_exchange(&sl->gpu_pending, 0))
-        atomic_fetch_sub(&r->gpu_pending, 1);
     fp_slot_free(sl);
     fp_wake_client(r);
 }
