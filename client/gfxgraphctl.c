@@ -6,6 +6,8 @@
  *   gfxgraphctl cache    [--json] ...          the cache, by program, branch, bucket
  *   gfxgraphctl top      [--once] [--interval SECONDS] ...   a live view
  *   gfxgraphctl metrics  [--output FILE] ...    Prometheus text (docs/metrics.md)
+ *   gfxgraphctl evict PROGRAM|--all ...        drop cached graphs (admin)
+ *   gfxgraphctl kill-session ID ...            close a client's session (admin)
  *
  * Exit status: 0 ok; 1 unhealthy (health ok is false) or the daemon answered
  * an error; 2 the daemon could not be reached or gave no answer; 64 usage. */
@@ -30,7 +32,8 @@ enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_NOCONN = 2, EXIT_USAGE = 64 };
 static int ctl_usage_error(void)
 {
     fprintf(stderr, "usage: gfxgraphctl [--json] [--socket PATH] [--timeout SECONDS] "
-                    "stats|health|sessions|cache|top|metrics\n(gfxgraphctl --help for more)\n");
+                    "stats|health|sessions|cache|top|metrics|evict|kill-session\n"
+                    "(gfxgraphctl --help for more)\n");
     return EXIT_USAGE;
 }
 
@@ -57,6 +60,13 @@ static void ctl_usage(FILE *f)
             "  top      a live view: sessions, replays/s, latency, cache, fallbacks\n"
             "  metrics  counters, gauges and latency histograms as Prometheus text\n"
             "\n"
+            "admin commands (root, the daemon's user and admin-group only):\n"
+            "  evict PROGRAM|--all   drop the cached graphs of the programs named PROGRAM\n"
+            "                        (or every graph); graphs in use go when their replays\n"
+            "                        end; each is captured again on its next replay\n"
+            "  kill-session ID       close session ID's connection and fast path, as if\n"
+            "                        its client had disconnected\n"
+            "\n"
             "options:\n"
             "  --json             print the daemon's answer as JSON\n"
             "  --socket PATH      the daemon's socket (default: %s;\n"
@@ -65,6 +75,7 @@ static void ctl_usage(FILE *f)
             "forever)\n"
             "  --interval SECONDS top: the refresh period (default 1)\n"
             "  --once             top: one frame (replays/s over one interval), then exit\n"
+            "  --all              evict: every cached graph\n"
             "  --output FILE      metrics: write FILE atomically (a temporary file in its\n"
             "                     folder, then renamed over it) instead of standard output\n"
             "  -h, --help         this help\n"
@@ -430,6 +441,59 @@ static int ctl_metrics(const msgpack_object *r, const char *path)
     return ok ? EXIT_OK : EXIT_FAIL;
 }
 
+/* ---- admin --------------------------------------------------------------- */
+
+/* The params map of evict or kill-session, packed into sb. */
+static int ctl_admin_params(msgpack_sbuffer *sb, const char *cmd, const char *arg, bool all)
+{
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 1);
+    if (strcmp(cmd, "evict") == 0) {
+        if (all) {
+            proto_pack_kv_bool(&pk, "all", true);
+        } else {
+            proto_pack_kv_str(&pk, "program", arg);
+        }
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    unsigned long long id = strtoull(arg, &end, 10);
+    if (errno || end == arg || *end || *arg == '-' || id == 0) {
+        fprintf(stderr, "gfxgraphctl: kill-session wants a session id (a number, as in "
+                        "gfxgraphctl sessions), got '%s'\n", arg);
+        return -EINVAL;
+    }
+    proto_pack_kv_u64(&pk, "id", id);
+    return 0;
+}
+
+static int ctl_print_admin(const char *cmd, const char *arg, const msgpack_object *r)
+{
+    if (strcmp(cmd, "evict") == 0) {
+        double ev = ctl_get(r, "evicted"), de = ctl_get(r, "deferred"), left = ctl_get(r, "graphs_cached");
+        if (arg)
+            printf("evicted %.0f graph(s) of program '%s'", ev, arg);
+        else
+            printf("evicted %.0f graph(s)", ev);
+        if (de > 0)
+            printf("; %.0f in use go when their replays end", de);
+        printf(" (%.0f cached now)\n", left);
+        return EXIT_OK;
+    }
+    char client[CELL];
+    ctl_cell(client, sizeof client, proto_map_get(r, "client"), 1);
+    printf("killed session %.0f (client '%s', pid %.0f, uid %.0f): %.0f buffer(s), %.0f "
+           "program(s)%s\n", ctl_get(r, "session"), client, ctl_get(r, "pid"), ctl_get(r, "uid"),
+           ctl_get(r, "buffers"), ctl_get(r, "programs"),
+           proto_map_get(r, "fastpath") && proto_map_get(r, "fastpath")->type == MSGPACK_OBJECT_BOOLEAN &&
+                   proto_map_get(r, "fastpath")->via.boolean
+               ? ", fast path closed"
+               : "");
+    return EXIT_OK;
+}
+
 /* ---- main ---------------------------------------------------------------- */
 
 /* An answer we could not get: 2 when the daemon never answered (unreachable,
@@ -454,9 +518,10 @@ int main(int argc, char **argv)
         {"timeout", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},   {"once", no_argument, NULL, 'o'},
         {"interval", required_argument, NULL, 'i'}, {"output", required_argument, NULL, 'O'},
+        {"all", no_argument, NULL, 'a'},
         {NULL, 0, NULL, 0},
     };
-    bool json = false, once = false;
+    bool json = false, once = false, all = false;
     double interval = 1;
     const char *sock = NULL, *output = NULL;
     double timeout_s = 10;
@@ -483,6 +548,9 @@ int main(int argc, char **argv)
         }
         case 'o':
             once = true;
+            break;
+        case 'a':
+            all = true;
             break;
         case 'O':
             output = optarg;
@@ -512,21 +580,46 @@ int main(int argc, char **argv)
             return ctl_usage_error();
         }
     }
-    if (optind != argc - 1) {
-        fprintf(stderr, optind >= argc ? "gfxgraphctl: which command? (stats, health, sessions, "
-                                         "cache, top or metrics)\n"
-                                       : "gfxgraphctl: one command at a time\n");
+    if (optind >= argc) {
+        fprintf(stderr, "gfxgraphctl: which command? (stats, health, sessions, cache, top, "
+                        "metrics, evict or kill-session)\n");
         return ctl_usage_error();
     }
     const char *cmd = argv[optind];
     static const char *const cmds[] = {"stats", "health", "sessions", "cache", "top", "metrics",
-                                       NULL};
+                                       "evict", "kill-session", NULL};
     bool known = false;
     for (int i = 0; cmds[i]; i++)
         known = known || strcmp(cmd, cmds[i]) == 0;
     if (!known) {
         fprintf(stderr, "gfxgraphctl: unknown command '%s' (stats, health, sessions, cache, "
-                        "top or metrics)\n", cmd);
+                        "top, metrics, evict or kill-session)\n", cmd);
+        return ctl_usage_error();
+    }
+    bool evict = strcmp(cmd, "evict") == 0, kill = strcmp(cmd, "kill-session") == 0;
+    /* evict takes PROGRAM or --all, kill-session an ID; the rest nothing */
+    int operands = argc - optind - 1;
+    const char *arg = operands == 1 ? argv[optind + 1] : NULL;
+    if (evict && !((operands == 1) ^ all)) {
+        fprintf(stderr, "gfxgraphctl: evict wants a program name or --all (one of them)\n");
+        return ctl_usage_error();
+    }
+    if (kill && operands != 1) {
+        fprintf(stderr, "gfxgraphctl: kill-session wants one session id\n");
+        return ctl_usage_error();
+    }
+    if (!evict && !kill && operands) {
+        fprintf(stderr, "gfxgraphctl: one command at a time\n");
+        return ctl_usage_error();
+    }
+    if (all && !evict) {
+        fprintf(stderr, "gfxgraphctl: --all is for evict only\n");
+        return ctl_usage_error();
+    }
+    msgpack_sbuffer admin;
+    msgpack_sbuffer_init(&admin);
+    if ((evict || kill) && ctl_admin_params(&admin, cmd, arg, all) < 0) {
+        msgpack_sbuffer_destroy(&admin);
         return ctl_usage_error();
     }
     if (strcmp(cmd, "top") == 0 && json) {
@@ -540,11 +633,14 @@ int main(int argc, char **argv)
     /* sessions and cache are parts of the stats answer */
     const char *method = strcmp(cmd, "health") == 0    ? "health"
                          : strcmp(cmd, "metrics") == 0 ? "metrics"
+                         : evict                       ? "admin.evict"
+                         : kill                        ? "admin.kill_session"
                                                        : "stats";
 
     gg_client *c = gg_client_new();
     if (!c) {
         fprintf(stderr, "gfxgraphctl: out of memory\n");
+        msgpack_sbuffer_destroy(&admin);
         return EXIT_FAIL;
     }
     gg_client_set_timeout(c, (int)(timeout_s * 1000));
@@ -553,6 +649,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "gfxgraphctl: %s\n", gg_client_last_error(c));
         int code = gg_client_socket_reached(c) ? ctl_exit_for(rc) : EXIT_NOCONN;
         gg_client_close(c);
+        msgpack_sbuffer_destroy(&admin);
         return code;
     }
     if (strcmp(cmd, "top") == 0) {
@@ -561,7 +658,8 @@ int main(int argc, char **argv)
         return ex;
     }
     const msgpack_object *r;
-    rc = gg_client_call(c, method, NULL, 0, &r);
+    rc = gg_client_call(c, method, admin.size ? admin.data : NULL, admin.size, &r);
+    msgpack_sbuffer_destroy(&admin);
     if (rc < 0) {
         const char *code = gg_client_last_error_code(c);
         fprintf(stderr, "gfxgraphctl: %s failed: %s%s%s%s\n", cmd, gg_client_last_error(c),
@@ -598,6 +696,8 @@ int main(int argc, char **argv)
     }
     if (json)
         ctl_json_print(stdout, part ? part : r);
+    else if (evict || kill)
+        ex = ctl_print_admin(cmd, arg, r);
     else if (strcmp(cmd, "sessions") == 0) {
         printf("SESSIONS: %u\n", part->via.array.size);
         ctl_table("", part, ctl_scols, NCOLS(ctl_scols));

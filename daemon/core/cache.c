@@ -121,6 +121,7 @@ static void cache_empty(gg_cache *c, gg_cache_entry *e)
 
 static void cache_evict(gg_cache *c, gg_cache_entry *e, const char *why)
 {
+    e->evict_deferred = false;
     gg_log_fields f = {.session = e->sess_id, .program = e->prog_id, .bucket = e->bucket};
     GG_LOG(GG_LOG_DEBUG, &f, "evicting graph (%s)%s", why, e->parked ? ", parked" : "");
     c->core->stats.evictions++;
@@ -176,8 +177,39 @@ void gg_cache_pin(gg_cache *c, gg_cache_entry *e)
 void gg_cache_unpin(gg_cache *c, gg_cache_entry *e)
 {
     e->pins--;
-    if (e->pins == 0)
-        cache_make_room(c, 0, 0);   /* over the limits while this was pinned */
+    if (e->pins != 0)
+        return;
+    if (e->evict_deferred) {
+        if (e->state == GG_ENTRY_READY)
+            cache_evict(c, e, "operator, deferred while in use");
+        else
+            e->evict_deferred = false;
+    }
+    cache_make_room(c, 0, 0);   /* over the limits while this was pinned */
+}
+
+unsigned gg_cache_evict_matching(gg_cache *c, bool (*match)(const gg_cache_entry *, const void *),
+                                 const void *arg, unsigned *evicted, unsigned *deferred)
+{
+    unsigned n = 0;
+    *evicted = *deferred = 0;
+    for (gg_list *l = c->lru.next, *nx; l != &c->lru; l = nx) {
+        nx = l->next;   /* a parked entry is freed when evicted */
+        gg_cache_entry *e = gg_container_of(l, gg_cache_entry, lru_link);
+        if (!match(e, arg))
+            continue;
+        n++;
+        if (e->state != GG_ENTRY_READY)
+            continue;
+        if (e->pins) {
+            e->evict_deferred = true;
+            (*deferred)++;
+        } else {
+            cache_evict(c, e, "operator");
+            (*evicted)++;
+        }
+    }
+    return n;
 }
 
 void gg_cache_ready(gg_cache *c, gg_cache_entry *e)

@@ -36,6 +36,7 @@ typedef struct gg_cache_entry {
     size_t scratch_bytes;
     size_t footprint;
     int pins;
+    bool evict_deferred;            /* an operator's evict waits for the last unpin */
     unsigned updates;               /* exec updates since instantiate */
     uint64_t gen;                   /* program binding generation captured */
     uint64_t warm_sess;             /* session whose stream ran the warm-up (0: none) */
@@ -95,6 +96,12 @@ void gg_cache_drop(gg_cache *c, gg_cache_entry *e);
 void gg_cache_tick(gg_cache *c, uint64_t now_ms);
 /* Make room for one more graph of `need` bytes; false if the cap cannot be met. */
 bool gg_cache_reserve(gg_cache *c, gg_cache_entry *e, size_t need);
+/* An operator's evict (admin.evict): every READY graph that match accepts
+ * goes now when unpinned, else when its last pin goes (a running replay
+ * keeps its graph).  Counts both; returns the entries match accepted (any
+ * state). */
+unsigned gg_cache_evict_matching(gg_cache *c, bool (*match)(const gg_cache_entry *, const void *),
+                                 const void *arg, unsigned *evicted, unsigned *deferred);
 unsigned gg_cache_count(const gg_cache *c);
 unsigned gg_cache_capacity(const gg_cache *c);
 size_t gg_cache_bytes(const gg_cache *c);

@@ -787,6 +787,11 @@ gg_conn *gg_conn_next(gg_conn *c)
     return c->next;
 }
 
+bool gg_conn_closing(const gg_conn *c)
+{
+    return c->closing;
+}
+
 bool gg_conn_writes_idle(gg_conn *c)
 {
     return c && !c->closing && uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) == 0;

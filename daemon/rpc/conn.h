@@ -80,5 +80,7 @@ struct gg_session *gg_conn_session(struct gg_conn *c);
  * it can carry a file descriptor. */
 bool gg_conn_writes_idle(struct gg_conn *c);
 struct gg_conn *gg_conn_next(struct gg_conn *c);
+/* Closing already (its peer left, a stop, or an operator's kill). */
+bool gg_conn_closing(const struct gg_conn *c);
 
 #endif

@@ -29,6 +29,8 @@ static const gg_method dispatch_methods[] = {
     M("replay", gg_method_replay, "program", "batch", "branch", "wait_event", "signal_event",
       "async",),
     M("fastpath.open", gg_method_fastpath_open, "entries",),
+    M("admin.evict", gg_method_admin_evict, "program", "all",),
+    M("admin.kill_session", gg_method_admin_kill_session, "id",),
 };
 
 int gg_dispatch_check(const gg_method *m, const msgpack_object *params, proto_errbuf *e)

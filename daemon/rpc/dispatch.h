@@ -72,5 +72,7 @@ int gg_method_replay(gg_call *c);
 bool gg_replay_req_plain(const proto_replay_req *q);
 int gg_method_fastpath_open(gg_call *c);    /* methods_fastpath.c */
 int gg_method_metrics(gg_call *c);          /* methods_metrics.c */
+int gg_method_admin_evict(gg_call *c);      /* methods_admin.c */
+int gg_method_admin_kill_session(gg_call *c);
 
 #endif

@@ -24,3 +24,10 @@ target_include_directories(test_stats_scope PRIVATE ${CMAKE_SOURCE_DIR}/proto)
 # Item 7: connections past RLIMIT_NOFILE are refused, logged with the
 # numbers and the setting, and taken again once descriptors are free.
 gg_core_test(test_accept_fds test_accept_fds.c integration 120)
+# Issue 13 item 2: the operators' verbs, gfxgraphctl evict and kill-session
+# (refused outside root, the daemon's uid and admin-group; evict by name and
+# --all, re-captured after; a graph in use deferred; a killed client closed,
+# others unaffected).
+gg_core_test(test_admin test_admin.c integration 300 gg_client_static)
+target_include_directories(test_admin PRIVATE ${CMAKE_SOURCE_DIR}/proto)
+add_dependencies(test_admin gfxgraphctl)

@@ -52,6 +52,11 @@ fi
 
 out=$(bash -c ". '$GG_SOURCE_DIR/client/gfxgraphctl.bash-completion'; COMP_WORDS=(gfxgraphctl ca); COMP_CWORD=1; _gfxgraphctl; echo \${COMPREPLY[*]}")
 gg_check "bash completion: ca -> cache" test "$out" = cache
+comp() { bash -c ". '$GG_SOURCE_DIR/client/gfxgraphctl.bash-completion'; COMP_WORDS=($1); COMP_CWORD=$2; _gfxgraphctl; echo \${COMPREPLY[*]}"; }
+gg_check "bash completion: ev -> evict" test "$(comp 'gfxgraphctl ev' 1)" = evict
+gg_check "bash completion: ki -> kill-session" test "$(comp 'gfxgraphctl --json ki' 2)" = kill-session
+gg_check "bash completion: evict --a -> --all" test "$(comp 'gfxgraphctl evict --a' 2)" = --all
+gg_check "bash completion: --all is evict's only" test -z "$(comp 'gfxgraphctl stats --a' 2)"
 gg_install "$gg_tmp/dest" /usr >/dev/null 2>&1
 gg_check "bash completion installed" test -f "$gg_tmp/dest/usr/share/bash-completion/completions/gfxgraphctl"
 kill -TERM "$pid"; gg_wait_pid "$pid" 20
