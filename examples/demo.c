@@ -603,6 +603,11 @@ out:
         gg_client_program_release(c, chain.id);
     if (mlp.defined && gg_client_connected(c) && !keep)
         gg_client_program_release(c, mlp.id);
+    /* keep: the programs stay defined and use the buffers, so releasing
+     * them would be refused (EBUSY): leave instead; the session's end parks
+     * the graphs and releases the buffers, before this process frees them */
+    if (keep)
+        gg_client_disconnect(c);
     shm_close_buf(c, &chain.buf);
     shm_close_buf(c, &mlp.buf);
     free(chain.ref);
