@@ -270,10 +270,10 @@ static void cfg_join_buckets(const gg_config *c, char *buf, size_t len)
 
 static void cfg_fault_name(unsigned f, char *buf, size_t len)
 {
-    static const char *names[] = {"capture", "instantiate", "launch", "device"};
+    static const char *names[] = {"capture", "instantiate", "launch", "device", "validate"};
     size_t o = 0;
     buf[0] = '\0';
-    for (int i = 0; i < 4 && o < len; i++)
+    for (int i = 0; i < 5 && o < len; i++)
         if (f & (1u << i))
             o += (size_t)snprintf(buf + o, len - o, "%s%s", o ? "," : "", names[i]);
     if (!f)
@@ -447,9 +447,10 @@ static int cfg_fault(const char *v, unsigned *out, char *err, size_t errlen)
         else if (strcmp(t, "instantiate") == 0) mask |= GG_FAULT_INSTANTIATE;
         else if (strcmp(t, "launch") == 0) mask |= GG_FAULT_LAUNCH;
         else if (strcmp(t, "device") == 0) mask |= GG_FAULT_DEVICE;
+        else if (strcmp(t, "validate") == 0) mask |= GG_FAULT_VALIDATE;
         else if (strcmp(t, "none") == 0) ;
         else return cfg_bad(err, errlen, "fault", v,
-                            "a comma list of capture, instantiate, launch, device");
+                            "a comma list of capture, instantiate, launch, device, validate");
     }
     *out = mask;
     return 0;

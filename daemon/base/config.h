@@ -22,7 +22,8 @@ typedef enum { GG_REPLAY_STANDARD = 0, GG_REPLAY_ADAPTIVE, GG_REPLAY_HOT } gg_re
 /* GFXGRAPH_FAULT: failures injected at one step.  capture, instantiate and
  * launch make the graph path fail (eager fallback); device makes a replay
  * find the device lost, as a sticky GPU error would (the daemon exits 3). */
-enum { GG_FAULT_CAPTURE = 1, GG_FAULT_INSTANTIATE = 2, GG_FAULT_LAUNCH = 4, GG_FAULT_DEVICE = 8 };
+enum { GG_FAULT_CAPTURE = 1, GG_FAULT_INSTANTIATE = 2, GG_FAULT_LAUNCH = 4, GG_FAULT_DEVICE = 8,
+       GG_FAULT_VALIDATE = 16 };
 
 /* Settings known by name (config-file spelling). */
 #define GG_CFG_NKEYS 37

@@ -80,3 +80,7 @@ gg_core_test(test_proto_scan test_proto_scan.c unit 300)
 # fast-path replays), checked by hand and by python3-prometheus-client
 gg_core_test(test_metrics test_metrics.c integration 300 gg_client_static)
 add_dependencies(test_metrics gfxgraphctl)
+# GFXGRAPH=validate: +-inf and NaN agree where equal (f16 overflow too), a
+# failure answers fallback true as PROTOCOL.md says, replay-mode standard
+# and hot validate what they say.
+gg_core_test(test_validate test_validate.c integration 300 gg_client_static)
