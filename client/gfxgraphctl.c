@@ -251,7 +251,8 @@ static void ctl_sort_cache(const msgpack_object *r)
 static int ctl_print_stats(const msgpack_object *r)
 {
     static const char *const order[] = {
-        "requests", "errors", "replay_count", "capture_count", "eager_count",
+        "requests", "errors", "replay_count", "capture_count", "instantiation_count",
+        "exec_updates", "eager_count",
         "fallback_count", "oversize_count", "validation_failures", "avg_replay_us",
         "avg_eager_us", "graphs_cached", "cache_capacity", "evictions", "sessions_active",
         "sessions_total", NULL};

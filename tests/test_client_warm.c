@@ -69,6 +69,7 @@ int main(void)
     if (st) {
         CHECK_EQ(h_getu(st, "graphs_cached"), 3);
         CHECK_EQ(h_getu(st, "capture_count"), 3);
+        CHECK_EQ(h_getu(st, "instantiation_count"), 3);
     }
 
     h_section("a new client defines the same program and adopts the graphs");
@@ -98,6 +99,10 @@ int main(void)
             CHECKF(h_getu(st, "exec_updates") == 1, "the adopted graph was updated in place "
                    "(exec_updates %llu)", (unsigned long long)h_getu(st, "exec_updates"));
             CHECK_EQ(h_getu(st, "capture_count"), 4);
+            /* the warm adoption captured, but instantiated nothing */
+            CHECK_EQ(h_getu(st, "instantiation_count"), 3);
+            const msgpack_object *e = t_entry(st, pb, 0, 2);
+            CHECK(e && h_getu(e, "captures") == 2 && h_getu(e, "instantiations") == 1);
             CHECK_EQ(h_getu(st, "fallback_count"), 0);
         }
 

@@ -41,7 +41,7 @@ typedef struct gg_cache_entry {
     uint64_t gen;                   /* program binding generation captured */
     uint64_t warm_sess;             /* session whose stream ran the warm-up (0: none) */
     uint64_t last_used_ms;
-    uint64_t captures, replays, fallbacks, validations;
+    uint64_t captures, instantiations, replays, fallbacks, validations;
     double replay_us_sum;
     char reason[160];               /* why FAILED */
 } gg_cache_entry;

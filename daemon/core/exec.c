@@ -516,8 +516,10 @@ static void exec_apply(gg_exec *x, gg_job *j, gg_cache_entry *e, gg_job_result *
         core->stats.exec_updates++;
     } else if (r->captured) {
         e->captures++;
+        e->instantiations++;
         e->gen = j->gen;
         core->stats.capture_count++;
+        core->stats.instantiations++;
         if (r->replaced) {
             gg_cache_unready(core->cache, e);
             gg_exec_release_graph(x, r->replaced, NULL);

@@ -9,7 +9,12 @@
 typedef struct {
     uint64_t requests;
     uint64_t errors;
-    uint64_t capture_count;       /* graphs captured and instantiated */
+    /* Captures and instantiations apart: a capture is either instantiated
+     * anew or applied to the graph an entry holds (an exec update: after a
+     * rebind, or a parked graph adopted warm), so a warm adoption shows
+     * captures and exec updates but no instantiations. */
+    uint64_t capture_count;       /* graphs captured */
+    uint64_t instantiations;      /* captures instantiated anew */
     uint64_t replay_count;        /* replays served from a graph */
     uint64_t fastpath_replays;    /* descriptors taken from fast-path rings */
     uint64_t eager_count;         /* replays run as eager launches (any reason) */

@@ -15,8 +15,8 @@
 #include "fastpath.h"
 
 #define INFO_DEVINFO_MAX_AGE_MS 1000
-/* A stats cache row's packed size at most: 13 keys (~110 bytes), a
- * program name (64), a failure reason (160) and 10 numbers (9 each). */
+/* A stats cache row's packed size at most: 14 keys (~125 bytes), a
+ * program name (64), a failure reason (160) and 11 numbers (9 each). */
 #define STATS_ROW_MAX 512
 
 static void info_pack_device(msgpack_packer *pk, const gg_core *core)
@@ -144,8 +144,9 @@ int gg_method_stats(gg_call *c)
     if (cap > fit)
         cap = fit ? (unsigned)fit : 1;
     unsigned ctotal = gg_rpc_cache_count(core->cache, all, me->uid);
-    msgpack_pack_map(pk, 27);
+    msgpack_pack_map(pk, 28);
     proto_pack_kv_u64(pk, "capture_count", st->capture_count);
+    proto_pack_kv_u64(pk, "instantiation_count", st->instantiations);
     proto_pack_kv_u64(pk, "replay_count", st->replay_count);
     proto_pack_kv_u64(pk, "eager_count", st->eager_count);
     proto_pack_kv_u64(pk, "fallback_count", st->fallback_count);

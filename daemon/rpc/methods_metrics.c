@@ -68,8 +68,8 @@ int gg_method_metrics(gg_call *c)
                 "Graphs captured (each then instantiated, or applied to the existing graph by "
                 "an exec update).", (double)st->capture_count);
     metrics_one(&b, "gfxgraph_instantiations_total", "counter",
-                "Captured graphs instantiated anew (captures less exec updates).",
-                (double)(st->capture_count - st->exec_updates));
+                "Captured graphs instantiated anew (a warm adoption, or a rebind, updates the "
+                "graph in place instead).", (double)st->instantiations);
     metrics_one(&b, "gfxgraph_exec_updates_total", "counter",
                 "Captured graphs applied to the existing executable graph (no instantiate).",
                 (double)st->exec_updates);

@@ -168,7 +168,7 @@ void gg_rpc_pack_cache(const gg_cache *c, msgpack_packer *pk, bool all, uid_t ui
             continue;
         }
         bool failed = e->state == GG_ENTRY_FAILED;
-        msgpack_pack_map(pk, failed ? 13 : 12);
+        msgpack_pack_map(pk, failed ? 14 : 13);
         proto_pack_kv_u64(pk, "program", e->prog_id);
         proto_pack_kv_str(pk, "program_name", e->prog_name);
         proto_pack_kv_u64(pk, "session", e->sess_id);
@@ -177,6 +177,7 @@ void gg_rpc_pack_cache(const gg_cache *c, msgpack_packer *pk, bool all, uid_t ui
         proto_pack_kv_i64(pk, "bucket", e->bucket);
         proto_pack_kv_str(pk, "state", reply_state_name(e->state));
         proto_pack_kv_u64(pk, "captures", e->captures);
+        proto_pack_kv_u64(pk, "instantiations", e->instantiations);
         proto_pack_kv_u64(pk, "replays", e->replays);
         proto_pack_kv_u64(pk, "fallbacks", e->fallbacks);
         proto_pack_kv_f64(pk, "avg_replay_us", gg_stats_avg(e->replay_us_sum, e->replays));
