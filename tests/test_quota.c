@@ -71,11 +71,12 @@ static void user_registers(void *arg)
 static void limits_case(void)
 {
     h_section("buffers, mapped bytes, programs, scratch: EDQUOT naming the setting");
-    /* scratch of one program: 4 buckets x 256 B (the scratch tensor, aligned)
-     * x 2 branches = 2 KiB */
+    /* scratch of one program: one arena, its scratch tensor at the largest
+     * bucket (aligned to 256 B), whatever its branches and other buckets:
+     * 64 rows x 16 B = 1 KiB; 8 rows: 256 B */
     const char *args[] = {"--set", "max-buffers-per-uid=3", "--set",
                           "max-mapped-bytes-per-uid=192K", "--set", "max-programs-per-uid=3",
-                          "--set", "max-scratch-bytes-per-uid=5K", NULL};
+                          "--set", "max-scratch-bytes-per-uid=2560", NULL};
     h_daemon d;
     if (!CHECK(h_daemon_start(&d, args, NULL) == 0))
         return;
@@ -106,13 +107,15 @@ static void limits_case(void)
         CHECK_CONTAINS(msg, "limit of 3");
 
         /* programs and scratch */
-        uint64_t p1 = q_define(&c, b1, "p1", 2, code, sizeof code, msg, sizeof msg);
-        uint64_t p2 = q_define(&c2, b2, "p2", 2, code, sizeof code, msg, sizeof msg);
+        uint64_t p1 = q_define_b(&c, b1, "p1", 2, 64, code, sizeof code, msg, sizeof msg);
+        uint64_t p2 = q_define_b(&c2, b2, "p2", 1, 64, code, sizeof code, msg, sizeof msg);
         CHECK(p1 && p2);
-        q_define(&c, b1, "p3", 2, code, sizeof code, msg, sizeof msg);
+        q_define_b(&c, b1, "p3", 1, 64, code, sizeof code, msg, sizeof msg);
         CHECK_STR(code, "EDQUOT");
         CHECK_CONTAINS(msg, "max-scratch-bytes-per-uid");
-        uint64_t p3 = q_define(&c, b1, "p3", 1, code, sizeof code, msg, sizeof msg);
+        CHECK_CONTAINS(msg, "2048 held + 1024 more");
+        /* two branches and four buckets still hold one 256-byte arena */
+        uint64_t p3 = q_define(&c, b1, "p3", 2, code, sizeof code, msg, sizeof msg);
         CHECKF(p3 != 0, "a smaller program still fits (%s)", msg);
         q_define(&c, b1, "p4", 1, code, sizeof code, msg, sizeof msg);
         CHECK_STR(code, "EDQUOT");

@@ -65,9 +65,11 @@ static inline uint64_t q_register(h_conn *c, const char *shm, uint64_t off, uint
 }
 
 /* program.define: y = copy(s), s = copy(x), x/y in buffer bid ([batch, 4]
- * f32 at 0 and 4096), s scratch; buckets 1,2,4,8; nbr branches. */
-static inline uint64_t q_define(h_conn *c, uint64_t bid, const char *name, int nbr, char *code,
-                                size_t clen, char *msg, size_t mlen)
+ * f32 at 0 and 4096), s scratch; buckets 1, 2, 4 .. top (a power of two up
+ * to 256: the program's scratch arena is top x 16 bytes, at least 256);
+ * nbr branches. */
+static inline uint64_t q_define_b(h_conn *c, uint64_t bid, const char *name, int nbr, int top,
+                                  char *code, size_t clen, char *msg, size_t mlen)
 {
     mp p;
     mp_init(&p);
@@ -75,8 +77,11 @@ static inline uint64_t q_define(h_conn *c, uint64_t bid, const char *name, int n
     q_str(&p.pk, "name");
     q_str(&p.pk, name);
     q_str(&p.pk, "buckets");
-    msgpack_pack_array(&p.pk, 4);
-    for (int b = 1; b <= 8; b *= 2)
+    int nb = 0;
+    for (int b = 1; b <= top; b *= 2)
+        nb++;
+    msgpack_pack_array(&p.pk, (size_t)nb);
+    for (int b = 1; b <= top; b *= 2)
         msgpack_pack_int(&p.pk, b);
     q_str(&p.pk, "tensors");
     msgpack_pack_map(&p.pk, 3);
@@ -133,6 +138,13 @@ static inline uint64_t q_define(h_conn *c, uint64_t bid, const char *name, int n
     }
     mp_free(&p);
     return id;
+}
+
+/* The same with buckets 1, 2, 4, 8 (a 256-byte arena). */
+static inline uint64_t q_define(h_conn *c, uint64_t bid, const char *name, int nbr, char *code,
+                                size_t clen, char *msg, size_t mlen)
+{
+    return q_define_b(c, bid, name, nbr, 8, code, clen, msg, mlen);
 }
 
 /* program.prepare of every branch and bucket: the graphs captured. */

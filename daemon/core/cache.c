@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/types.h>
 
+#include "core/arena.h"
 #include "core/exec.h"
 #include "base/log.h"
 #include "core/program.h"
@@ -28,7 +29,9 @@ struct gg_cache {
     gg_parked *parked;       /* list */
     gg_list lru;             /* every entry, least recently used first */
     unsigned ready;          /* entries holding a graph */
-    size_t bytes;            /* their scratch + graph footprint */
+    size_t bytes;            /* their graph footprints + the arenas' bytes */
+    unsigned arenas;         /* scratch arenas allocated (programs' and parked) */
+    size_t arena_bytes;
 };
 
 int gg_cache_new(gg_core *core, gg_cache **out)
@@ -56,6 +59,7 @@ void gg_cache_free(gg_cache *c)
                 free(e);
             }
         c->parked = pk->next;
+        gg_arena_unref(c->core, pk->arena);
         free(pk->sig);
         free(pk->entries);
         free(pk);
@@ -76,6 +80,16 @@ unsigned gg_cache_capacity(const gg_cache *c)
 size_t gg_cache_bytes(const gg_cache *c)
 {
     return c->bytes;
+}
+
+unsigned gg_cache_arenas(const gg_cache *c)
+{
+    return c ? c->arenas : 0;
+}
+
+size_t gg_cache_arena_bytes(const gg_cache *c)
+{
+    return c ? c->arena_bytes : 0;
 }
 
 int gg_cache_get(gg_cache *c, gg_program *p, int branch, int bi, gg_cache_entry **out)
@@ -101,18 +115,17 @@ int gg_cache_get(gg_cache *c, gg_program *p, int branch, int bi, gg_cache_entry 
     return 0;
 }
 
-/* Give the graph back; the entry stays with its figures. */
+/* Give the graph back; the entry stays with its figures (and its program
+ * with its arena). */
 static void cache_empty(gg_cache *c, gg_cache_entry *e)
 {
     if (e->state == GG_ENTRY_READY) {
         c->ready--;
         c->bytes -= e->footprint;
     }
-    if (e->exec || e->scratch)
-        gg_exec_release_graph(c->core->exec, e->exec, e->scratch);
+    if (e->exec)
+        gg_exec_release_graph(c->core->exec, e->exec, NULL);
     e->exec = NULL;
-    e->scratch = NULL;
-    e->scratch_bytes = 0;
     e->footprint = 0;
     e->updates = 0;
     if (e->state == GG_ENTRY_READY)
@@ -226,7 +239,6 @@ void gg_cache_fail(gg_cache *c, gg_cache_entry *e, const char *reason)
         c->ready--;
         c->bytes -= e->footprint;
     }
-    /* the scratch stays: eager runs of this entry use it */
     if (e->exec)
         gg_exec_release_graph(c->core->exec, e->exec, NULL);
     e->exec = NULL;
@@ -255,6 +267,22 @@ void gg_cache_retry(gg_cache *c, gg_cache_entry *e)
     }
 }
 
+void gg_cache_arena_added(gg_cache *c, const gg_arena *a)
+{
+    c->arenas++;
+    c->arena_bytes += a->bytes;
+    c->bytes += a->bytes;
+    cache_make_room(c, 0, 0);
+}
+
+void gg_cache_arena_gone(gg_cache *c, const gg_arena *a)
+{
+    c->arenas--;
+    c->arena_bytes -= a->bytes;
+    c->bytes -= a->bytes;
+    gg_exec_release_graph(c->core->exec, NULL, a->base);
+}
+
 static void cache_parked_free(gg_cache *c, gg_parked *pk)
 {
     for (gg_parked **pp = &c->parked; *pp; pp = &(*pp)->next)
@@ -262,6 +290,7 @@ static void cache_parked_free(gg_cache *c, gg_parked *pk)
             *pp = pk->next;
             break;
         }
+    gg_arena_unref(c->core, pk->arena);
     free(pk->sig);
     free(pk->entries);
     free(pk);
@@ -285,6 +314,8 @@ void gg_cache_parked_usage(const gg_cache *c, uid_t uid, uint64_t *graphs, uint6
     for (const gg_parked *pk = c->parked; pk; pk = pk->next) {
         if (pk->uid != uid)
             continue;
+        if (pk->arena && pk->arena->base)
+            *bytes += pk->arena->bytes;
         for (int i = 0; i < pk->nslots; i++)
             if (pk->entries[i]) {
                 (*graphs)++;
@@ -299,6 +330,9 @@ void gg_cache_park(gg_cache *c, gg_program *p, uid_t uid)
     const gg_config *cfg = c->core->cfg;
     uint64_t held, held_bytes;
     gg_cache_parked_usage(c, uid, &held, &held_bytes);
+    /* the arena goes with the graphs, counted once */
+    if (p->arena && p->arena->base)
+        held_bytes += p->arena->bytes;
     for (int i = 0; i < n; i++) {
         gg_cache_entry *e = p->entries[i];
         if (e && (e->state != GG_ENTRY_READY || e->pins)) {
@@ -340,6 +374,11 @@ void gg_cache_park(gg_cache *c, gg_program *p, uid_t uid)
     pk->live = ready;
     pk->entries = p->entries;   /* the program gives its slot array away */
     p->entries = NULL;
+    /* Nothing of p is in flight (its pins are 0), so the graphs' scratch
+     * is the record's alone until a program adopts it. */
+    pk->arena = p->arena;
+    if (pk->arena)
+        gg_arena_ref(pk->arena);
     for (int i = 0; i < n; i++)
         if (pk->entries[i]) {
             pk->entries[i]->prog = NULL;
@@ -376,6 +415,15 @@ int gg_cache_adopt(gg_cache *c, gg_program *p, uid_t uid)
          * next use has captured again and updated it in place. */
         e->gen = UINT64_MAX;
         n++;
+    }
+    /* The graphs point into the record's arena, the same size as p's (the
+     * structures are equal): p takes it, and its own (never allocated:
+     * p has run nothing yet) goes. */
+    if (pk->arena) {
+        gg_arena *fresh = p->arena;
+        p->arena = pk->arena;
+        pk->arena = NULL;
+        gg_arena_unref(c->core, fresh);
     }
     pk->live = 0;
     cache_parked_free(c, pk);

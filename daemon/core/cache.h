@@ -1,6 +1,7 @@
 /* The graph cache, keyed by (program, branch, bucket): instantiated graphs
- * and their per-bucket scratch, in LRU order with idle eviction.  Entries in
- * use by a job are pinned and never evicted. */
+ * in LRU order with idle eviction.  Entries in use by a job are pinned and
+ * never evicted.  Their scratch is their program's arena (core/arena.h),
+ * counted here once per program. */
 #ifndef GG_CACHE_H
 #define GG_CACHE_H
 
@@ -12,6 +13,7 @@
 #include "core/session.h"
 
 struct gg_core;
+struct gg_arena;
 struct gg_program;
 
 typedef enum { GG_ENTRY_EMPTY = 0, GG_ENTRY_READY, GG_ENTRY_FAILED } gg_entry_state;
@@ -32,9 +34,7 @@ typedef struct gg_cache_entry {
     gg_list lru_link;
     gg_entry_state state;
     gg_dev_exec *exec;
-    uint8_t *scratch;
-    size_t scratch_bytes;
-    size_t footprint;
+    size_t footprint;               /* the instantiated graph's own bytes */
     int pins;
     bool evict_deferred;            /* an operator's evict waits for the last unpin */
     unsigned updates;               /* exec updates since instantiate */
@@ -61,9 +61,11 @@ typedef struct gg_parked {
     int nslots;
     int live;                       /* entries still held */
     gg_cache_entry **entries;       /* [branch * nbuckets + bucket index] */
+    struct gg_arena *arena;         /* the program's scratch, which the graphs point into */
 } gg_parked;
 
-/* Parked graphs of uid and their bytes (footprints), for its quota. */
+/* Parked graphs of uid and their bytes (footprints, and each record's
+ * scratch arena once), for its quota. */
 void gg_cache_parked_usage(const gg_cache *c, uid_t uid, uint64_t *graphs, uint64_t *bytes);
 /* Session end: move p's READY graphs into a parked record (or drop them);
  * those past uid's max-parked-graphs-per-uid / max-parked-bytes-per-uid
@@ -82,12 +84,19 @@ void gg_cache_pin(gg_cache *c, gg_cache_entry *e);
 void gg_cache_unpin(gg_cache *c, gg_cache_entry *e);
 /* Mark READY after a capture; may evict others past the capacity. */
 void gg_cache_ready(gg_cache *c, gg_cache_entry *e);
-/* The entry's graph failed: drop it, keep the scratch, run eager from now. */
+/* The entry's graph failed: drop it, run eager from now. */
 void gg_cache_fail(gg_cache *c, gg_cache_entry *e, const char *reason);
 /* A READY entry's graph is being replaced: take it out of the accounting. */
 void gg_cache_unready(gg_cache *c, gg_cache_entry *e);
 /* program.prepare: give a FAILED entry another capture. */
 void gg_cache_retry(gg_cache *c, gg_cache_entry *e);
+/* A program's scratch arena was allocated / is going (core/arena.c): its
+ * bytes count against the VRAM cap once, however many graphs use it. */
+void gg_cache_arena_added(gg_cache *c, const struct gg_arena *a);
+void gg_cache_arena_gone(gg_cache *c, const struct gg_arena *a);
+/* Scratch arenas allocated now, and their bytes. */
+unsigned gg_cache_arenas(const gg_cache *c);
+size_t gg_cache_arena_bytes(const gg_cache *c);
 /* Release a graph and scratch on an executor thread (exec.c). */
 struct gg_exec;
 void gg_exec_release_graph(struct gg_exec *x, gg_dev_exec *g, uint8_t *scratch);

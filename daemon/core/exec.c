@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "core/arena.h"
 #include "core/core.h"
 
 typedef struct {
@@ -153,14 +154,27 @@ void gg_exec_queue(gg_core *core, gg_job *j)
 static void exec_apply(gg_exec *x, gg_job *j, gg_cache_entry *e, gg_job_result *r);
 static void exec_start_next(gg_exec *x, gg_job *j, bool on_worker);
 
+/* Core lock held: what j's worker found out goes into the program's arena
+ * and the cache (once per job), before the session's next job starts. */
+static void exec_apply_job(gg_exec *x, gg_job *j)
+{
+    if (j->applied)
+        return;
+    if (j->arena_new) {
+        gg_arena_attach(x->core, j->prog->arena, j->arena_new);
+        j->arena_new = NULL;
+    }
+    for (int i = 0; i < j->nentries; i++)
+        exec_apply(x, j, j->entries[i], &j->results[i]);
+    j->applied = true;
+}
+
 /* Core lock held (a worker, or the loop after its own launch): j's work is
  * on the stream.  Its findings go into the cache now, so the session's next
  * job, started here, already sees the graph this one captured. */
 static void exec_enqueued_locked(gg_exec *x, gg_job *j, bool on_worker)
 {
-    for (int i = 0; i < j->nentries; i++)
-        exec_apply(x, j, j->entries[i], &j->results[i]);
-    j->applied = true;
+    exec_apply_job(x, j);
     exec_start_next(x, j, on_worker);
 }
 
@@ -505,7 +519,6 @@ void gg_exec_cancel_session(gg_exec *x, gg_session *s)
 static void exec_apply(gg_exec *x, gg_job *j, gg_cache_entry *e, gg_job_result *r)
 {
     gg_core *core = x->core;
-    e->scratch = r->scratch;
     if (r->warmed)
         e->warm_sess = j->sess->id;
     if (r->captured && r->updated) {
@@ -625,11 +638,7 @@ static void exec_finish(gg_exec *x, gg_job *j)
 
     if (j->rc == -ENODEV)
         gg_core_device_lost(core, j->reason);
-    if (!j->applied) {
-        for (int i = 0; i < j->nentries; i++)
-            exec_apply(x, j, j->entries[i], &j->results[i]);
-        j->applied = true;
-    }
+    exec_apply_job(x, j);
     if (j->kind == GG_JOB_REPLAY && j->rc == 0) {
         gg_cache_entry *e = j->nentries ? j->entries[0] : NULL;
         s->replays++;
@@ -696,7 +705,7 @@ void gg_exec_hit(gg_core *core, gg_job *j)
      * session's jobs, socket replays and fast-path hits queue behind a
      * running job, as they would behind a worker's. */
     s->running = j;
-    j->results[0].scratch = e->scratch;
+    j->scratch = j->prog->arena->base;   /* a ready graph's program has it allocated */
     j->results[0].exec = e->exec;
     /* every completion, error or not, waits for this thread's enqueued
      * news below (no other thread knows j yet: no lock needed) */

@@ -30,7 +30,6 @@ typedef struct gg_job_result {
     bool validated;
     bool validation_failed;
     gg_dev_exec *exec;
-    uint8_t *scratch;
     size_t footprint;
     char reason[160];
 } gg_job_result;
@@ -93,7 +92,10 @@ typedef struct gg_job {
     gg_job_result one_result;       /* storage for results when there is one */
     uint64_t t_start_us, t_done_us;
     uint64_t t_new_us;              /* made (the request taken): the round trip's start */
-    uint8_t *tmp_scratch;           /* eager runs beyond the buckets */
+    uint8_t *scratch;               /* what its runs use: the program's arena, or tmp_scratch */
+    uint8_t *arena_new;             /* the arena's memory, allocated by this job (the worker):
+                                     * recorded in the arena when its findings are applied */
+    uint8_t *tmp_scratch;           /* eager runs beyond the buckets that the arena cannot hold */
     struct gg_job *done_next;       /* also the executor's free list of jobs */
     struct gg_job *enq_next;
     /* under the executor's lock: notify() is called before the enqueued

@@ -13,6 +13,7 @@
 
 #include "core/exec.h"
 #include "base/log.h"
+#include "core/arena.h"
 #include "core/core.h"
 
 static int exec_fault(const gg_core *core, unsigned step, gg_job_result *r, const char *name)
@@ -93,17 +94,10 @@ static int exec_capture(gg_core *core, gg_job *j, gg_cache_entry *e, gg_dev_stre
     int rc;
     char why[160] = "";
 
-    if (!r->scratch) {
-        size_t sb = gg_program_scratch_bytes(p, e->bucket);
-        if (sb && (rc = dev->ops->scratch_alloc(dev, sb, (void **)&r->scratch)) < 0) {
-            snprintf(r->reason, sizeof(r->reason), "scratch allocation of %zu bytes failed", sb);
-            return rc;
-        }
-    }
     if ((rc = exec_fault(core, GG_FAULT_CAPTURE, r, "capture")) < 0)
         return rc;
     if (e->warm_sess != j->sess->id) {
-        if ((rc = exec_warmup(core, j, e, s, r->scratch)) < 0) {
+        if ((rc = exec_warmup(core, j, e, s, j->scratch)) < 0) {
             snprintf(r->reason, sizeof(r->reason), "warm-up before capture failed: %s",
                      dev->ops->last_error(dev));
             return rc;
@@ -114,7 +108,7 @@ static int exec_capture(gg_core *core, gg_job *j, gg_cache_entry *e, gg_dev_stre
         snprintf(r->reason, sizeof(r->reason), "capture failed: %s", dev->ops->last_error(dev));
         return rc;
     }
-    rc = exec_launch_nodes(core, s, p, br, e->bucket, r->scratch, why, sizeof(why));
+    rc = exec_launch_nodes(core, s, p, br, e->bucket, j->scratch, why, sizeof(why));
     gg_dev_graph *g = NULL;
     int rc2 = dev->ops->capture_end(dev, s, &g);
     if (rc < 0 || rc2 < 0) {
@@ -152,7 +146,7 @@ static int exec_capture(gg_core *core, gg_job *j, gg_cache_entry *e, gg_dev_stre
         r->replaced = e->exec;
     r->exec = nx;
     r->captured = true;
-    r->footprint = gg_program_scratch_bytes(p, e->bucket) + dev->ops->exec_footprint(dev, r->exec);
+    r->footprint = dev->ops->exec_footprint(dev, r->exec);   /* the scratch is the arena's */
     return 0;
 }
 
@@ -252,7 +246,7 @@ static int exec_validate(gg_core *core, gg_job *j, gg_cache_entry *e, gg_dev_str
         off += b;
     }
     if (rc == 0)
-        rc = gg_exec_write_batch(core, s, p, j->rows, r->scratch, j->batch);
+        rc = gg_exec_write_batch(core, s, p, j->rows, j->scratch, j->batch);
     if (rc == 0)
         rc = dev->ops->graph_launch(dev, r->exec, s);
     if (rc == 0)
@@ -273,8 +267,10 @@ static int exec_validate(gg_core *core, gg_job *j, gg_cache_entry *e, gg_dev_str
         rc = dev->ops->memcpy_h2d(dev, ptr, snap + off, b);
         off += b;
     }
+    /* the same arena as the graph's run, which has ended (synchronised):
+     * the eager run writes each scratch tensor before reading it */
     if (rc == 0)
-        rc = exec_launch_nodes(core, s, p, br, j->rows, r->scratch, why, sizeof(why));
+        rc = exec_launch_nodes(core, s, p, br, j->rows, j->scratch, why, sizeof(why));
     if (rc == 0)
         rc = dev->ops->stream_sync(dev, s);
     off = 0;
@@ -376,6 +372,52 @@ bool gg_exec_should_validate(const gg_core *core, const gg_cache_entry *e)
 }
 
 
+/* Where j's runs keep their scratch tensors (j->scratch).  A bucketed run
+ * (and a prepare) uses the program's arena, allocated here by the first job
+ * that needs it: the session's jobs run one at a time, and an earlier job's
+ * allocation was recorded in the arena (under the core lock) before this
+ * one started, so a->base is read here without the lock.  A run above the
+ * largest bucket uses the arena when it has room for it, else memory of its
+ * own for the job's lifetime. */
+static int exec_scratch(gg_core *core, gg_job *j, char *why, size_t whylen)
+{
+    gg_device *dev = core->dev;
+    gg_arena *a = j->prog ? j->prog->arena : NULL;
+    int rc;
+    if (!a)
+        return 0;
+    if (j->kind == GG_JOB_REPLAY && !j->nentries) {
+        size_t need = gg_program_scratch_bytes(j->prog, j->rows);
+        if (!need)
+            return 0;
+        if (a->base && need <= a->bytes) {
+            j->scratch = a->base;
+            return 0;
+        }
+        if ((rc = dev->ops->scratch_alloc(dev, need, (void **)&j->tmp_scratch)) < 0) {
+            snprintf(why, whylen, "scratch allocation of %zu bytes (batch %d) failed: %s", need,
+                     j->rows, dev->ops->last_error(dev));
+            return rc;
+        }
+        j->scratch = j->tmp_scratch;
+        return 0;
+    }
+    if (!a->bytes)
+        return 0;
+    if (!a->base) {
+        if ((rc = dev->ops->scratch_alloc(dev, a->bytes, (void **)&j->arena_new)) < 0) {
+            snprintf(why, whylen, "scratch allocation of %zu bytes (the program's arena, "
+                     "sized for bucket %d) failed: %s", a->bytes, a->rows,
+                     dev->ops->last_error(dev));
+            return rc;
+        }
+        j->scratch = j->arena_new;
+        return 0;
+    }
+    j->scratch = a->base;
+    return 0;
+}
+
 void gg_exec_run(gg_core *core, gg_job *j)
 {
     gg_device *dev = core->dev;
@@ -404,14 +446,20 @@ void gg_exec_run(gg_core *core, gg_job *j)
         gg_exec_job_done(j, rc);
         return;
     }
+    rc = exec_scratch(core, j, why, sizeof(why));
     if (j->kind == GG_JOB_PREPARE) {
         for (int i = 0; i < j->nentries; i++) {
             gg_cache_entry *e = j->entries[i];
             gg_job_result *r = &res[i];
-            r->scratch = e->scratch;
             if (e->state == GG_ENTRY_READY && e->gen == j->gen)
                 continue;
-            if ((r->rc = exec_capture(core, j, e, s, r)) < 0)
+            if (rc < 0) {
+                r->rc = rc;
+                snprintf(r->reason, sizeof(r->reason), "%s", why);
+            } else {
+                r->rc = exec_capture(core, j, e, s, r);
+            }
+            if (r->rc < 0)
                 r->failed = true;
         }
         gg_exec_job_done(j, 0);
@@ -421,7 +469,12 @@ void gg_exec_run(gg_core *core, gg_job *j)
     const gg_branch *br = &j->prog->branches[j->branch];
     gg_cache_entry *e = j->nentries ? j->entries[0] : NULL;
     gg_job_result *r = &res[0];
-    uint8_t *scratch = NULL;
+    if (rc < 0) {
+        j->rc = rc;
+        snprintf(j->reason, sizeof(j->reason), "%s", why);
+        gg_exec_job_done(j, rc);
+        return;
+    }
     /* The client's event orders its writes of the inputs before our reads,
      * on the device, with no host round trip. */
     if (j->wait_ev && (rc = dev->ops->stream_wait_event(dev, s, j->wait_ev->dev)) < 0) {
@@ -432,10 +485,8 @@ void gg_exec_run(gg_core *core, gg_job *j)
         return;
     }
     bool try_graph = e && core->cfg->graphs_enabled && e->state != GG_ENTRY_FAILED;
-    if (e) {
-        r->scratch = e->scratch;
+    if (e)
         r->exec = e->exec;
-    }
     bool stale = e && e->state == GG_ENTRY_READY && e->gen != j->gen;
     if (try_graph && (e->state == GG_ENTRY_EMPTY || stale) && exec_capture(core, j, e, s, r) < 0)
         r->failed = true;
@@ -456,7 +507,7 @@ void gg_exec_run(gg_core *core, gg_job *j)
             r->failed = true;
         } else {
             j->t_start_us = gg_now_us();   /* device time excludes the capture */
-            rc = gg_exec_write_batch(core, s, j->prog, j->rows, r->scratch, j->batch);
+            rc = gg_exec_write_batch(core, s, j->prog, j->rows, j->scratch, j->batch);
             if (rc == 0)
                 rc = dev->ops->graph_launch(dev, r->exec, s);
             /* A lost device ends the daemon; a fault in a client's own
@@ -479,23 +530,10 @@ void gg_exec_run(gg_core *core, gg_job *j)
         /* eager: the same nodes, one launch each */
         rc = 0;
         j->fallback = e && (r->failed || e->state == GG_ENTRY_FAILED) && core->cfg->graphs_enabled;
-        if (e) {
-            scratch = r->scratch;
-            if (!scratch && gg_program_scratch_bytes(j->prog, j->rows)) {
-                rc = dev->ops->scratch_alloc(dev, gg_program_scratch_bytes(j->prog, j->rows),
-                                             (void **)&r->scratch);
-                scratch = r->scratch;
-            }
-        } else if (gg_program_scratch_bytes(j->prog, j->rows)) {
-            rc = dev->ops->scratch_alloc(dev, gg_program_scratch_bytes(j->prog, j->rows),
-                                         (void **)&j->tmp_scratch);
-            scratch = j->tmp_scratch;
-        }
         j->t_start_us = gg_now_us();   /* device time excludes capture and allocation */
+        rc = gg_exec_write_batch(core, s, j->prog, j->rows, j->scratch, j->batch);
         if (rc == 0)
-            rc = gg_exec_write_batch(core, s, j->prog, j->rows, scratch, j->batch);
-        if (rc == 0)
-            rc = exec_launch_nodes(core, s, j->prog, br, j->rows, scratch, why, sizeof(why));
+            rc = exec_launch_nodes(core, s, j->prog, br, j->rows, j->scratch, why, sizeof(why));
         if (rc < 0) {
             j->rc = rc;
             snprintf(j->reason, sizeof(j->reason), "eager launch failed: %s", why[0] ? why : strerror(-rc));
@@ -518,7 +556,7 @@ int gg_exec_run_hit(gg_core *core, gg_job *j, gg_dev_stream *s)
     if (j->wait_ev && dev->ops->stream_wait_event(dev, s, j->wait_ev->dev) < 0)
         return GG_HIT_NOT_RUN;
     j->t_start_us = gg_now_us();
-    if (gg_exec_write_batch(core, s, j->prog, j->rows, j->results[0].scratch, j->batch) < 0)
+    if (gg_exec_write_batch(core, s, j->prog, j->rows, j->scratch, j->batch) < 0)
         return GG_HIT_NOT_RUN;
     rc = dev->ops->graph_launch(dev, j->results[0].exec, s);
     if (rc == -ENODEV || rc == -EFAULT) {

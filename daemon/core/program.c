@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/arena.h"
 #include "core/cache.h"
 #include "base/log.h"
 #include "core/core.h"
@@ -41,6 +42,7 @@ static void program_free(gg_program *p)
                 gg_cache_drop(core->cache, p->entries[i]);
         free(p->entries);
     }
+    gg_arena_unref(core, p->arena);
     for (int i = 0; i < p->ntensors; i++)
         if (p->tensors[i].buf)
             p->tensors[i].buf->users--;
@@ -852,6 +854,13 @@ int gg_program_define(gg_core *core, gg_session *s, const msgpack_object *params
         goto fail;
     }
     if (prog_signature(p) < 0) {
+        rc = proto_fail(e, -ENOMEM, "out of memory");
+        goto fail;
+    }
+    /* One arena, sized for the largest bucket: a run at a smaller bucket
+     * lays its scratch tensors out in fewer bytes (the layout only grows
+     * with rows, prog_scratch_offset). */
+    if (!(p->arena = gg_arena_new(gg_program_scratch_bytes(p, top), top))) {
         rc = proto_fail(e, -ENOMEM, "out of memory");
         goto fail;
     }

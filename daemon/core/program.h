@@ -19,7 +19,7 @@
 
 typedef struct {
     char name[64];
-    gg_buffer *buf;          /* NULL: scratch (daemon-owned, per bucket) */
+    gg_buffer *buf;          /* NULL: scratch (daemon-owned, in the program's arena) */
     uint64_t offset;         /* into buf */
     gg_tensor_desc desc;     /* the batch dim holds 1 here */
     int batch_dim;           /* -1: none */
@@ -41,6 +41,7 @@ typedef struct {
 } gg_branch;
 
 struct gg_cache_entry;
+struct gg_arena;
 
 typedef struct gg_program {
     uint64_t id;
@@ -63,6 +64,7 @@ typedef struct gg_program {
     uint8_t *sig;                       /* structure, without buffers (parking) */
     size_t siglen;
     int warm;                           /* graphs adopted at define */
+    struct gg_arena *arena;             /* scratch of every run (core/arena.h) */
     uint64_t scratch_quota;             /* counted against its uid (core/quota.h) */
     bool batch_word;                    /* a node reads the real batch (op->wants_batch):
                                          * an i32 at the end of each run's scratch */

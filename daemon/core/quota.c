@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/arena.h"
 #include "core/buffer.h"
 #include "core/cache.h"
 #include "core/core.h"
@@ -28,13 +29,7 @@ uint64_t gg_quota_mapped(uint64_t offset, uint64_t size)
 
 uint64_t gg_quota_scratch(const gg_program *p)
 {
-    uint64_t sum = 0;
-    for (int b = 0; b < p->nbuckets; b++)
-        sum = quota_add(sum, gg_program_scratch_bytes(p, p->buckets[b]));
-    uint64_t total = 0;
-    for (int i = 0; i < p->nbranches; i++)
-        total = quota_add(total, sum);
-    return total;
+    return p->arena ? p->arena->bytes : 0;
 }
 
 void gg_quota_usage(gg_core *core, uid_t uid, gg_quota_use *out)
@@ -99,11 +94,11 @@ int gg_quota_program(gg_core *core, uid_t uid, const gg_program *p, proto_errbuf
                              "max-programs-per-uid", "release some programs first");
     if (cfg->quota_scratch_bytes && quota_add(u.scratch_bytes, p->scratch_quota) >
                                         cfg->quota_scratch_bytes)
-        return gg_quota_fail(e, uid, "scratch bytes (each program: its scratch at every bucket, "
-                             "for every branch)", u.scratch_bytes, p->scratch_quota,
+        return gg_quota_fail(e, uid, "scratch bytes (each program: one arena, its scratch at its "
+                             "largest bucket)", u.scratch_bytes, p->scratch_quota,
                              cfg->quota_scratch_bytes, "max-scratch-bytes-per-uid",
-                             "release some programs, or define this one with fewer or smaller "
-                             "buckets");
+                             "release some programs, or define this one with a smaller largest "
+                             "bucket");
     return 0;
 }
 

@@ -36,8 +36,8 @@ int gg_quota_buffer(struct gg_core *core, uid_t uid, uint64_t offset, uint64_t s
  * its scratch (gg_quota_scratch). */
 int gg_quota_program(struct gg_core *core, uid_t uid, const struct gg_program *p,
                      proto_errbuf *e);
-/* The scratch a program's graphs can hold at once: one run's scratch at
- * each bucket, for each branch (every cache entry keeps its own). */
+/* The scratch a program holds: its one arena, sized for its largest
+ * bucket and shared by every branch and bucket (core/arena.h). */
 uint64_t gg_quota_scratch(const struct gg_program *p);
 /* fastpath.open: `open` regions of uid are open now. */
 int gg_quota_regions(struct gg_core *core, uid_t uid, uint64_t open, proto_errbuf *e);

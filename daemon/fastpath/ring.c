@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "core/arena.h"
 #include "core/replay.h"
 #include "fp_internal.h"
 
@@ -259,7 +260,7 @@ static int fp_hit_launch(gg_fp_slot *sl, gg_dev_stream *st, gg_dev_exec *x)
         return rc;
     sl->t_launch_us = gg_fp_now_us();
     /* the real batch, for the nodes that skip padding rows (cache_write) */
-    if ((rc = gg_exec_write_batch(r->core, st, sl->prog, sl->entry->bucket, sl->entry->scratch,
+    if ((rc = gg_exec_write_batch(r->core, st, sl->prog, sl->entry->bucket, sl->prog->arena->base,
                                   (int)sl->batch)) < 0)
         return rc;
     if ((rc = dev->ops->graph_launch(dev, x, st)) < 0)

@@ -38,11 +38,6 @@ int gg_method_metrics(gg_call *c)
         c->rpc->devinfo_ms = now;
     }
     const gg_stats *st = &core->stats;
-    size_t scratch = 0;
-    for (const gg_cache_entry *e = gg_cache_next(core->cache, NULL); e;
-         e = gg_cache_next(core->cache, e))
-        if (e->scratch && e->prog)
-            scratch += gg_program_scratch_bytes(e->prog, e->bucket);
 
     gg_metrics_buf b = {0};
     gg_metrics_head(&b, "gfxgraph_info", "gauge", "The daemon's version and backend (always 1).");
@@ -97,11 +92,13 @@ int gg_method_metrics(gg_call *c)
     metrics_one(&b, "gfxgraph_cache_capacity", "gauge", "Graphs the cache may hold.",
                 (double)gg_cache_capacity(core->cache));
     metrics_one(&b, "gfxgraph_cache_bytes", "gauge",
-                "Device bytes the cached graphs hold (their scratch and graph footprint).",
+                "Device bytes charged to the VRAM cap: the cached graphs' footprints and "
+                "the scratch arenas.",
                 (double)gg_cache_bytes(core->cache));
     metrics_one(&b, "gfxgraph_scratch_bytes", "gauge",
-                "Scratch bytes allocated for the cache entries of live programs.",
-                (double)scratch);
+                "Scratch bytes allocated: one arena per program (sized for its largest "
+                "bucket), live or parked.",
+                (double)gg_cache_arena_bytes(core->cache));
     metrics_one(&b, "gfxgraph_vram_total_bytes", "gauge", "Device memory in all.",
                 (double)core->devinfo.mem_total);
     metrics_one(&b, "gfxgraph_vram_free_bytes", "gauge",
