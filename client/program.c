@@ -161,7 +161,9 @@ typedef struct {
 } def_attr;
 
 typedef struct {
-    char *op;
+    char *op;           /* "call": callee and callee_branch, no operands */
+    uint64_t callee;
+    int callee_branch;
     int branch;
     int nin, nout;
     char **names;       /* nin inputs then nout outputs */
@@ -377,6 +379,28 @@ int gg_program_def_node(gg_program_def *d, const char *op, int nin, const char *
     return 0;
 }
 
+int gg_program_def_call(gg_program_def *d, uint64_t program, int branch)
+{
+    if (!d)
+        return -EINVAL;
+    if (d->rc)
+        return d->rc;
+    if (branch < 0)
+        return def_fail(d, -EINVAL, "node %d (call): branch %d; branches are >= 0", d->nnodes,
+                        branch);
+    if (!def_grow((void **)&d->nodes, &d->capnodes, d->nnodes + 1, sizeof(def_node)))
+        return def_fail(d, -ENOMEM, "out of memory");
+    def_node *n = &d->nodes[d->nnodes];
+    memset(n, 0, sizeof *n);
+    if (!(n->op = strdup("call")))
+        return def_fail(d, -ENOMEM, "out of memory");
+    n->callee = program;
+    n->callee_branch = branch;
+    n->branch = d->branch;
+    d->nnodes++;
+    return 0;
+}
+
 /* Split "a, b,c" into at most max trimmed names in buf (modified). */
 static int def_split(char *buf, const char **names, int max)
 {
@@ -430,6 +454,8 @@ static int def_add_attr(gg_program_def *d, const char *key, const char *s, doubl
     if (d->nnodes == 0 || d->nodes[d->nnodes - 1].branch != d->branch)
         return def_fail(d, -EINVAL, "attribute '%s' given before any node", key ? key : "");
     def_node *n = &d->nodes[d->nnodes - 1];
+    if (!n->names)
+        return def_fail(d, -EINVAL, "node %d (call): a call takes no attributes", d->nnodes - 1);
     if (!key || !*key)
         return def_fail(d, -EINVAL, "node %d (%s): an attribute needs a name", d->nnodes - 1,
                         n->op);
@@ -528,6 +554,13 @@ static void def_pack_tensor(msgpack_packer *pk, const def_tensor *t)
 
 static void def_pack_node(msgpack_packer *pk, const def_node *n)
 {
+    if (!n->names) {                /* a call */
+        msgpack_pack_map(pk, 3);
+        proto_pack_kv_str(pk, "op", n->op);
+        proto_pack_kv_u64(pk, "program", n->callee);
+        proto_pack_kv_i64(pk, "branch", n->callee_branch);
+        return;
+    }
     msgpack_pack_map(pk, n->nattrs ? 4 : 3);
     proto_pack_kv_str(pk, "op", n->op);
     proto_pack_key(pk, "inputs");

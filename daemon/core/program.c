@@ -545,28 +545,150 @@ int gg_program_check_rows(const gg_program *p, int branch, int rows, proto_errbu
     return 0;
 }
 
-static int prog_nodes(gg_program *p, const msgpack_object *arr, gg_branch *br, int bi,
-                      proto_errbuf *e)
+/* ---- calls ------------------------------------------------------------- */
+
+/* A node {op: "call", program: ID, branch?: N} runs another program of the
+ * same session at the caller's bucket.  It is expanded here, at define: the
+ * callee's nodes of that branch are copied into the caller's branch, and
+ * its tensors into the caller's table (not findable by the caller's names),
+ * so the caller's graphs hold the callee's kernels and one launch runs the
+ * whole.  The callee keeps its own cache entries; the caller adds none for
+ * it.  The copy is taken as the callee is bound now: a later program.rebind
+ * of the callee changes the callee alone. */
+static bool prog_is_call(const msgpack_object *no)
+{
+    return no->type == MSGPACK_OBJECT_MAP && proto_str_eq(proto_map_get(no, "op"), "call");
+}
+
+/* The callee of call node ni, checked: this session's, same buckets,
+ * branch in range. */
+static int prog_callee(gg_core *core, gg_session *s, const gg_program *p,
+                       const msgpack_object *no, int ni, gg_program **out, int *branch,
+                       proto_errbuf *e)
+{
+    static const char *const not_call[] = {"inputs", "outputs", "attrs", NULL};
+    for (int i = 0; not_call[i]; i++)
+        if (proto_map_get(no, not_call[i]))
+            return proto_fail(e, -EINVAL, "node %d (call): a call takes 'program' and 'branch', "
+                              "not '%s': its operands are the called program's tensors", ni,
+                              not_call[i]);
+    const msgpack_object *po = proto_map_get(no, "program"), *bo = proto_map_get(no, "branch");
+    uint64_t id, b = 0;
+    if (!po || !proto_obj_u64(po, &id))
+        return proto_fail(e, -EINVAL, "node %d (call): 'program' must be a program id", ni);
+    if (bo && !proto_obj_u64(bo, &b))
+        return proto_fail(e, -EINVAL, "node %d (call): 'branch' must be a branch index", ni);
+    char sub[160] = "";
+    proto_errbuf se = {sub, sizeof(sub)};
+    int rc = gg_program_lookup(core, s, id, out, &se);
+    if (rc < 0)
+        return proto_fail(e, rc, "node %d (call): %s", ni, sub);
+    const gg_program *c = *out;
+    if (b >= (uint64_t)c->nbranches)
+        return proto_fail(e, -EINVAL, "node %d (call): program %llu ('%s') has %d branch(es); "
+                          "branch %llu does not exist", ni, (unsigned long long)id, c->name,
+                          c->nbranches, (unsigned long long)b);
+    if (c->nbuckets != p->nbuckets ||
+        memcmp(c->buckets, p->buckets, sizeof(int) * (size_t)p->nbuckets) != 0)
+        return proto_fail(e, -EINVAL, "node %d (call): program %llu ('%s') has other buckets "
+                          "than this program; a called program runs at its caller's bucket, so "
+                          "both must have the same buckets", ni, (unsigned long long)id, c->name);
+    *branch = (int)b;
+    return 0;
+}
+
+/* Tensors and nodes the calls of one node list add (a call node itself
+ * adds its callee's nodes less one). */
+static int prog_calls_count(gg_core *core, gg_session *s, const gg_program *p,
+                            const msgpack_object *arr, uint32_t *tensors, uint32_t *nodes,
+                            proto_errbuf *e)
+{
+    *nodes = 0;
+    if (arr->type != MSGPACK_OBJECT_ARRAY)
+        return 0;
+    for (uint32_t i = 0; i < arr->via.array.size; i++) {
+        const msgpack_object *no = &arr->via.array.ptr[i];
+        if (!prog_is_call(no))
+            continue;
+        gg_program *c;
+        int b, rc = prog_callee(core, s, p, no, (int)i, &c, &b, e);
+        if (rc < 0)
+            return rc;
+        *tensors += (uint32_t)c->ntensors;
+        *nodes += (uint32_t)c->branches[b].nnodes - 1;
+    }
+    return 0;
+}
+
+/* Copy callee c's tensors and branch b's nodes into p and br (room was
+ * made by prog_calls_count); marks what they write. */
+static int prog_call_expand(gg_program *p, const gg_program *c, int b, gg_branch *br,
+                            bool *written)
+{
+    int base = p->ntensors;
+    for (int t = 0; t < c->ntensors; t++) {
+        gg_ptensor *nt = &p->tensors[base + t];
+        *nt = c->tensors[t];
+        snprintf(nt->name, sizeof(nt->name), "%.31s/%.31s", c->name, c->tensors[t].name);
+        if (nt->view_of >= 0)
+            nt->view_of += base;
+        if (nt->buf)
+            nt->buf->users++;
+    }
+    p->ntensors += c->ntensors;
+    if (c->max_batch < p->max_batch)
+        p->max_batch = c->max_batch;
+    if (c->batch_word)
+        p->batch_word = true;
+    const gg_branch *cb = &c->branches[b];
+    for (int i = 0; i < cb->nnodes; i++) {
+        gg_pnode *n = &br->nodes[br->nnodes++];
+        *n = cb->nodes[i];
+        for (int k = 0; k < n->nin; k++)
+            n->in[k] += base;
+        for (int k = 0; k < n->nout; k++) {
+            n->out[k] += base;
+            written[prog_root(p, n->out[k])] = true;
+        }
+    }
+    return 0;
+}
+
+static int prog_nodes(gg_core *core, gg_session *s, gg_program *p, const msgpack_object *arr,
+                      gg_branch *br, int bi, proto_errbuf *e)
 {
     if (arr->type != MSGPACK_OBJECT_ARRAY || arr->via.array.size == 0)
         return proto_fail(e, -EINVAL, "branch %d: nodes must be a non-empty array", bi);
-    if (arr->via.array.size > GG_MAX_NODES)
-        return proto_fail(e, -EINVAL, "branch %d: at most %d nodes", bi, GG_MAX_NODES);
-    br->nnodes = (int)arr->via.array.size;
-    br->nodes = calloc((size_t)br->nnodes, sizeof(*br->nodes));
+    uint32_t ct = 0, cn = 0;
+    int rc = prog_calls_count(core, s, p, arr, &ct, &cn, e);
+    if (rc < 0)
+        return rc;
+    uint64_t total = (uint64_t)arr->via.array.size + cn;
+    if (total > GG_MAX_NODES)
+        return proto_fail(e, -EINVAL, "branch %d: at most %d nodes (calls count the nodes of "
+                          "the programs they call)", bi, GG_MAX_NODES);
+    br->nnodes = 0;
+    br->nodes = calloc((size_t)total, sizeof(*br->nodes));
     if (!br->nodes)
         return proto_fail(e, -ENOMEM, "out of memory");
-    bool *written = calloc((size_t)p->ntensors, sizeof(bool));
+    /* the tensor table has room for every branch's calls (gg_program_define) */
+    bool *written = calloc((size_t)p->ntensors + ct, sizeof(bool));
     if (!written)
         return proto_fail(e, -ENOMEM, "out of memory");
-    int rc = 0;
-    for (int ni = 0; ni < br->nnodes && rc == 0; ni++) {
+    for (int ni = 0; ni < (int)arr->via.array.size && rc == 0; ni++) {
         const msgpack_object *no = &arr->via.array.ptr[ni];
-        gg_pnode *n = &br->nodes[ni];
         if (no->type != MSGPACK_OBJECT_MAP) {
             rc = proto_fail(e, -EINVAL, "node %d must be a map {op, inputs, outputs, attrs?}", ni);
             break;
         }
+        if (prog_is_call(no)) {
+            gg_program *c;
+            int cb;
+            if ((rc = prog_callee(core, s, p, no, ni, &c, &cb, e)) == 0)
+                rc = prog_call_expand(p, c, cb, br, written);
+            continue;
+        }
+        gg_pnode *n = &br->nodes[br->nnodes++];
         char opname[32];
         const msgpack_object *opo = proto_map_get(no, "op");
         if (!opo || proto_strdup_obj(opo, opname, sizeof(opname)) < 0) {
@@ -577,6 +699,11 @@ static int prog_nodes(gg_program *p, const msgpack_object *arr, gg_branch *br, i
         if (!n->op) {
             rc = proto_fail(e, -EINVAL, "node %d: unknown op '%s' (hello lists the ops)", ni,
                             opname);
+            break;
+        }
+        if (proto_map_get(no, "program") || proto_map_get(no, "branch")) {
+            rc = proto_fail(e, -EINVAL, "node %d (%s): 'program' and 'branch' belong to a call "
+                            "node only", ni, opname);
             break;
         }
         int k = prog_operands(p, proto_map_get(no, "inputs"), n->in, n->op->nin_min,
@@ -732,7 +859,24 @@ int gg_program_define(gg_core *core, gg_session *s, const msgpack_object *params
         rc = proto_fail(e, -EINVAL, "tensors: give 1 to %d tensors", GG_MAX_TENSORS);
         goto fail;
     }
-    p->tensors = calloc(tensors->via.map.size, sizeof(*p->tensors));
+    const msgpack_object *nodes = proto_map_get(params, "nodes");
+    const msgpack_object *branches = proto_map_get(params, "branches");
+    /* calls copy their callees' tensors into this program's table */
+    uint32_t call_tensors = 0, call_nodes;
+    if (nodes && (rc = prog_calls_count(core, s, p, nodes, &call_tensors, &call_nodes, e)) < 0)
+        goto fail;
+    if (branches && branches->type == MSGPACK_OBJECT_ARRAY)
+        for (uint32_t b = 0; b < branches->via.array.size && b < GG_MAX_BRANCHES; b++)
+            if ((rc = prog_calls_count(core, s, p, &branches->via.array.ptr[b], &call_tensors,
+                                       &call_nodes, e)) < 0)
+                goto fail;
+    if (tensors->via.map.size + call_tensors > GG_MAX_TENSORS) {
+        rc = proto_fail(e, -EINVAL, "with the tensors of the programs it calls this program has "
+                        "%u tensors; at most %d", tensors->via.map.size + call_tensors,
+                        GG_MAX_TENSORS);
+        goto fail;
+    }
+    p->tensors = calloc(tensors->via.map.size + call_tensors, sizeof(*p->tensors));
     if (!p->tensors) {
         rc = proto_fail(e, -ENOMEM, "out of memory");
         goto fail;
@@ -819,8 +963,6 @@ int gg_program_define(gg_core *core, gg_session *s, const msgpack_object *params
 
     p->max_batch = prog_layout_rows(p, p->max_batch);
 
-    const msgpack_object *nodes = proto_map_get(params, "nodes");
-    const msgpack_object *branches = proto_map_get(params, "branches");
     if ((nodes != NULL) == (branches != NULL)) {
         rc = proto_fail(e, -EINVAL, "give exactly one of 'nodes' or 'branches'");
         goto fail;
@@ -842,9 +984,11 @@ int gg_program_define(gg_core *core, gg_session *s, const msgpack_object *params
         goto fail;
     }
     for (int b = 0; b < p->nbranches; b++)
-        if ((rc = prog_nodes(p, branches ? &branches->via.array.ptr[b] : nodes, &p->branches[b],
-                             b, e)) < 0)
+        if ((rc = prog_nodes(core, s, p, branches ? &branches->via.array.ptr[b] : nodes,
+                             &p->branches[b], b, e)) < 0)
             goto fail;
+    if (call_tensors)   /* the callees' buffer tensors may share buffers with ours */
+        p->max_batch = prog_layout_rows(p, p->max_batch);
     if ((rc = prog_padding_overlaps(p, e)) < 0)
         goto fail;
 

@@ -27,7 +27,8 @@
  * the tensor at 0). */
 static const char *const define_tensor_keys[] = {"buffer", "offset", "dtype", "shape", "scratch",
                                                  "view", NULL};
-static const char *const define_node_keys[] = {"op", "inputs", "outputs", "attrs", NULL};
+static const char *const define_node_keys[] = {"op", "inputs", "outputs", "attrs", "program",
+                                               "branch", NULL};
 static const char *const rebind_tensor_keys[] = {"buffer", "offset", NULL};
 
 /* A list of names into buf: "a, b, c" ("none" when empty). */

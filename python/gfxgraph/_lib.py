@@ -96,6 +96,7 @@ PROTOTYPES = {
     "gg_program_def_view": (_i, [_d, _s, _s, _i, ctypes.POINTER(ctypes.c_int64)]),
     "gg_program_def_node": (_i, [_d, _s, _i, ctypes.POINTER(ctypes.c_char_p), _i,
                                  ctypes.POINTER(ctypes.c_char_p)]),
+    "gg_program_def_call": (_i, [_d, _u64, _i]),
     "gg_program_def_attr_f": (_i, [_d, _s, ctypes.c_double]),
     "gg_program_def_attr_s": (_i, [_d, _s, _s]),
     "gg_program_def_branch": (_i, [_d]),
@@ -120,7 +121,7 @@ PROTOTYPES = {
 
 # Added to the library after its first release: a library without them still
 # loads; using one raises ENOSYS (has(name) tells).
-OPTIONAL = {"gg_program_def_view"}
+OPTIONAL = {"gg_program_def_view", "gg_program_def_call"}
 
 
 def has(name):

@@ -11,6 +11,7 @@ from .errors import Error
 _SPEC_KEYS = {"name", "tensors", "nodes", "branches", "buckets"}
 _TENSOR_KEYS = {"dtype", "shape", "buffer", "offset", "scratch", "view"}
 _NODE_KEYS = {"op", "inputs", "outputs", "attrs"}
+_CALL_KEYS = {"op", "program", "branch"}
 _INT_MAX = 2**31 - 1
 
 
@@ -151,6 +152,9 @@ def build(client, spec):
                 where = "branch %d node %d" % (bi, ni)
                 if not isinstance(n, dict):
                     raise _bad("%s must be a map" % where)
+                if n.get("op") == "call":
+                    _call(lib, d, client, where, n)
+                    continue
                 _check_keys(where, n, _NODE_KEYS)
                 op = n.get("op")
                 if not isinstance(op, str) or not op:
@@ -189,6 +193,31 @@ def build(client, spec):
         lib.gg_program_def_free(d)
         raise
     return d, name, buckets, len(branches), used
+
+
+def _call(lib, d, client, where, n):
+    """A node {op: "call", program: Program or id, branch: n}: the daemon
+    runs that program's nodes at this program's bucket (PROTOCOL.md)."""
+    _check_keys(where + " (call)", n, _CALL_KEYS)
+    prog = n.get("program")
+    if isinstance(prog, Program):
+        if prog.client is not client:
+            raise _bad("%s: the called Program belongs to another client" % where)
+        if prog.id is None:
+            raise Error("ENOENT", "program spec: %s: the called program %r was released"
+                        % (where, prog.name))
+        prog = prog.id
+    if isinstance(prog, bool) or not isinstance(prog, numbers.Integral) or prog < 0:
+        raise _bad("%s: 'program' must be a Program or a program id, not %r" % (where, prog))
+    pid = int(prog)
+    branch = n.get("branch", 0)
+    if isinstance(branch, bool) or not isinstance(branch, numbers.Integral) or \
+            not 0 <= branch <= _INT_MAX:
+        raise _bad("%s: 'branch' must be an integer >= 0" % where)
+    if not _lib.has("gg_program_def_call"):
+        raise Error("ENOSYS", "program spec: %s is a call, and this libgfxgraph-client (%s) "
+                    "has no gg_program_def_call" % (where, _lib.library_path()))
+    lib.gg_program_def_call(d, pid, int(branch))
 
 
 def define(client, spec):

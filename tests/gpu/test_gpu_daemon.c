@@ -21,6 +21,7 @@
  *                  row; each in f32, f16 and bf16; the chain is prepared
  *                  (no replay captures), the others capture on first use
  *   branches       two branches, each cached on its own
+ *   calls          a program whose one node calls the MLP ({op: "call"})
  *   killed client  SIGKILL in the middle of a stream of replays: the daemon
  *                  stays up and healthy, the session goes away, a new
  *                  client works (three times, at different moments)
@@ -154,6 +155,48 @@ static void scn_branches(const void *arg)
     gg_client_close(c);
 }
 
+/* A program that calls another ({op: "call"}): the MLP, then a caller whose
+ * one node calls it, over the MLP's output buffer; the caller is replayed
+ * for batch 1..40 through the same checks, its graphs holding the MLP's
+ * kernels. */
+static void scn_calls(const void *arg)
+{
+    gg_dtype dt = *(const gg_dtype *)arg;
+    if (gd_dev_init() < 0)
+        return;
+    gg_client *c = gd_connect("test_gpu_daemon/calls");
+    if (!c)
+        return;
+    prog_t p;
+    if (gd_prog_setup(c, &p, &P_MLP, dt, false) == 0) {
+        int y = 0;
+        while (P_MLP.t[y].kind != T_OUT)
+            y++;
+        static const int bk[NBK] = {1, 2, 4, 8, 16, 32};
+        int64_t dims[2] = {GG_BATCH, P_MLP.t[y].d1};
+        gg_program_def *d = gg_program_def_new("mlp-caller");
+        gg_program_def_buckets(d, NBK, bk);
+        gg_program_def_tensor(d, "out", p.id_out, p.off[y], gg_dtype_name(dt), 2, dims);
+        gg_program_def_call(d, p.prog, 0);
+        uint64_t caller = 0, callee = p.prog;
+        int rc = gg_client_program_define(c, d, &caller);
+        gg_program_def_free(d);
+        gd_check(rc == 0, "calls-%s: a caller of the MLP is defined: %s", gg_dtype_name(dt),
+                 rc ? gg_client_last_error(c) : "ok");
+        if (rc == 0) {
+            run_counts n = {0, 0, 0, 0};
+            p.prog = caller;
+            gd_prog_run(c, &p, EXPECT_NORMAL, false, &n, NULL);
+            p.prog = callee;
+            gd_check(n.graph == TOP && n.eager == MAXR - TOP && n.fallback == 0,
+                     "calls-%s: %d graph, %d eager, %d fallback (want %d, %d, 0)",
+                     gg_dtype_name(dt), n.graph, n.eager, n.fallback, TOP, MAXR - TOP);
+        }
+    }
+    gd_prog_free(c, &p);
+    gg_client_close(c);
+}
+
 /* The victim: replays forever; says so on fd after 20 replays. */
 static void scn_victim(int fd)
 {
@@ -257,6 +300,8 @@ int main(void)
         }
         gd_run_child("branches f32", scn_branches, &dts[0], 120);
         gd_run_child("branches bf16", scn_branches, &dts[2], 120);
+        gd_run_child("calls f32", scn_calls, &dts[0], 120);
+        gd_run_child("calls f16", scn_calls, &dts[1], 120);
         kill_round(1, 0);
         kill_round(2, 3);
         kill_round(3, 25);

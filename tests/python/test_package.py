@@ -398,6 +398,7 @@ def test_main(args):
 
     # a view and i32 positions (cache_write), when the daemon has the op
     test_view_i32(c)
+    test_call(c)
 
     # errors and their codes
     ghost = gfxgraph.Program(c, 987654, "ghost", None, 1, [])
@@ -567,6 +568,43 @@ def test_view_i32(c):
     raises(lambda: c.define(s2), "EINVAL", "define: a view with a buffer")
     p.release()
     for b in (bx, bp, bc):
+        b.release()
+
+
+def test_call(c):
+    import gfxgraph
+    from gfxgraph import _lib
+    if not _lib.has("gg_program_def_call"):
+        skip("calls: this libgfxgraph-client has no gg_program_def_call")
+        return
+    D, TOP = 3, 4
+    xm, ym = gfxgraph.SharedMemory(TOP * D * 4), gfxgraph.SharedMemory(TOP * D * 4)
+    bx, by = c.register(xm), c.register(ym)
+    t = {"x": {"dtype": "f32", "shape": ["batch", D], "buffer": bx},
+         "y": {"dtype": "f32", "shape": ["batch", D], "buffer": by}}
+    inner = c.define({"name": "inner", "buckets": [2, TOP], "tensors": t,
+                      "branches": [[{"op": "scale", "inputs": ["x"], "outputs": ["y"],
+                                     "attrs": {"scale": 2.0}}],
+                                   [{"op": "scale", "inputs": ["x"], "outputs": ["y"],
+                                     "attrs": {"scale": -1.0}}]]})
+    outer = c.define({"name": "outer", "buckets": [2, TOP], "tensors": t,
+                      "nodes": [{"op": "add", "inputs": ["x", "x"], "outputs": ["x"]},
+                                {"op": "call", "program": inner, "branch": 1}]})
+    xf, yf = xm.buffer.cast("f"), ym.buffer.cast("f")
+    for i in range(TOP * D):
+        xf[i] = i + 0.5
+    outer.replay(3)
+    check(all(yf[i] == -2 * (i + 0.5) for i in range(3 * D)),
+          "a call node with a Program and a branch: y = -(x + x) for 3 rows")
+    raises(lambda: c.define({"name": "bad", "buckets": [TOP], "tensors": t,
+                             "nodes": [{"op": "call", "program": inner}]}),
+           "EINVAL", "define: a call of a program with other buckets")
+    raises(lambda: c.define({"name": "bad", "buckets": [2, TOP], "tensors": t,
+                             "nodes": [{"op": "call", "program": inner, "inputs": ["x"]}]}),
+           "EINVAL", "define: a call with inputs (the builder)")
+    for p in (outer, inner):
+        p.release()
+    for b in (bx, by):
         b.release()
 
 

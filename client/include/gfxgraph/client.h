@@ -181,6 +181,12 @@ GG_CLIENT_API int gg_program_def_node(gg_program_def *d, const char *op, int nin
 /* The same with comma-separated name lists: ("linear", "x,w,b", "y"). */
 GG_CLIENT_API int gg_program_def_op(gg_program_def *d, const char *op, const char *inputs,
                                     const char *outputs);
+/* Append a call of another program of the same client (its id from
+ * gg_client_program_define), branch `branch` of it, to the current branch:
+ * it runs at this program's bucket, so both need the same buckets.  The
+ * daemon copies the callee's nodes and tensors into this program at define
+ * (PROTOCOL.md, program.define). */
+GG_CLIENT_API int gg_program_def_call(gg_program_def *d, uint64_t program, int branch);
 /* An attribute of the last node added. */
 GG_CLIENT_API int gg_program_def_attr_f(gg_program_def *d, const char *key, double value);
 GG_CLIENT_API int gg_program_def_attr_s(gg_program_def *d, const char *key, const char *value);
