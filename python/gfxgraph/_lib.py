@@ -162,7 +162,19 @@ def _open(path):
         fn.restype = res
         fn.argtypes = args
         setattr(lib, "_gg_has_" + name, True)
+    # The same functions without argtypes, for the replay hot path: with
+    # arguments that are already ctypes objects (or small ints for int
+    # parameters) a call skips the per-argument conversion, a third of a
+    # ctypes call's cost.  Callers pass exactly the C types.
+    lib._gg_raw = ctypes.CDLL(path)
     return lib
+
+
+def raw(name):
+    """The library function name without argtypes (restype int): pass
+    ctypes objects of the exact C types (c_void_p, c_uint64, byref ...);
+    plain Python ints only for C int parameters."""
+    return getattr(load()._gg_raw, name)
 
 
 def load():

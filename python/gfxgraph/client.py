@@ -75,15 +75,17 @@ _PATHS = ("graph", "eager")
 
 def result_dict(r):
     """A gg_replay_result as the replay result map of PROTOCOL.md."""
+    path = r.path
+    reason = r.reason
     return {
-        "path": _PATHS[r.path] if 0 <= r.path < 2 else str(r.path),
+        "path": _PATHS[path] if 0 <= path < 2 else str(path),
         "bucket": r.bucket,
         "batch": r.batch,
         "branch": r.branch,
-        "fallback": bool(r.fallback),
-        "captured": bool(r.captured),
+        "fallback": r.fallback,
+        "captured": r.captured,
         "device_us": r.device_us,
-        "reason": r.reason.decode("utf-8", "replace"),
+        "reason": reason.decode("utf-8", "replace") if reason else "",
     }
 
 
