@@ -1,4 +1,4 @@
-/* libFuzzer target for the daemon's request handling (issue 10 item 8):
+/* libFuzzer target for the daemon's request handling:
  * the real server (gg_server_init: core, rpc, fast path module, listener)
  * on the cpu backend, in this process, and each input a client connection.
  * Every method of the dispatch table is reached through the same path a
@@ -245,6 +245,38 @@ static void write_seeds(const char *dir)
         snprintf(name, sizeof name, "program%d", v);
         s_write(dir, name, &s);
     }
+    /* a caller of fz: {op: call, program: fz} then silu in place */
+    s_register(&s, "/ggfuzz-a", 1 << 20);
+    s_define(&s, true);
+    s_req(&s, "program.define", 4);
+    s_kv_s(&s, "name", "caller");
+    s_str(&s, "buckets");
+    msgpack_pack_array(&s.pk, 3);
+    msgpack_pack_int(&s.pk, 1);
+    msgpack_pack_int(&s.pk, 4);
+    msgpack_pack_int(&s.pk, 8);
+    s_str(&s, "tensors");
+    msgpack_pack_map(&s.pk, 1);
+    s_tensor(&s, "y", 0, 16384, 16, true);
+    s_str(&s, "nodes");
+    msgpack_pack_array(&s.pk, 2);
+    msgpack_pack_map(&s.pk, 3);
+    s_kv_s(&s, "op", "call");
+    s_kv_u(&s, "program", 1);
+    s_kv_u(&s, "branch", 1);
+    s_node(&s, "silu", "y", NULL, "y");
+    for (int k = 0; k < 2; k++) {
+        s_req(&s, "replay", 2);
+        s_kv_u(&s, "program", 2);
+        s_kv_u(&s, "batch", (uint64_t)(3 + 5 * k));
+    }
+    s_req(&s, "program.release", 1);
+    s_kv_u(&s, "id", 1);
+    s_req(&s, "replay", 2);
+    s_kv_u(&s, "program", 2);
+    s_kv_u(&s, "batch", 1);
+    s_write(dir, "call", &s);
+
     s_req(&s, "fastpath.open", 1);
     s_kv_u(&s, "entries", 64);
     s_write(dir, "fastpath", &s);
