@@ -39,6 +39,53 @@ msgpack_unpack_return proto_unpack(const uint8_t *data, size_t len, msgpack_zone
     return MSGPACK_UNPACK_PARSE_ERROR;   /* short, or more than one value */
 }
 
+bool proto_msg_peek(const uint8_t *d, size_t len, uint32_t *msgid, const char **method,
+                    size_t *method_len)
+{
+    size_t i;
+    if (len >= 1 && d[0] == 0x94)
+        i = 1;
+    else if (len >= 3 && d[0] == 0xdc && d[1] == 0 && d[2] == 4)
+        i = 3;
+    else if (len >= 5 && d[0] == 0xdd && d[1] == 0 && d[2] == 0 && d[3] == 0 && d[4] == 4)
+        i = 5;
+    else
+        return false;
+    if (i >= len || d[i++] != 0x00)         /* type 0: a request */
+        return false;
+    if (i >= len)
+        return false;
+    uint8_t b = d[i++];
+    uint64_t id = 0;
+    int n = b <= 0x7f ? 0 : b == 0xcc ? 1 : b == 0xcd ? 2 : b == 0xce ? 4 : -1;
+    if (n < 0 || len - i < (size_t)n)
+        return false;
+    if (n == 0)
+        id = b;
+    for (int k = 0; k < n; k++)
+        id = id << 8 | d[i++];
+    if (i >= len)
+        return false;
+    b = d[i++];
+    size_t slen;
+    if (b >= 0xa0 && b <= 0xbf) {
+        slen = b & 0x1f;
+    } else if (b == 0xd9 && i < len) {
+        slen = d[i++];
+    } else if (b == 0xda && len - i >= 2) {
+        slen = (size_t)d[i] << 8 | d[i + 1];
+        i += 2;
+    } else {
+        return false;
+    }
+    if (len - i < slen)
+        return false;
+    *msgid = (uint32_t)id;
+    *method = (const char *)d + i;
+    *method_len = slen;
+    return true;
+}
+
 int proto_msg_decode(const msgpack_object *o, proto_msg *m, bool *msgid_ok, char *err,
                      size_t errlen)
 {

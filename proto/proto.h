@@ -74,6 +74,13 @@ msgpack_unpack_return proto_unpack(const uint8_t *data, size_t len, msgpack_zone
 int proto_msg_decode(const msgpack_object *o, proto_msg *m, bool *msgid_ok, char *err,
                      size_t errlen);
 
+/* The method of a whole message (len bytes, as proto_frame_scan found it)
+ * without unpacking it: true for a request [0, msgid, method, params] in
+ * its usual encodings (msgid a uint up to 2^32-1, method a str of < 64 KiB),
+ * false for anything else (which proto_unpack and proto_msg_decode judge). */
+bool proto_msg_peek(const uint8_t *data, size_t len, uint32_t *msgid, const char **method,
+                    size_t *method_len);
+
 /* ---- UTF-8 (utf8.c) -----------------------------------------------------
  * Client text can be any bytes; what the daemon sends or logs is valid
  * UTF-8.  Cleaning replaces each invalid sequence, C0 control character and

@@ -7,6 +7,17 @@
  * is answered, and health requests are answered while the large define is
  * on its way (before and after it at least).
  *
+ * Off the loop: a large define is checked on a pool thread.  Proved by the
+ * daemon's own state, not by a clock: while the 102,400-node define is in
+ * progress, another connection's `stats` is answered with
+ * defines_checking 1 (a loop busy with the define could not answer it);
+ * the defining connection's next request, sent in the same write, is
+ * answered after the define and sees the program (its requests stay in
+ * order); large defines that fail (another session's buffer, an unknown
+ * key, an unknown tensor, a malformed envelope) give the messages the
+ * loop gives; a connection that closes while its define is checked leaves
+ * the daemon serving and the count back at 0.
+ *
  * GG_DEFINE_SCALE_BENCH=1 repeats each size 5 times and notes the best. */
 #include <errno.h>
 #include <fcntl.h>
@@ -40,12 +51,19 @@ static void pack_str(msgpack_packer *pk, const char *s)
     msgpack_pack_str_body(pk, s, n);
 }
 
-/* params of a define with nnodes nodes over NT tensors of buffer bid */
-static void pack_define(msgpack_sbuffer *sb, uint64_t bid, int nnodes, const char *name)
+/* params of a define with nnodes nodes over NT tensors of buffer bid;
+ * extra: one more key (value true), or NULL; bad_node: a node that names
+ * an unknown tensor, or -1; call: node 0 calls this program instead, or 0 */
+static void pack_define_xc(msgpack_sbuffer *sb, uint64_t bid, int nnodes, const char *name,
+                           const char *extra, int bad_node, uint64_t call)
 {
     msgpack_packer pk;
     msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
-    msgpack_pack_map(&pk, 3);
+    msgpack_pack_map(&pk, extra ? 4 : 3);
+    if (extra) {
+        pack_str(&pk, extra);
+        msgpack_pack_true(&pk);
+    }
     pack_str(&pk, "name");
     pack_str(&pk, name);
     pack_str(&pk, "tensors");
@@ -77,19 +95,38 @@ static void pack_define(msgpack_sbuffer *sb, uint64_t bid, int nnodes, const cha
         int n = nnodes - br * per < per ? nnodes - br * per : per;
         msgpack_pack_array(&pk, (size_t)n);
         for (int k = 0; k < n; k++, j++) {
+            if (j == 0 && call) {
+                msgpack_pack_map(&pk, 2);
+                pack_str(&pk, "op");
+                pack_str(&pk, "call");
+                pack_str(&pk, "program");
+                msgpack_pack_uint64(&pk, call);
+                continue;
+            }
             msgpack_pack_map(&pk, 3);
             pack_str(&pk, "op");
             pack_str(&pk, "copy");
             pack_str(&pk, "inputs");
             msgpack_pack_array(&pk, 1);
             tname(b, sizeof b, (j * 7) % NT);
-            pack_str(&pk, b);
+            pack_str(&pk, j == bad_node ? "no.such.tensor" : b);
             pack_str(&pk, "outputs");
             msgpack_pack_array(&pk, 1);
             tname(b, sizeof b, (j * 7 + 3) % NT);
             pack_str(&pk, b);
         }
     }
+}
+
+static void pack_define_x(msgpack_sbuffer *sb, uint64_t bid, int nnodes, const char *name,
+                          const char *extra, int bad_node)
+{
+    pack_define_xc(sb, bid, nnodes, name, extra, bad_node, 0);
+}
+
+static void pack_define(msgpack_sbuffer *sb, uint64_t bid, int nnodes, const char *name)
+{
+    pack_define_x(sb, bid, nnodes, name, NULL, -1);
 }
 
 static void *probe(void *arg)
@@ -116,6 +153,198 @@ static void *probe(void *arg)
     }
     h_conn_close(&c);
     return NULL;
+}
+
+static atomic_int g_stats_ok, g_seen_checking;
+
+/* Another client asking for stats back to back: how often the daemon said
+ * a define was being checked while it answered. */
+static void *stats_probe(void *arg)
+{
+    (void)arg;
+    h_conn c;
+    if (h_conn_open(&c, g_sock) != 0)
+        return NULL;
+    for (uint32_t id = 1; !atomic_load(&g_stop); id++) {
+        const msgpack_object *r, *err;
+        if (h_conn_call(&c, id, "stats", NULL, 0, &r, &err) != 1 || err)
+            break;
+        atomic_fetch_add(&g_stats_ok, 1);
+        uint64_t n = h_getu(r, "defines_checking");
+        if (n != UINT64_MAX && n >= 1)
+            atomic_fetch_add(&g_seen_checking, 1);
+    }
+    h_conn_close(&c);
+    return NULL;
+}
+
+/* [1, msgid, error, result] of a response; false when o is not one. */
+static bool response(const msgpack_object *o, uint32_t *msgid, const msgpack_object **err,
+                     const msgpack_object **res)
+{
+    if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size != 4 ||
+        o->via.array.ptr[0].via.u64 != 1)
+        return false;
+    *msgid = (uint32_t)o->via.array.ptr[1].via.u64;
+    *err = o->via.array.ptr[2].type == MSGPACK_OBJECT_NIL ? NULL : &o->via.array.ptr[2];
+    *res = &o->via.array.ptr[3];
+    return true;
+}
+
+/* A large define that fails: its code, and its message containing want. */
+static void large_fails(h_conn *c, const msgpack_sbuffer *params, const char *code,
+                        const char *want)
+{
+    const msgpack_object *r, *err;
+    char got[32] = "", msg[600] = "";
+    int rc = h_conn_call(c, 900, "program.define", params->data, params->size, &r, &err);
+    CHECKF(rc == 1 && err, "a large define that must fail: rc %d", rc);
+    if (rc != 1 || !err)
+        return;
+    CHECK_STR(h_err_code(err, got, sizeof got), code);
+    CHECK_CONTAINS(h_gets(err, "message", msg, sizeof msg), want);
+}
+
+static void off_the_loop(h_conn *c, uint64_t bid)
+{
+    h_section("a large define is checked off the loop");
+    msgpack_sbuffer def, req;
+    msgpack_sbuffer_init(&def);
+    msgpack_sbuffer_init(&req);
+    pack_define(&def, bid, 102400, "offloop");
+    int seen = 0, rounds = 0;
+    /* a round is enough unless the define ends before the other client is
+     * scheduled at all; on a loaded machine, a few */
+    for (; rounds < 5 && !seen; rounds++) {
+        atomic_store(&g_stop, 0);
+        atomic_store(&g_stats_ok, 0);
+        atomic_store(&g_seen_checking, 0);
+        pthread_t th;
+        pthread_create(&th, NULL, stats_probe, NULL);
+        for (int i = 0; i < 2000 && atomic_load(&g_stats_ok) == 0; i++)
+            h_sleep_ms(5);
+        /* one write: the define, then a request that must see it */
+        h_pack_request(&req, 501, "program.define", def.data, def.size);
+        h_pack_request(&req, 502, "program.list", NULL, 0);
+        CHECK(h_conn_send_sb(c, &req) == 0);
+        const msgpack_object *o, *err, *res;
+        uint32_t id = 0;
+        uint64_t pid = 0;
+        int rc = h_conn_recv(c, 120000, &o);
+        if (CHECKF(rc == 1 && response(o, &id, &err, &res), "the define's answer: rc %d", rc)) {
+            CHECKF(id == 501, "the define is answered first (got msgid %u)", id);
+            CHECK(err == NULL);
+            pid = h_getu(res, "id");
+            CHECK_EQ(h_getu(res, "nodes"), 102400);
+        }
+        rc = h_conn_recv(c, 60000, &o);
+        if (CHECKF(rc == 1 && response(o, &id, &err, &res), "program.list's answer: rc %d", rc)) {
+            CHECKF(id == 502, "program.list is answered after the define (got msgid %u)", id);
+            const msgpack_object *progs = h_get(res, "programs");
+            bool listed = false;
+            for (uint32_t i = 0; progs && progs->type == MSGPACK_OBJECT_ARRAY &&
+                                 i < progs->via.array.size; i++)
+                listed |= h_getu(&progs->via.array.ptr[i], "id") == pid;
+            CHECKF(listed, "program.list, sent right behind the define, lists it (id %llu)",
+                   (unsigned long long)pid);
+        }
+        atomic_store(&g_stop, 1);
+        pthread_join(th, NULL);
+        seen = atomic_load(&g_seen_checking);
+        h_note("round %d: another client's stats answered %d times during the round, %d of "
+               "them with the define in progress", rounds + 1, atomic_load(&g_stats_ok), seen);
+        if (pid) {
+            msgpack_sbuffer rs;
+            msgpack_sbuffer_init(&rs);
+            msgpack_packer rp;
+            msgpack_packer_init(&rp, &rs, msgpack_sbuffer_write);
+            msgpack_pack_map(&rp, 1);
+            pack_str(&rp, "id");
+            msgpack_pack_uint64(&rp, pid);
+            const msgpack_object *r;
+            CHECK(h_conn_call(c, 503, "program.release", rs.data, rs.size, &r, &err) == 1 && !err);
+            msgpack_sbuffer_destroy(&rs);
+        }
+    }
+    CHECKF(seen > 0, "another connection's stats was answered while the define was checked "
+           "(defines_checking 1), in %d round(s)", rounds);
+
+    h_section("large defines that fail say why, as on the loop");
+    msgpack_sbuffer p;
+    msgpack_sbuffer_init(&p);
+    pack_define_x(&p, bid, 1024, "bad", "bucket", -1);
+    CHECK(p.size > 65536);
+    large_fails(c, &p, "EINVAL", "unknown key 'bucket'");
+    msgpack_sbuffer_clear(&p);
+    pack_define_x(&p, bid, 1024, "bad", NULL, 700);
+    large_fails(c, &p, "EINVAL", "node 700 (copy): unknown tensor 'no.such.tensor' in inputs");
+    h_conn other;
+    if (CHECK(h_conn_open(&other, g_sock) == 0)) {
+        msgpack_sbuffer_clear(&p);
+        pack_define(&p, bid, 1024, "notmine");
+        large_fails(&other, &p, "EACCES", "belongs to another session");
+        h_conn_close(&other);
+    }
+    /* params a map, not [map]: the envelope's EPROTO, to its msgid */
+    msgpack_sbuffer_clear(&p);
+    pack_define(&p, bid, 1024, "shape");
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &req, msgpack_sbuffer_write);
+    msgpack_pack_array(&pk, 4);
+    msgpack_pack_uint32(&pk, 0);
+    msgpack_pack_uint32(&pk, 777);
+    pack_str(&pk, "program.define");
+    msgpack_sbuffer_write(&req, p.data, p.size);
+    CHECK(h_conn_send_sb(c, &req) == 0);
+    const msgpack_object *o, *err, *res;
+    uint32_t id = 0;
+    if (CHECK(h_conn_recv(c, 60000, &o) == 1 && response(o, &id, &err, &res))) {
+        char code[32] = "";
+        CHECK_EQ(id, 777);
+        CHECK_STR(err ? h_err_code(err, code, sizeof code) : "", "EPROTO");
+    }
+
+    h_section("a large define that calls a program");
+    msgpack_sbuffer_clear(&p);
+    pack_define(&p, bid, 4, "callee");
+    const msgpack_object *cr;
+    uint64_t callee = 0;
+    if (CHECK(h_conn_call(c, 950, "program.define", p.data, p.size, &cr, &err) == 1 && !err))
+        callee = h_getu(cr, "id");
+    msgpack_sbuffer_clear(&p);
+    pack_define_xc(&p, bid, 1024, "caller", NULL, -1, callee);
+    CHECK(p.size > 65536);
+    if (CHECK(h_conn_call(c, 951, "program.define", p.data, p.size, &cr, &err) == 1 && !err))
+        CHECK_EQ(h_getu(cr, "nodes"), 1023 + 4);
+    if (CHECK(h_conn_open(&other, g_sock) == 0)) {
+        large_fails(&other, &p, "EACCES", "node 0 (call): program");
+        h_conn_close(&other);
+    }
+
+    h_section("a connection that goes while its define is checked");
+    for (int i = 0; i < 3; i++) {
+        h_conn gone;
+        if (!CHECK(h_conn_open(&gone, g_sock) == 0))
+            break;
+        h_pack_request(&req, 1, "program.define", def.data, def.size);
+        h_conn_send_sb(&gone, &req);
+        h_conn_close(&gone);
+    }
+    uint64_t left = UINT64_MAX;
+    for (int i = 0; i < 600 && left != 0; i++) {
+        const msgpack_object *r;
+        if (h_conn_call(c, 800 + (uint32_t)i, "stats", NULL, 0, &r, &err) == 1 && !err)
+            left = h_getu(r, "defines_checking");
+        if (left != 0)
+            h_sleep_ms(100);
+    }
+    CHECK_EQ(left, 0);
+    const msgpack_object *r;
+    CHECK(h_conn_call(c, 899, "program.list", NULL, 0, &r, &err) == 1 && !err &&
+          h_get(r, "programs") && h_get(r, "programs")->via.array.size == 2);
+    msgpack_sbuffer_destroy(&p);
+    msgpack_sbuffer_destroy(&def);
+    msgpack_sbuffer_destroy(&req);
 }
 
 static double now_ms(void)
@@ -220,6 +449,7 @@ int main(void)
                "began", sizes[si], NT, sb.size, best, reps, max_wait / 1000.0, during);
     }
     msgpack_sbuffer_destroy(&sb);
+    off_the_loop(&c, bid);
     h_conn_close(&c);
 out:
     shm_unlink(shm);

@@ -46,6 +46,7 @@ struct gg_core {
 
     uint64_t next_id;               /* buffer / program / event ids, unique daemon-wide */
     uint64_t sessions_total;
+    unsigned defines_checking;      /* program.define requests being checked off the loop */
     gg_idmap buffers;               /* id -> gg_buffer */
     gg_idmap programs;              /* id -> gg_program */
     gg_idmap events;                /* id -> gg_event */

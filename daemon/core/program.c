@@ -43,7 +43,7 @@ static void program_free(gg_program *p)
         free(p->entries);
     }
     gg_arena_unref(core, p->arena);
-    for (int i = 0; i < p->ntensors; i++)
+    for (int i = 0; i < p->ntensors && p->counted; i++)
         if (p->tensors[i].buf)
             p->tensors[i].buf->users--;
     for (int b = 0; b < p->nbranches; b++)
@@ -174,7 +174,7 @@ static int prog_name(const msgpack_object *o, char *dst, size_t cap, const char 
 /* base: NULL, or (for a {view: name, shape} spec) the tensor viewed, with
  * index base_idx: same dtype, same bytes, same element count at every
  * bucket, "batch" dim 0 in both or in neither. */
-static int prog_tensor(gg_core *core, gg_session *s, const char *name,
+static int prog_tensor(const gg_define_env *env, const char *name,
                        const msgpack_object *spec, gg_ptensor *t, const gg_ptensor *base,
                        int base_idx, proto_errbuf *e)
 {
@@ -264,7 +264,7 @@ static int prog_tensor(gg_core *core, gg_session *s, const char *name,
         return proto_fail(e, rc, "tensor '%s': %s (or scratch: true)", name, sub);
     if ((rc = proto_get_u64(spec, "offset", false, UINT64_MAX, &off, &se)) < 0 && rc != -ENOENT)
         return proto_fail(e, rc, "tensor '%s': %s", name, sub);
-    if ((rc = gg_buffer_lookup(core, s, bid, &t->buf, &se)) < 0)
+    if ((rc = env->lookup(env, bid, &t->buf, &se)) < 0)
         return proto_fail(e, rc, "tensor '%s': %s", name, sub);
     size_t es = gg_dtype_size(t->desc.dtype);
     if (off % es)
@@ -562,7 +562,7 @@ static bool prog_is_call(const msgpack_object *no)
 
 /* The callee of call node ni, checked: this session's, same buckets,
  * branch in range. */
-static int prog_callee(gg_core *core, gg_session *s, const gg_program *p,
+static int prog_callee(const gg_define_env *env, const gg_program *p,
                        const msgpack_object *no, int ni, gg_program **out, int *branch,
                        proto_errbuf *e)
 {
@@ -580,7 +580,7 @@ static int prog_callee(gg_core *core, gg_session *s, const gg_program *p,
         return proto_fail(e, -EINVAL, "node %d (call): 'branch' must be a branch index", ni);
     char sub[160] = "";
     proto_errbuf se = {sub, sizeof(sub)};
-    int rc = gg_program_lookup(core, s, id, out, &se);
+    int rc = env->program(env, id, out, &se);
     if (rc < 0)
         return proto_fail(e, rc, "node %d (call): %s", ni, sub);
     const gg_program *c = *out;
@@ -599,7 +599,7 @@ static int prog_callee(gg_core *core, gg_session *s, const gg_program *p,
 
 /* Tensors and nodes the calls of one node list add (a call node itself
  * adds its callee's nodes less one). */
-static int prog_calls_count(gg_core *core, gg_session *s, const gg_program *p,
+static int prog_calls_count(const gg_define_env *env, const gg_program *p,
                             const msgpack_object *arr, uint32_t *tensors, uint32_t *nodes,
                             proto_errbuf *e)
 {
@@ -611,7 +611,7 @@ static int prog_calls_count(gg_core *core, gg_session *s, const gg_program *p,
         if (!prog_is_call(no))
             continue;
         gg_program *c;
-        int b, rc = prog_callee(core, s, p, no, (int)i, &c, &b, e);
+        int b, rc = prog_callee(env, p, no, (int)i, &c, &b, e);
         if (rc < 0)
             return rc;
         *tensors += (uint32_t)c->ntensors;
@@ -632,8 +632,6 @@ static int prog_call_expand(gg_program *p, const gg_program *c, int b, gg_branch
         snprintf(nt->name, sizeof(nt->name), "%.31s/%.31s", c->name, c->tensors[t].name);
         if (nt->view_of >= 0)
             nt->view_of += base;
-        if (nt->buf)
-            nt->buf->users++;
     }
     p->ntensors += c->ntensors;
     if (c->max_batch < p->max_batch)
@@ -654,13 +652,13 @@ static int prog_call_expand(gg_program *p, const gg_program *c, int b, gg_branch
     return 0;
 }
 
-static int prog_nodes(gg_core *core, gg_session *s, gg_program *p, const msgpack_object *arr,
+static int prog_nodes(const gg_define_env *env, gg_program *p, const msgpack_object *arr,
                       gg_branch *br, int bi, proto_errbuf *e)
 {
     if (arr->type != MSGPACK_OBJECT_ARRAY || arr->via.array.size == 0)
         return proto_fail(e, -EINVAL, "branch %d: nodes must be a non-empty array", bi);
     uint32_t ct = 0, cn = 0;
-    int rc = prog_calls_count(core, s, p, arr, &ct, &cn, e);
+    int rc = prog_calls_count(env, p, arr, &ct, &cn, e);
     if (rc < 0)
         return rc;
     uint64_t total = (uint64_t)arr->via.array.size + cn;
@@ -684,7 +682,7 @@ static int prog_nodes(gg_core *core, gg_session *s, gg_program *p, const msgpack
         if (prog_is_call(no)) {
             gg_program *c;
             int cb;
-            if ((rc = prog_callee(core, s, p, no, ni, &c, &cb, e)) == 0)
+            if ((rc = prog_callee(env, p, no, ni, &c, &cb, e)) == 0)
                 rc = prog_call_expand(p, c, cb, br, written);
             continue;
         }
@@ -807,14 +805,14 @@ static int prog_signature(gg_program *p)
     return 0;
 }
 
-int gg_program_define(gg_core *core, gg_session *s, const msgpack_object *params,
-                      gg_program **out, proto_errbuf *e)
+int gg_program_parse(const gg_define_env *env, const msgpack_object *params, gg_program **out,
+                     proto_errbuf *e)
 {
     int rc;
     gg_program *p = calloc(1, sizeof(*p));
     if (!p)
         return proto_fail(e, -ENOMEM, "out of memory");
-    p->sess = s;
+    p->sess = env->s;
     gg_list_init(&p->sess_link);
 
     const msgpack_object *o = proto_map_get(params, "name");
@@ -846,8 +844,8 @@ int gg_program_define(gg_core *core, gg_session *s, const msgpack_object *params
         }
         p->nbuckets = (int)nb;
     } else if (rc == -ENOENT) {
-        memcpy(p->buckets, core->cfg->buckets, sizeof(p->buckets));
-        p->nbuckets = core->cfg->nbuckets;
+        memcpy(p->buckets, env->buckets, sizeof(p->buckets));
+        p->nbuckets = env->nbuckets;
     } else {
         goto fail;
     }
@@ -863,11 +861,11 @@ int gg_program_define(gg_core *core, gg_session *s, const msgpack_object *params
     const msgpack_object *branches = proto_map_get(params, "branches");
     /* calls copy their callees' tensors into this program's table */
     uint32_t call_tensors = 0, call_nodes;
-    if (nodes && (rc = prog_calls_count(core, s, p, nodes, &call_tensors, &call_nodes, e)) < 0)
+    if (nodes && (rc = prog_calls_count(env, p, nodes, &call_tensors, &call_nodes, e)) < 0)
         goto fail;
     if (branches && branches->type == MSGPACK_OBJECT_ARRAY)
         for (uint32_t b = 0; b < branches->via.array.size && b < GG_MAX_BRANCHES; b++)
-            if ((rc = prog_calls_count(core, s, p, &branches->via.array.ptr[b], &call_tensors,
+            if ((rc = prog_calls_count(env, p, &branches->via.array.ptr[b], &call_tensors,
                                        &call_nodes, e)) < 0)
                 goto fail;
     if (tensors->via.map.size + call_tensors > GG_MAX_TENSORS) {
@@ -916,14 +914,13 @@ int gg_program_define(gg_core *core, gg_session *s, const msgpack_object *params
                 break;
             }
             gg_ptensor *t = &p->tensors[p->ntensors];
-            if ((rc = prog_tensor(core, s, name, &kv->val, t, bidx >= 0 ? &p->tensors[bidx] : NULL,
+            if ((rc = prog_tensor(env, name, &kv->val, t, bidx >= 0 ? &p->tensors[bidx] : NULL,
                                   bidx, e)) < 0)
                 break;
             done[i] = true;
             prog_index_add(p, p->ntensors);
             p->ntensors++;
             if (t->buf) {
-                t->buf->users++;
                 int64_t rows = prog_tensor_rows(t);
                 gg_tensor_desc d1 = prog_desc_at(t, t->batch_dim >= 0 ? top : 1);
                 if (rows < 0 || rows < top) {
@@ -984,7 +981,7 @@ int gg_program_define(gg_core *core, gg_session *s, const msgpack_object *params
         goto fail;
     }
     for (int b = 0; b < p->nbranches; b++)
-        if ((rc = prog_nodes(core, s, p, branches ? &branches->via.array.ptr[b] : nodes,
+        if ((rc = prog_nodes(env, p, branches ? &branches->via.array.ptr[b] : nodes,
                              &p->branches[b], b, e)) < 0)
             goto fail;
     if (call_tensors)   /* the callees' buffer tensors may share buffers with ours */
@@ -1008,23 +1005,65 @@ int gg_program_define(gg_core *core, gg_session *s, const msgpack_object *params
         rc = proto_fail(e, -ENOMEM, "out of memory");
         goto fail;
     }
-    /* per-uid quotas: programs and the scratch their graphs can hold */
     p->scratch_quota = gg_quota_scratch(p);
-    if ((rc = gg_quota_program(core, s->uid, p, e)) < 0)
-        goto fail;
-    p->id = core->next_id++;
-    if ((rc = gg_idmap_put(&core->programs, p->id, p)) < 0) {
-        rc = proto_fail(e, rc, "out of memory");
-        goto fail;
-    }
-    gg_list_add_tail(&s->programs, &p->sess_link);
-    p->warm = gg_cache_adopt(core->cache, p, s->uid);
     *out = p;
     return 0;
 
 fail:
     program_free(p);
     return rc;
+}
+
+int gg_program_commit(gg_core *core, gg_program *p, proto_errbuf *e)
+{
+    gg_session *s = p->sess;
+    /* per-uid quotas: programs and the scratch their graphs can hold */
+    int rc = gg_quota_program(core, s->uid, p, e);
+    if (rc < 0)
+        goto fail;
+    p->id = core->next_id++;
+    if ((rc = gg_idmap_put(&core->programs, p->id, p)) < 0) {
+        rc = proto_fail(e, rc, "out of memory");
+        goto fail;
+    }
+    for (int i = 0; i < p->ntensors; i++)
+        if (p->tensors[i].buf)
+            p->tensors[i].buf->users++;
+    p->counted = true;
+    gg_list_add_tail(&s->programs, &p->sess_link);
+    p->warm = gg_cache_adopt(core->cache, p, s->uid);
+    return 0;
+
+fail:
+    program_free(p);
+    return rc;
+}
+
+void gg_program_discard(gg_program *p)
+{
+    program_free(p);
+}
+
+static int prog_core_lookup(const gg_define_env *env, uint64_t id, gg_buffer **out,
+                            proto_errbuf *e)
+{
+    return gg_buffer_lookup(env->ctx, env->s, id, out, e);
+}
+
+static int prog_core_program(const gg_define_env *env, uint64_t id, gg_program **out,
+                             proto_errbuf *e)
+{
+    return gg_program_lookup(env->ctx, env->s, id, out, e);
+}
+
+int gg_program_define(gg_core *core, gg_session *s, const msgpack_object *params,
+                      gg_program **out, proto_errbuf *e)
+{
+    gg_define_env env = {.s = s, .buckets = core->cfg->buckets, .nbuckets = core->cfg->nbuckets,
+                         .lookup = prog_core_lookup, .program = prog_core_program,
+                         .ctx = core};
+    int rc = gg_program_parse(&env, params, out, e);
+    return rc < 0 ? rc : gg_program_commit(core, *out, e);
 }
 
 int gg_program_rebind(gg_core *core, gg_program *p, const msgpack_object *tensors, int *count,

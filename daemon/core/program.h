@@ -69,13 +69,38 @@ typedef struct gg_program {
     bool batch_word;                    /* a node reads the real batch (op->wants_batch):
                                          * an i32 at the end of each run's scratch */
     bool released;
+    bool counted;                       /* its buffers' users count it (committed) */
 } gg_program;
 
 int gg_program_lookup(struct gg_core *core, gg_session *s, uint64_t id, gg_program **out,
                       proto_errbuf *e);
-/* Parse and check a program.define params map. */
+/* Parse and check a program.define params map, and commit it (loop, core
+ * lock). */
 int gg_program_define(struct gg_core *core, gg_session *s, const msgpack_object *params,
                       gg_program **out, proto_errbuf *e);
+
+/* program.define in two halves, so that a large one is checked off the
+ * loop: gg_program_parse reads only params and env (no core state, no
+ * lock; any thread), gg_program_commit (loop, core lock) counts the
+ * program against its uid's quotas, gives it its id and lists it.  On a
+ * commit failure the program is freed; a parsed program that is never
+ * committed goes with gg_program_discard. */
+typedef struct gg_define_env {
+    gg_session *s;
+    const int *buckets;                 /* the daemon's default buckets */
+    int nbuckets;
+    /* the session's buffer id: the messages of gg_buffer_lookup */
+    int (*lookup)(const struct gg_define_env *env, uint64_t id, gg_buffer **out,
+                  proto_errbuf *e);
+    /* the session's program id (a call's callee): gg_program_lookup's */
+    int (*program)(const struct gg_define_env *env, uint64_t id, struct gg_program **out,
+                   proto_errbuf *e);
+    void *ctx;
+} gg_define_env;
+int gg_program_parse(const gg_define_env *env, const msgpack_object *params, gg_program **out,
+                     proto_errbuf *e);
+int gg_program_commit(struct gg_core *core, gg_program *p, proto_errbuf *e);
+void gg_program_discard(gg_program *p);
 /* Release from the client's side: unlisted at once, freed when unpinned. */
 void gg_program_release(gg_program *p);
 void gg_program_unpin(gg_program *p);

@@ -24,7 +24,12 @@
  *
  * Lifetime: the conn is freed when both its handles (the pipe and the
  * request timer) have closed; jobs in flight hold the session, not the
- * conn, so a close never waits on the device. */
+ * conn, so a close never waits on the device.
+ *
+ * A large request of a method with a gg_offload (program.define) is not
+ * unpacked here: the read buffer holding it goes to a thread of libuv's
+ * pool (conn_job), which unpacks and checks it; the connection reads and
+ * handles nothing else until its answer is sent from the loop. */
 #include <errno.h>
 #include <malloc.h>
 #include <stdlib.h>
@@ -60,6 +65,11 @@ static bool conn_send_fd(struct gg_conn *c, const char *data, size_t len, int fd
 /* What a queued answer holds besides its bytes: malloc's own header and
  * rounding, counted so the limit is on memory, not on payload. */
 #define CONN_MALLOC_OVERHEAD 32
+/* A request at least this large, of a method that can work off the loop
+ * (gg_offload: program.define), is unpacked and worked on by a thread of
+ * libuv's pool; below it the loop does it at once (a define of this size
+ * is checked in well under a millisecond). */
+#define CONN_OFFLOAD_BYTES 32768
 
 typedef struct conn_write {
     uv_write_t req;
@@ -98,7 +108,30 @@ typedef struct gg_conn {
     bool pause_logged;
     bool refused;                   /* refused at accept: holds no slot */
     bool in_read;                   /* inside the read loop */
+    /* A request is being worked on off the loop (conn_job): nothing else of
+     * this connection is read or handled until it is answered. */
+    bool held;
 } gg_conn;
+
+/* A request worked on by a pool thread (gg_offload): it owns the bytes of
+ * the message (the read buffer they were in, taken over) and unpacks them
+ * in its own zone there.  It counts as one of the connection's handles, so
+ * the connection outlives it, and as a request in flight. */
+typedef struct conn_job {
+    uv_work_t work;
+    gg_conn *c;
+    const gg_method *method;
+    uint32_t msgid;
+    uint8_t *buf;                   /* owned; the message is data[0 .. len) */
+    const uint8_t *data;
+    size_t len;
+    void *state;                    /* the method's (gg_offload.begin) */
+    msgpack_zone zone;
+    int unpack_rc;                  /* 0, -ENOMEM or -EPROTO: unpacking failed */
+    bool decode_failed, msgid_ok;   /* the envelope's shape (proto_msg_decode) */
+    int rc;                         /* the method's work */
+    char errmsg[512];
+} conn_job;
 
 void gg_rpc_init(gg_rpc *rpc, gg_core *core)
 {
@@ -120,9 +153,9 @@ static void conn_list_del(gg_conn *c)
     rpc->nconns--;
 }
 
-static void conn_on_close(uv_handle_t *h)
+/* One of the connection's handles (or a job) has ended: the last frees it. */
+static void conn_put(gg_conn *c)
 {
-    gg_conn *c = h->data;
     gg_core *core = c->rpc->core;
     if (--c->handles > 0)
         return;
@@ -154,6 +187,11 @@ static void conn_on_close(uv_handle_t *h)
 #endif
     gg_core_maybe_stopped(core);  /* re-check whether the loop can end */
     gg_core_unlock(core);
+}
+
+static void conn_on_close(uv_handle_t *h)
+{
+    conn_put(h->data);
 }
 
 static void conn_close_now(gg_conn *c)
@@ -277,7 +315,7 @@ static void conn_on_write(uv_write_t *req, int status)
         gg_log_fields f = {.session = c->sess ? c->sess->id : 0};
         GG_LOG(GG_LOG_DEBUG, &f, "queued answers drained (%zu bytes); reading again", c->queued);
         conn_on_read((uv_stream_t *)&c->pipe, 0, NULL);   /* what rbuf holds */
-        if (!c->closing && !c->paused && !c->rpc->core->stopping &&
+        if (!c->closing && !c->paused && !c->held && !c->rpc->core->stopping &&
             uv_read_start((uv_stream_t *)&c->pipe, conn_alloc, conn_on_read) < 0)
             conn_close_now(c);
     }
@@ -422,26 +460,52 @@ static void conn_send_error(gg_conn *c, uint32_t msgid, int err, const char *msg
     conn_buf_reset(&c->out);
 }
 
+/* Count a request; false when it is one too many in flight (answered
+ * EBUSY, the connection closing). */
+static bool conn_admit(gg_conn *c, uint32_t msgid)
+{
+    gg_core *core = c->rpc->core;
+    core->stats.requests++;
+    c->sess->requests++;
+    if (c->inflight < core->cfg->max_inflight)
+        return true;
+    char msg[160];
+    snprintf(msg, sizeof(msg),
+             "more than %u requests in flight on one connection; wait for responses "
+             "before sending more", core->cfg->max_inflight);
+    core->stats.errors++;
+    gg_metrics_error(&core->stats.metrics, -EBUSY);
+    conn_send_error(c, msgid, -EBUSY, msg);
+    gg_conn_close(c);
+    return false;
+}
+
+/* A method's error: counted, logged, packed in place of its result. */
+static void conn_method_failed(gg_conn *c, uint32_t msgid, const char *method, size_t mlen,
+                               int rc, char *errmsg, size_t errlen)
+{
+    gg_core *core = c->rpc->core;
+    gg_session *s = c->sess;
+    core->stats.errors++;
+    s->errors++;
+    gg_metrics_error(&core->stats.metrics, rc);
+    if (!errmsg[0])
+        snprintf(errmsg, errlen, "%s", strerror(-rc));
+    gg_log_fields f = {.session = s->id};
+    GG_LOG(GG_LOG_DEBUG, &f, "%.*s refused: %s: %s", (int)mlen, method, proto_errno_code(rc),
+           errmsg);
+    c->out.size = 0;
+    proto_pack_error_response(&c->out_pk, msgid, rc, errmsg);
+}
+
 /* rq: a replay read straight from its bytes (m has no params then). */
 static void conn_handle_request(gg_conn *c, const proto_msg *m, const proto_replay_req *rq)
 {
     gg_core *core = c->rpc->core;
     gg_session *s = c->sess;
     char errmsg[512] = "";
-    core->stats.requests++;
-    s->requests++;
-
-    if (c->inflight >= core->cfg->max_inflight) {
-        char msg[160];
-        snprintf(msg, sizeof(msg),
-                 "more than %u requests in flight on one connection; wait for responses "
-                 "before sending more", core->cfg->max_inflight);
-        core->stats.errors++;
-        gg_metrics_error(&core->stats.metrics, -EBUSY);
-        conn_send_error(c, m->msgid, -EBUSY, msg);
-        gg_conn_close(c);
+    if (!conn_admit(c, m->msgid))
         return;
-    }
     static const gg_method *replay_method;
     if (rq && !replay_method)
         replay_method = gg_dispatch_find("replay", 6);
@@ -486,18 +550,8 @@ static void conn_handle_request(gg_conn *c, const proto_msg *m, const proto_repl
     gg_core_check_device(core);
     if (rc == GG_CALL_ASYNC)
         return;
-    if (rc < 0) {
-        core->stats.errors++;
-        s->errors++;
-        gg_metrics_error(&core->stats.metrics, rc);
-        if (!errmsg[0])
-            snprintf(errmsg, sizeof(errmsg), "%s", strerror(-rc));
-        gg_log_fields f = {.session = s->id};
-        GG_LOG(GG_LOG_DEBUG, &f, "%.*s refused: %s: %s", (int)m->method_len, m->method,
-               proto_errno_code(rc), errmsg);
-        sb->size = 0;
-        proto_pack_error_response(pk, m->msgid, rc, errmsg);
-    }
+    if (rc < 0)
+        conn_method_failed(c, m->msgid, m->method, m->method_len, rc, errmsg, sizeof(errmsg));
     if (call.send_fd >= 0) {
         bool sent = conn_send_fd(c, sb->data, sb->size, call.send_fd);
         close(call.send_fd);
@@ -573,6 +627,160 @@ static void conn_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     *buf = uv_buf_init((char *)c->rbuf + c->rlen, (unsigned)(c->rcap - c->rlen));
 }
 
+static void conn_on_read_locked(uv_stream_t *st, ssize_t n, const uv_buf_t *buf);
+
+static void conn_job_work(uv_work_t *w)
+{
+    conn_job *j = gg_container_of(w, conn_job, work);
+    msgpack_object obj;
+    msgpack_unpack_return r = proto_unpack(j->data, j->len, &j->zone, &obj);
+    if (r != MSGPACK_UNPACK_SUCCESS) {
+        j->unpack_rc = r == MSGPACK_UNPACK_NOMEM_ERROR ? -ENOMEM : -EPROTO;
+        return;
+    }
+    proto_msg m;
+    if (proto_msg_decode(&obj, &m, &j->msgid_ok, j->errmsg, sizeof(j->errmsg)) < 0 ||
+        m.type != GG_MSG_REQUEST) {
+        j->decode_failed = true;
+        return;
+    }
+    proto_errbuf e = {j->errmsg, sizeof(j->errmsg)};
+    j->rc = gg_dispatch_check(j->method, m.params, &e);
+    if (j->rc == 0)
+        j->rc = j->method->offload->work(j->state, m.params, &e);
+}
+
+/* Back on the loop: finish the method and answer, then take up what the
+ * connection sent meanwhile. */
+static void conn_job_done(uv_work_t *w, int status)
+{
+    conn_job *j = gg_container_of(w, conn_job, work);
+    gg_conn *c = j->c;
+    gg_core *core = c->rpc->core;
+    gg_core_lock(core);
+    c->held = false;
+    if (status < 0 && !j->unpack_rc && !j->decode_failed)
+        j->rc = proto_fail(&(proto_errbuf){j->errmsg, sizeof(j->errmsg)}, -EIO,
+                           "the request could not be worked on: %s", uv_strerror(status));
+    if (c->closing) {
+        j->method->offload->end(NULL, j->state, -ECANCELED);
+    } else if (j->unpack_rc) {
+        j->method->offload->end(NULL, j->state, j->unpack_rc);
+        core->stats.errors++;
+        conn_fatal(c, j->unpack_rc, j->unpack_rc == -ENOMEM ? "out of memory unpacking the message"
+                                                             : "malformed MessagePack");
+    } else if (j->decode_failed) {
+        /* the shape proto_msg_peek saw, but not a request proto_msg_decode takes */
+        j->method->offload->end(NULL, j->state, -EPROTO);
+        core->stats.errors++;
+        conn_buf_reset(&c->out);
+        if (j->msgid_ok)
+            proto_pack_error_response(&c->out_pk, j->msgid, -EPROTO, j->errmsg);
+        else
+            proto_pack_error_notify(&c->out_pk, -EPROTO, j->errmsg);
+        gg_conn_send(c, c->out.data, c->out.size);
+        conn_buf_reset(&c->out);
+    } else {
+        conn_buf_reset(&c->out);
+        proto_pack_response_head(&c->out_pk, j->msgid);
+        gg_call call = {
+            .core = core, .rpc = c->rpc, .sess = c->sess, .msgid = j->msgid, .pk = &c->out_pk,
+            .err = {j->errmsg, sizeof(j->errmsg)}, .send_fd = -1,
+        };
+        int rc = j->method->offload->end(&call, j->state, j->rc);
+        if (rc < 0)
+            conn_method_failed(c, j->msgid, j->method->name, j->method->len, rc, j->errmsg,
+                               sizeof(j->errmsg));
+        gg_conn_send(c, c->out.data, c->out.size);
+        conn_buf_reset(&c->out);
+    }
+    msgpack_zone_destroy(&j->zone);
+    free(j->buf);
+    free(j);
+    gg_conn_request_done(c);
+    if (!c->closing) {
+        conn_on_read_locked((uv_stream_t *)&c->pipe, 0, NULL);   /* what came meanwhile */
+        if (!c->closing && !c->paused && !c->held && !core->stopping &&
+            uv_read_start((uv_stream_t *)&c->pipe, conn_alloc, conn_on_read) < 0)
+            conn_close_now(c);
+    }
+    gg_core_unlock(core);
+    conn_put(c);
+}
+
+/* The whole message at rbuf[off .. off + len): a request of a method with
+ * a gg_offload goes to a pool thread, taking the read buffer with it (what
+ * follows the message is copied to a new one).  false: not such a request,
+ * or no memory to set it up; the caller handles it on the loop. */
+static bool conn_offload(gg_conn *c, size_t off, size_t len)
+{
+    uint32_t msgid;
+    const char *name;
+    size_t nlen;
+    if (len < CONN_OFFLOAD_BYTES || !proto_msg_peek(c->rbuf + off, len, &msgid, &name, &nlen))
+        return false;
+    const gg_method *method = gg_dispatch_find(name, nlen);
+    if (!method || !method->offload)
+        return false;
+    gg_core *core = c->rpc->core;
+    size_t rest = c->rlen - off - len;
+    size_t ncap = CONN_READ_CHUNK * 2;
+    while (ncap < rest + CONN_READ_CHUNK)
+        ncap *= 2;
+    conn_job *j = calloc(1, sizeof(*j));
+    uint8_t *nbuf = j ? malloc(ncap) : NULL;
+    if (!nbuf || !msgpack_zone_init(&j->zone, CONN_ZONE_CHUNK)) {
+        free(nbuf);
+        free(j);
+        return false;
+    }
+    /* the message is consumed from here on, whatever its answer */
+    memcpy(nbuf, c->rbuf + off + len, rest);
+    j->buf = c->rbuf;
+    j->data = c->rbuf + off;
+    j->len = len;
+    c->rbuf = nbuf;
+    c->rcap = ncap;
+    c->rlen = rest;
+    j->c = c;
+    j->method = method;
+    j->msgid = msgid;
+    char errmsg[512] = "";
+    gg_call call = {
+        .core = core, .rpc = c->rpc, .sess = c->sess, .msgid = msgid, .pk = &c->out_pk,
+        .err = {errmsg, sizeof(errmsg)}, .send_fd = -1,
+    };
+    int rc = 0;
+    if (!conn_admit(c, msgid))
+        goto answered;
+    if (core->stopping) {
+        conn_send_error(c, msgid, -ESHUTDOWN, "the daemon is shutting down");
+        goto answered;
+    }
+    if ((rc = method->offload->begin(&call, &j->state)) < 0) {
+        conn_method_failed(c, msgid, method->name, method->len, rc, errmsg, sizeof(errmsg));
+        gg_conn_send(c, c->out.data, c->out.size);
+        conn_buf_reset(&c->out);
+        goto answered;
+    }
+    c->inflight++;
+    c->handles++;
+    c->held = true;
+    uv_read_stop((uv_stream_t *)&c->pipe);
+    uv_timer_stop(&c->req_timer);
+    if ((rc = uv_queue_work(core->loop, &j->work, conn_job_work, conn_job_done)) < 0) {
+        conn_job_work(&j->work);    /* cannot fail with these arguments; still answered */
+        conn_job_done(&j->work, 0);
+    }
+    return true;
+
+answered:
+    msgpack_zone_destroy(&j->zone);
+    free(j->buf);
+    free(j);
+    return true;
+}
+
 static void conn_on_read_locked(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
 {
     (void)buf;
@@ -591,7 +799,7 @@ static void conn_on_read_locked(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
     c->in_read = true;
     /* paused: the rest stays in rbuf until the peer reads (conn_on_write);
      * a stop answers it all (ESHUTDOWN) */
-    while (!c->closing && off < c->rlen && (!c->paused || c->rpc->core->stopping)) {
+    while (!c->closing && !c->held && off < c->rlen && (!c->paused || c->rpc->core->stopping)) {
         /* The common request, a plain replay, is read from its bytes with
          * no unpacking; the general path below takes everything else, and
          * a replay whose bytes have not all come (its scan is then under
@@ -622,9 +830,13 @@ static void conn_on_read_locked(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
             conn_fatal(c, (int)r, msg);
             return;
         }
+        proto_frame_reset(&c->frame);
+        if (conn_offload(c, off, (size_t)r)) {
+            off = 0;                /* the read buffer is a new one, holding what followed */
+            break;
+        }
         conn_handle_message(c, c->rbuf + off, (size_t)r);
         off += (size_t)r;
-        proto_frame_reset(&c->frame);
     }
     c->in_read = was_in_read;
     if (c->closing)
@@ -639,7 +851,7 @@ static void conn_on_read_locked(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
             gg_conn_close(c);
         return;
     }
-    if (!c->paused)
+    if (!c->paused && !c->held)
         conn_time_request(c, off > 0);
     /* Keep an idle connection's buffer small. */
     if (c->rlen == 0 && c->rcap > 4 * CONN_READ_CHUNK) {

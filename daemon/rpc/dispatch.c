@@ -5,7 +5,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#define M(name, fn, ...) {name, fn, sizeof(name) - 1, (const char *const[]){__VA_ARGS__ NULL}}
+#define M(name, fn, ...) {name, fn, sizeof(name) - 1, (const char *const[]){__VA_ARGS__ NULL}, NULL}
+/* one whose large requests are worked on off the loop (gg_offload) */
+#define MO(name, fn, off, ...) \
+    {name, fn, sizeof(name) - 1, (const char *const[]){__VA_ARGS__ NULL}, off}
 
 /* Every key a method reads is listed with it: a misspelt one (bucket: for
  * buckets:, asynch: for async:) is refused instead of silently ignored.
@@ -20,8 +23,8 @@ static const gg_method dispatch_methods[] = {
     M("buffer.list", gg_method_buffer_list),
     M("event.register", gg_method_event_register, "handle",),
     M("event.release", gg_method_event_release, "id",),
-    M("program.define", gg_method_program_define, "name", "buckets", "tensors", "nodes",
-      "branches",),
+    MO("program.define", gg_method_program_define, &gg_method_program_define_offload, "name",
+       "buckets", "tensors", "nodes", "branches",),
     M("program.release", gg_method_program_release, "id",),
     M("program.list", gg_method_program_list),
     M("program.prepare", gg_method_program_prepare, "id", "buckets", "branch",),

@@ -35,6 +35,23 @@ typedef struct gg_call {
 
 typedef int (*gg_method_fn)(gg_call *call);
 
+/* A method whose work grows with its request (program.define of 100,000
+ * nodes) can have a large request unpacked, checked and worked on off the
+ * loop, on a thread of libuv's pool, while the loop serves everyone else;
+ * the connection handles nothing else of its own until it is answered, so
+ * the session sees its requests in order as ever (rpc/conn.c). */
+typedef struct gg_offload {
+    /* loop, core lock: take what work needs from the core into *state;
+     * 0, or negative errno with a message (proto_fail on c->err) */
+    int (*begin)(gg_call *c, void **state);
+    /* pool thread, no lock: the request's params (keys already checked) */
+    int (*work)(void *state, const msgpack_object *params, proto_errbuf *e);
+    /* loop, core lock: rc is work's; finish and pack the result map into
+     * c->pk as a handler does (0, or negative errno through c->err); free
+     * state.  c NULL: the connection has gone, only free. */
+    int (*end)(gg_call *c, void *state, int rc);
+} gg_offload;
+
 typedef struct {
     const char *name;
     gg_method_fn fn;
@@ -42,6 +59,7 @@ typedef struct {
     /* the keys its params map may hold (NULL-terminated); any other is
      * refused with EINVAL before the handler runs (gg_dispatch_check) */
     const char *const *keys;
+    const gg_offload *offload;      /* NULL: always on the loop */
 } gg_method;
 
 /* params' keys against m->keys: 0, or -EINVAL naming the key and listing
@@ -61,6 +79,7 @@ int gg_method_buffer_list(gg_call *c);
 int gg_method_event_register(gg_call *c);    /* methods_event.c */
 int gg_method_event_release(gg_call *c);
 int gg_method_program_define(gg_call *c);    /* methods_program.c */
+extern const gg_offload gg_method_program_define_offload;
 int gg_method_program_release(gg_call *c);
 int gg_method_program_list(gg_call *c);
 int gg_method_program_prepare(gg_call *c);

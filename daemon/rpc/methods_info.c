@@ -144,7 +144,7 @@ int gg_method_stats(gg_call *c)
     if (cap > fit)
         cap = fit ? (unsigned)fit : 1;
     unsigned ctotal = gg_rpc_cache_count(core->cache, all, me->uid);
-    msgpack_pack_map(pk, 30);
+    msgpack_pack_map(pk, 31);
     proto_pack_kv_u64(pk, "capture_count", st->capture_count);
     proto_pack_kv_u64(pk, "instantiation_count", st->instantiations);
     proto_pack_kv_u64(pk, "replay_count", st->replay_count);
@@ -166,6 +166,7 @@ int gg_method_stats(gg_call *c)
     proto_pack_kv_str(pk, "backend", core->backend);
     proto_pack_kv_u64(pk, "sessions_active", c->rpc->nconns);
     proto_pack_kv_u64(pk, "sessions_total", core->sessions_total);
+    proto_pack_kv_u64(pk, "defines_checking", core->defines_checking);
     proto_pack_kv_u64(pk, "graphs_cached", gg_cache_count(core->cache));
     proto_pack_kv_u64(pk, "cache_capacity", gg_cache_capacity(core->cache));
     proto_pack_kv_u64(pk, "cache_bytes", gg_cache_bytes(core->cache));

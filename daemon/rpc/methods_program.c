@@ -18,6 +18,7 @@
 #include "base/log.h"
 #include "core/program.h"
 #include "core/replay.h"
+#include "core/snapshot.h"
 #include "rpc/reply.h"
 #include "core/core.h"
 #include "rpc/conn.h"
@@ -136,17 +137,88 @@ static int define_check(const msgpack_object *params, proto_errbuf *e)
     return 0;
 }
 
+/* A define's state between its halves: the snapshot it reads instead of
+ * the core, and the program it made. */
+typedef struct {
+    gg_define_env env;
+    gg_snapshot snap;
+    int buckets[GG_MAX_BUCKETS];
+    gg_program *p;
+} define_job;
+
+static int define_snap_buffer(const gg_define_env *env, uint64_t id, gg_buffer **out,
+                              proto_errbuf *e)
+{
+    return gg_snapshot_buffer(env->ctx, id, out, e);
+}
+
+static int define_snap_program(const gg_define_env *env, uint64_t id, gg_program **out,
+                               proto_errbuf *e)
+{
+    return gg_snapshot_program(env->ctx, id, out, e);
+}
+
+static int define_begin(gg_call *c, void **state)
+{
+    define_job *j = calloc(1, sizeof(*j));
+    if (!j || gg_snapshot_take(c->core, c->sess, &j->snap) < 0) {
+        free(j);
+        return proto_fail(&c->err, -ENOMEM, "out of memory");
+    }
+    memcpy(j->buckets, c->core->cfg->buckets, sizeof(j->buckets));
+    j->env = (gg_define_env){.s = c->sess, .buckets = j->buckets,
+                             .nbuckets = c->core->cfg->nbuckets,
+                             .lookup = define_snap_buffer, .program = define_snap_program,
+                             .ctx = &j->snap};
+    c->core->defines_checking++;
+    *state = j;
+    return 0;
+}
+
+static int define_work(void *state, const msgpack_object *params, proto_errbuf *e)
+{
+    define_job *j = state;
+    if (!params)
+        return proto_fail(e, -EINVAL, "program.define needs {name, tensors, nodes}");
+    int rc = define_check(params, e);
+    if (rc < 0)
+        return rc;
+    return gg_program_parse(&j->env, params, &j->p, e);
+}
+
+static int define_answer(gg_call *c, gg_program *p);
+
+static int define_end(gg_call *c, void *state, int rc)
+{
+    define_job *j = state;
+    j->env.s->core->defines_checking--;
+    gg_snapshot_free(&j->snap);
+    gg_program *p = j->p;
+    free(j);
+    if (rc < 0 || !c) {
+        if (p)
+            gg_program_discard(p);
+        return rc;
+    }
+    if ((rc = gg_program_commit(c->core, p, &c->err)) < 0)
+        return rc;
+    return define_answer(c, p);
+}
+
+const gg_offload gg_method_program_define_offload = {define_begin, define_work, define_end};
+
+/* A define that is small enough to check on the loop: the same halves. */
 int gg_method_program_define(gg_call *c)
 {
-    if (!c->params)
-        return proto_fail(&c->err, -EINVAL, "program.define needs {name, tensors, nodes}");
-    gg_program *p;
-    int rc = define_check(c->params, &c->err);
+    void *state;
+    int rc = define_begin(c, &state);
     if (rc < 0)
         return rc;
-    rc = gg_program_define(c->core, c->sess, c->params, &p, &c->err);
-    if (rc < 0)
-        return rc;
+    return define_end(c, state, define_work(state, c->params, &c->err));
+}
+
+static int define_answer(gg_call *c, gg_program *p)
+{
     int nodes = 0;
     for (int b = 0; b < p->nbranches; b++)
         nodes += p->branches[b].nnodes;
