@@ -201,6 +201,24 @@ void gg_cache_unpin(gg_cache *c, gg_cache_entry *e)
     cache_make_room(c, 0, 0);   /* over the limits while this was pinned */
 }
 
+uint64_t gg_cache_evict_bytes(gg_cache *c, const gg_cache_entry *keep, uint64_t bytes)
+{
+    uint64_t freed = 0;
+    for (gg_list *l = c->lru.next, *nx; l != &c->lru && freed < bytes; l = nx) {
+        nx = l->next;
+        gg_cache_entry *e = gg_container_of(l, gg_cache_entry, lru_link);
+        if (e == keep || e->state != GG_ENTRY_READY || e->pins)
+            continue;
+        freed += e->footprint;
+        /* the last graph of a parked record takes its arena with it */
+        const gg_parked *pk = e->parked;
+        if (pk && pk->live == 1 && pk->arena && pk->arena->refs == 1 && pk->arena->base)
+            freed += pk->arena->bytes;
+        cache_evict(c, e, "VRAM cap at capture");
+    }
+    return freed;
+}
+
 unsigned gg_cache_evict_matching(gg_cache *c, bool (*match)(const gg_cache_entry *, const void *),
                                  const void *arg, unsigned *evicted, unsigned *deferred)
 {

@@ -528,6 +528,7 @@ static void exec_apply(gg_exec *x, gg_job *j, gg_cache_entry *e, gg_job_result *
         core->stats.capture_count++;
         core->stats.exec_updates++;
     } else if (r->captured) {
+        e->reason[0] = '\0';
         e->captures++;
         e->instantiations++;
         e->gen = j->gen;
@@ -555,6 +556,16 @@ static void exec_apply(gg_exec *x, gg_job *j, gg_cache_entry *e, gg_job_result *
     }
     if (r->validation_failed)
         core->stats.validation_failures++;
+    if (r->over_cap && r->failed && e->state != GG_ENTRY_FAILED &&
+        gg_cache_evict_bytes(core->cache, e, r->over_cap) >= r->over_cap) {
+        /* Room made: this replay ran eager (and says why), the next use
+         * captures again instead of the entry failing for good. */
+        gg_log_fields f = {.session = j->sess->id, .program = j->prog->id, .bucket = e->bucket};
+        GG_LOG(GG_LOG_INFO, &f, "%s: cached graphs evicted to make room, captured on next use",
+               r->reason);
+        snprintf(e->reason, sizeof(e->reason), "%s", r->reason);
+        r->failed = false;
+    }
     if (r->failed && e->state != GG_ENTRY_FAILED) {
         gg_log_fields f = {.session = j->sess->id, .program = j->prog->id, .bucket = e->bucket};
         GG_LOG(GG_LOG_WARN, &f, "graph for branch %d disabled, running eager: %s", e->branch,

@@ -31,6 +31,7 @@ typedef struct gg_job_result {
     bool validation_failed;
     gg_dev_exec *exec;
     size_t footprint;
+    uint64_t over_cap;              /* not captured: bytes past vram-cap it would take */
     char reason[160];
 } gg_job_result;
 

@@ -83,6 +83,34 @@ static int exec_warmup(gg_core *core, gg_job *j, gg_cache_entry *e, gg_dev_strea
     return rc;
 }
 
+/* A graph's own device memory before it exists: the hip backend's count,
+ * a kilobyte a node (device_hip.c, hip_exec_footprint). */
+#define EXEC_GRAPH_NODE_BYTES 1024
+
+/* vram-cap, held against the device's memory as its runtime counts it now
+ * (every process's allocations, this daemon's graphs and scratch
+ * included): need more bytes must keep what is in use within vram-cap of
+ * the total.  Else -ENOSPC with r->over_cap (the loop evicts cached graphs
+ * for it, exec.c).  A device that cannot say lets it through. */
+static int exec_vram_check(gg_core *core, size_t need, gg_job_result *r)
+{
+    gg_device *dev = core->dev;
+    uint64_t free_b, total_b;
+    if (!need || !dev->ops->mem_info || dev->ops->mem_info(dev, &free_b, &total_b) < 0 ||
+        total_b == 0)
+        return 0;
+    uint64_t used = total_b - (free_b < total_b ? free_b : total_b);
+    uint64_t limit = (uint64_t)(core->cfg->vram_cap * (double)total_b);
+    if (used + need <= limit)
+        return 0;
+    r->over_cap = used + need - limit;
+    snprintf(r->reason, sizeof(r->reason), "VRAM cap: %.1f MiB of %.1f MiB of device memory in "
+             "use and this graph needs %.1f KiB more: past vram-cap %.2f (%.1f MiB)",
+             (double)used / 1048576, (double)total_b / 1048576, (double)need / 1024,
+             core->cfg->vram_cap, (double)limit / 1048576);
+    return -ENOSPC;
+}
+
 /* Capture and instantiate e's graph into r.  On failure r->reason says
  * which step failed and nothing has run on the device. */
 static int exec_capture(gg_core *core, gg_job *j, gg_cache_entry *e, gg_dev_stream *s,
@@ -94,6 +122,14 @@ static int exec_capture(gg_core *core, gg_job *j, gg_cache_entry *e, gg_dev_stre
     int rc;
     char why[160] = "";
 
+    /* what this capture adds to the device's memory (the program's arena,
+     * allocated by now, is in use already): a graph, unless the one held is
+     * updated in place */
+    bool update = e->state == GG_ENTRY_READY && e->exec &&
+                  e->updates < core->cfg->exec_update_limit;
+    if (!update && (rc = exec_vram_check(core, (size_t)br->nnodes * EXEC_GRAPH_NODE_BYTES,
+                                         r)) < 0)
+        return rc;
     if ((rc = exec_fault(core, GG_FAULT_CAPTURE, r, "capture")) < 0)
         return rc;
     if (e->warm_sess != j->sess->id) {

@@ -96,6 +96,10 @@ typedef struct gg_device_ops {
     void (*exec_destroy)(gg_device *dev, gg_dev_exec *x);
     /* Bytes of device memory the instantiated graph holds (for the VRAM cap). */
     size_t (*exec_footprint)(gg_device *dev, gg_dev_exec *x);
+    /* The device's memory now, free and total bytes, as the runtime counts
+     * it (every process's allocations): cheap enough to ask before each
+     * capture, which holds vram-cap against it.  Executor threads. */
+    int (*mem_info)(gg_device *dev, uint64_t *free_b, uint64_t *total_b);
 
     /* true when the op's first launch on a stream may do one-time setup that
      * must not land in a capture (vendor BLAS picking and loading kernels):

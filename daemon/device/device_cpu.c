@@ -154,14 +154,45 @@ static const char *cpu_last_error(gg_device *dev)
     return cpu_err[0] ? cpu_err : "no error";
 }
 
+/* The device memory the cpu backend reports: the host's RAM, or, with
+ * GFXGRAPH_CPU_MEMORY=TOTAL[:USED] (bytes; K, M, G suffixes), a device of
+ * TOTAL bytes of which USED are taken by others and the daemon's scratch
+ * the rest, as a GPU runtime counts it: what tests of vram-cap need. */
+typedef struct {
+    bool injected;
+    uint64_t total, used;
+    uint64_t scratch;               /* bytes held by scratch_alloc (atomic) */
+} cpu_mem;
+
+/* scratch_alloc's block starts this far before the pointer it gives: the
+ * block's size lives there, for the count (and keeps 256-byte alignment) */
+#define CPU_SCRATCH_HEAD 256
+
 static void cpu_destroy(gg_device *dev)
 {
+    free(dev->priv);
     free(dev);
+}
+
+static int cpu_mem_info(gg_device *dev, uint64_t *free_b, uint64_t *total_b)
+{
+    const cpu_mem *m = dev->priv;
+    if (m && m->injected) {
+        uint64_t taken = m->used + __atomic_load_n(&m->scratch, __ATOMIC_RELAXED);
+        *total_b = m->total;
+        *free_b = taken < m->total ? m->total - taken : 0;
+        return 0;
+    }
+    struct sysinfo si;
+    if (sysinfo(&si) != 0)
+        return cpu_fail(-errno, "sysinfo failed%s", "");
+    *total_b = (uint64_t)si.totalram * si.mem_unit;
+    *free_b = (uint64_t)(si.freeram + si.bufferram) * si.mem_unit;
+    return 0;
 }
 
 static int cpu_info(gg_device *dev, gg_device_info *out)
 {
-    (void)dev;
     struct utsname u;
     struct sysinfo si;
     memset(out, 0, sizeof(*out));
@@ -171,10 +202,8 @@ static int cpu_info(gg_device *dev, gg_device_info *out)
     snprintf(out->arch, sizeof(out->arch), "%.31s", u.machine);
     snprintf(out->runtime, sizeof(out->runtime), "cpu reference kernels");
     snprintf(out->driver, sizeof(out->driver), "linux %.50s", u.release);
-    if (sysinfo(&si) == 0) {
-        out->mem_total = (uint64_t)si.totalram * si.mem_unit;
-        out->mem_free = (uint64_t)(si.freeram + si.bufferram) * si.mem_unit;
-    }
+    (void)si;
+    cpu_mem_info(dev, &out->mem_free, &out->mem_total);
     out->wave_size = 1;
     out->compute_units = (int)cpus;
     return 0;
@@ -267,19 +296,33 @@ static void cpu_buffer_release(gg_device *dev, gg_dev_buffer *b)
 
 static int cpu_scratch_alloc(gg_device *dev, size_t bytes, void **ptr)
 {
-    (void)dev;
+    cpu_mem *m = dev->priv;
     size_t n = (bytes + 255) & ~(size_t)255;
-    void *p = aligned_alloc(256, n ? n : 256);
+    if (!n)
+        n = 256;
+    if (n > SIZE_MAX - CPU_SCRATCH_HEAD)
+        return cpu_fail(-ENOMEM, "out of host memory%s", "");
+    uint8_t *p = aligned_alloc(256, n + CPU_SCRATCH_HEAD);
     if (!p)
         return cpu_fail(-ENOMEM, "out of host memory%s", "");
-    *ptr = p;
+    memcpy(p, &n, sizeof(n));
+    if (m)
+        __atomic_add_fetch(&m->scratch, n, __ATOMIC_RELAXED);
+    *ptr = p + CPU_SCRATCH_HEAD;
     return 0;
 }
 
 static void cpu_scratch_free(gg_device *dev, void *ptr)
 {
-    (void)dev;
-    free(ptr);
+    cpu_mem *m = dev->priv;
+    if (!ptr)
+        return;
+    uint8_t *p = (uint8_t *)ptr - CPU_SCRATCH_HEAD;
+    size_t n;
+    memcpy(&n, p, sizeof(n));
+    if (m)
+        __atomic_sub_fetch(&m->scratch, n, __ATOMIC_RELAXED);
+    free(p);
 }
 
 static int cpu_memset(gg_device *dev, gg_dev_stream *s, void *ptr, int byte, size_t bytes)
@@ -564,6 +607,7 @@ static const gg_device_ops cpu_ops = {
     .graph_destroy = cpu_graph_destroy,
     .exec_destroy = cpu_exec_destroy,
     .exec_footprint = cpu_exec_footprint,
+    .mem_info = cpu_mem_info,
     .op_needs_warmup = cpu_op_needs_warmup,
     .op_launch = cpu_op_launch,
     .host_register = cpu_host_register,
@@ -575,14 +619,49 @@ static const gg_device_ops cpu_ops = {
     .last_error = cpu_last_error,
 };
 
+/* "64M", "1G", "1048576": bytes, or false. */
+static bool cpu_parse_bytes(const char *s, char **end, uint64_t *v)
+{
+    errno = 0;
+    if (*s < '0' || *s > '9')
+        return false;
+    unsigned long long n = strtoull(s, end, 10);
+    unsigned shift = **end == 'K' ? 10 : **end == 'M' ? 20 : **end == 'G' ? 30 : 0;
+    if (shift)
+        (*end)++;
+    if (errno || n > (UINT64_MAX >> shift))
+        return false;
+    *v = (uint64_t)n << shift;
+    return true;
+}
+
 int gg_device_cpu_open(const gg_config *cfg, gg_device **out, char *err, size_t errlen)
 {
     (void)cfg;
     gg_device *d = calloc(1, sizeof(*d));
-    if (!d) {
+    cpu_mem *m = calloc(1, sizeof(*m));
+    if (!d || !m) {
+        free(d);
+        free(m);
         snprintf(err, errlen, "out of memory");
         return -ENOMEM;
     }
+    const char *inj = getenv("GFXGRAPH_CPU_MEMORY");
+    if (inj && *inj) {
+        char *end;
+        bool ok = cpu_parse_bytes(inj, &end, &m->total);
+        if (ok && *end == ':')
+            ok = cpu_parse_bytes(end + 1, &end, &m->used);
+        if (!ok || *end || m->total == 0 || m->used > m->total) {
+            snprintf(err, errlen, "GFXGRAPH_CPU_MEMORY='%.64s': want TOTAL[:USED] in bytes "
+                     "(K, M, G suffixes), TOTAL > 0 and USED <= TOTAL", inj);
+            free(d);
+            free(m);
+            return -EINVAL;
+        }
+        m->injected = true;
+    }
+    d->priv = m;
     d->ops = &cpu_ops;
     *out = d;
     return 0;

@@ -610,6 +610,18 @@ static void hip_exec_destroy(gg_device *dev, gg_dev_exec *x)
     free(x);
 }
 
+static int hip_mem_info(gg_device *dev, uint64_t *free_b, uint64_t *total_b)
+{
+    int rc = hipdev_bind(dev);
+    if (rc < 0)
+        return rc;
+    size_t f = 0, t = 0;
+    HIP_CALL(dev, hipMemGetInfo(&f, &t), "hipMemGetInfo");
+    *free_b = f;
+    *total_b = t;
+    return 0;
+}
+
 /* The runtime does not say what an instantiated graph holds on the device;
  * a kernel node's parameters and launch descriptor are in the hundreds of
  * bytes, so count a kilobyte a node. */
@@ -690,6 +702,7 @@ static const gg_device_ops hip_ops = {
     .graph_destroy = hip_graph_destroy,
     .exec_destroy = hip_exec_destroy,
     .exec_footprint = hip_exec_footprint,
+    .mem_info = hip_mem_info,
     .op_needs_warmup = hip_op_needs_warmup,
     .op_launch = hip_op_launch,
     .host_register = hip_host_register,

@@ -84,3 +84,6 @@ add_dependencies(test_metrics gfxgraphctl)
 # failure answers fallback true as PROTOCOL.md says, replay-mode standard
 # and hot validate what they say.
 gg_core_test(test_validate test_validate.c integration 300 gg_client_static)
+# vram-cap held against the device's memory at capture time, with sizes
+# injected into the cpu backend (GFXGRAPH_CPU_MEMORY).
+gg_core_test(test_vram_cap test_vram_cap.c integration 300 gg_client_static)

@@ -1,0 +1,221 @@
+/* vram-cap held against the device's real memory at capture time (issue 13
+ * item 6), on the cpu backend with injected sizes (GFXGRAPH_CPU_MEMORY:
+ * TOTAL:USED, the daemon's scratch counted against the rest as a GPU
+ * runtime counts it):
+ *  - hello and health report the injected total and free memory;
+ *  - captures that keep the memory in use within vram-cap x total go ahead;
+ *  - one that would pass it evicts the least recently used cached graphs
+ *    to make room: that replay runs eager (fallback, the reason names the
+ *    cap and the figures), the next one captures;
+ *  - when the memory others use leaves no room (the old estimate, the
+ *    cache's own bytes, would have let it through), the entry fails and is
+ *    served eagerly with the reason. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "test_client_util.h"
+
+enum { D = 262144 };    /* a row of f32: 1 MiB */
+
+static gg_client *connect_to(const h_daemon *d)
+{
+    gg_client *c = gg_client_new();
+    if (!CHECKF(c && gg_client_connect(c, d->sock, "vram") == 0, "connect: %s",
+                c ? gg_client_last_error(c) : "no memory")) {
+        gg_client_close(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* y = 2x through a scratch tensor of [batch, D]: bucket b holds b MiB */
+static uint64_t define_big(gg_client *c, uint64_t x, uint64_t y)
+{
+    gg_program_def *p = gg_program_def_new("big");
+    int64_t s[2] = {GG_BATCH, D};
+    gg_program_def_buckets(p, 3, (int[]){1, 2, 4});
+    gg_program_def_tensor(p, "x", x, 0, "f32", 2, s);
+    gg_program_def_tensor(p, "y", y, 0, "f32", 2, s);
+    gg_program_def_scratch(p, "a", "f32", 2, s);
+    gg_program_def_op(p, "scale", "x", "a");
+    gg_program_def_attr_f(p, "scale", 2.0);
+    gg_program_def_op(p, "copy", "a", "y");
+    uint64_t id = 0;
+    if (!CHECKF(gg_client_program_define(c, p, &id) == 0, "define: %s", gg_client_last_error(c)))
+        id = 0;
+    gg_program_def_free(p);
+    return id;
+}
+
+/* health's vram_free_mb, once it reads want (releases run on a worker) */
+static uint64_t free_mb(gg_client *c, uint64_t want)
+{
+    uint64_t v = UINT64_MAX;
+    for (int i = 0; i < 300; i++) {
+        const msgpack_object *r;
+        if (gg_client_call(c, "health", NULL, 0, &r) == 0)
+            v = h_getu(r, "vram_free_mb");
+        if (v == want)
+            break;
+        h_sleep_ms(10);
+    }
+    return v;
+}
+
+static bool replay(gg_client *c, uint64_t prog, int batch, gg_replay_result *res, tbuf *x,
+                   tbuf *y)
+{
+    memset(y->f, 0, y->size);
+    if (!CHECKF(gg_client_replay(c, prog, batch, -1, res) == 0, "replay %d: %s", batch,
+                gg_client_last_error(c)))
+        return false;
+    bool right = true;
+    for (size_t i = 0; i < (size_t)batch * D; i += 4099)
+        right = right && y->f[i] == 2 * x->f[i];
+    return CHECKF(right, "replay %d: y = 2x", batch);
+}
+
+static void test_evicts_for_room(void)
+{
+    h_section("32 MiB device, 10 used by others, vram-cap 0.5: room made by eviction");
+    const char *env[] = {"GFXGRAPH_CPU_MEMORY=32M:10M", NULL};
+    const char *args[] = {"--set", "vram-cap=0.5", "--backend", "cpu", NULL};
+    h_daemon d;
+    if (!CHECK(h_daemon_start(&d, args, env) == 0))
+        return;
+    gg_client *c = connect_to(&d);
+    tbuf x, y;
+    memset(&x, 0, sizeof x);
+    memset(&y, 0, sizeof y);
+    if (!c || !tbuf_new(c, &x, 4 * D) || !tbuf_new(c, &y, 4 * D))
+        goto out;
+    for (size_t i = 0; i < 4 * (size_t)D; i++)
+        x.f[i] = (float)(i % 13) - 6.0f;
+    CHECK_EQ(free_mb(c, 22), 22);
+    uint64_t prog = define_big(c, x.id, y.id);
+    gg_replay_result res;
+    if (!prog)
+        goto out;
+    /* 10 + 1 and then 10 + 1 + 2 MiB: within 16 */
+    if (replay(c, prog, 1, &res, &x, &y))
+        CHECK(res.path == GG_PATH_GRAPH && res.captured);
+    if (replay(c, prog, 2, &res, &x, &y))
+        CHECK(res.path == GG_PATH_GRAPH && res.captured);
+    CHECK_EQ(free_mb(c, 19), 19);
+    /* 13 + 4 would pass 16: buckets 1 and 2 go (LRU), this one runs eager */
+    if (replay(c, prog, 4, &res, &x, &y)) {
+        CHECK(res.path == GG_PATH_EAGER && res.fallback && !res.captured);
+        CHECK_CONTAINS(res.reason, "VRAM cap: 13.0 MiB of device memory in use and 4.0 MiB");
+        CHECK_CONTAINS(res.reason, "vram-cap 0.50 of 32.0 MiB");
+    }
+    const msgpack_object *st = t_stats(c);
+    char b[32];
+    if (st) {
+        CHECK_EQ(h_getu(st, "evictions"), 2);
+        CHECK_EQ(h_getu(st, "graphs_cached"), 0);
+        const msgpack_object *e = t_entry(st, prog, 0, 4);
+        CHECK(e && strcmp(h_gets(e, "state", b, sizeof b), "empty") == 0);
+        CHECK_EQ(h_getu(st, "fallback_count"), 1);
+    }
+    /* buckets 1 and 2 freed; the eager run's 4 MiB of scratch stays with
+     * its entry (eager runs are not held to the cap), and the capture
+     * below reuses it */
+    CHECK_EQ(free_mb(c, 18), 18);
+    /* now 10 + 4: the graph */
+    if (replay(c, prog, 4, &res, &x, &y))
+        CHECK(res.path == GG_PATH_GRAPH && res.captured);
+    if (replay(c, prog, 3, &res, &x, &y))
+        CHECK(res.path == GG_PATH_GRAPH && !res.captured);
+    CHECK_EQ(free_mb(c, 18), 18);
+out:
+    tbuf_free(&x);
+    tbuf_free(&y);
+    gg_client_close(c);
+    h_daemon_stop(&d);
+}
+
+static void test_no_room(void)
+{
+    h_section("32 MiB device, 30 used by others, vram-cap 0.9: no room, served eagerly");
+    const char *env[] = {"GFXGRAPH_CPU_MEMORY=32M:30M", NULL};
+    const char *args[] = {"--set", "vram-cap=0.9", "--backend", "cpu", NULL};
+    h_daemon d;
+    if (!CHECK(h_daemon_start(&d, args, env) == 0))
+        return;
+    gg_client *c = connect_to(&d);
+    tbuf x, y;
+    memset(&x, 0, sizeof x);
+    memset(&y, 0, sizeof y);
+    if (!c || !tbuf_new(c, &x, 4 * D) || !tbuf_new(c, &y, 4 * D))
+        goto out;
+    for (size_t i = 0; i < 4 * (size_t)D; i++)
+        x.f[i] = (float)(i % 7);
+    const msgpack_object *r;
+    if (CHECK(gg_client_call(c, "health", NULL, 0, &r) == 0)) {
+        CHECK_EQ(h_getu(r, "vram_total_mb"), 32);
+        CHECK_EQ(h_getu(r, "vram_free_mb"), 2);
+    }
+    uint64_t prog = define_big(c, x.id, y.id);
+    gg_replay_result res;
+    for (int i = 0; prog && i < 2; i++)
+        if (replay(c, prog, 1, &res, &x, &y)) {
+            CHECK(res.path == GG_PATH_EAGER && res.fallback && !res.captured);
+            CHECK_CONTAINS(res.reason, "VRAM cap: 30.0 MiB of device memory in use");
+        }
+    int ready = -1, failed = -1;
+    CHECK(prog && gg_client_program_prepare(c, prog, 0, NULL, -1, &ready, &failed) == 0 &&
+          ready == 0 && failed == 3);
+    const msgpack_object *st = t_stats(c);
+    char b[160];
+    if (st) {
+        const msgpack_object *e = t_entry(st, prog, 0, 1);
+        CHECK(e && strcmp(h_gets(e, "state", b, sizeof b), "failed") == 0);
+        CHECK_CONTAINS(e ? h_gets(e, "reason", b, sizeof b) : "", "VRAM cap");
+        CHECK_EQ(h_getu(st, "capture_count"), 0);
+        CHECK_EQ(h_getu(st, "graphs_cached"), 0);
+        CHECK_EQ(h_getu(st, "fallback_count"), 2);
+    }
+out:
+    tbuf_free(&x);
+    tbuf_free(&y);
+    gg_client_close(c);
+    h_daemon_stop(&d);
+}
+
+static void test_bad_injection(void)
+{
+    h_section("GFXGRAPH_CPU_MEMORY that does not hold: the daemon does not start, and says why");
+    char dir[] = "/tmp/gg-vram-XXXXXX", sock[128];
+    if (!CHECK(mkdtemp(dir)))
+        return;
+    snprintf(sock, sizeof sock, "%s/d.sock", dir);
+    const char *env[] = {"GFXGRAPH_CPU_MEMORY=32M:64M", NULL};
+    const char *args[] = {"--backend", "cpu", NULL};
+    h_daemon d;
+    memset(&d, 0, sizeof d);
+    snprintf(d.log, sizeof d.log, "%s/d.log", dir);
+    if (CHECK(h_daemon_spawn(&d, sock, args, env) == 0)) {
+        int code = h_daemon_wait_exit(&d, 60000);
+        CHECK_EQ(code, 1);
+        if (code == -ETIMEDOUT)
+            h_daemon_kill(&d);
+        char *l = h_read_file(d.log);
+        CHECK_CONTAINS(l, "GFXGRAPH_CPU_MEMORY='32M:64M'");
+        free(l);
+    }
+    unlink(d.log);
+    unlink(sock);
+    rmdir(dir);
+}
+
+int main(void)
+{
+    h_init("test_vram_cap", 280);
+    test_evicts_for_room();
+    test_no_room();
+    test_bad_injection();
+    return h_finish();
+}
