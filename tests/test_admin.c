@@ -270,11 +270,12 @@ static void test_evict_name(gg_client *own, progs *p)
 }
 
 /* A program slow enough on the cpu backend that an evict arrives while its
- * replay runs: 256 linear nodes of 1024 x 1024 at bucket 8 (about 0.1 s). */
+ * replay runs: 160 linear nodes of 512 x 512 at bucket 8 (about 20 ms; the
+ * evict is tried again, waiting longer, when it came too soon). */
 static void test_evict_in_use(gg_client *own)
 {
     h_section("a graph in use is evicted when its replay ends, not under it");
-    enum { D = 1024, NODES = 256 };
+    enum { D = 512, NODES = 160 };
     tbuf x, y, w;
     memset(&x, 0, sizeof x);
     memset(&y, 0, sizeof y);
