@@ -44,6 +44,9 @@ static const struct {
     {"replay-mode", false},
     {"trusted-replay-threshold", false},
     {"trusted-replay-sample-interval", false},
+    {"adaptive-samples", false},
+    {"adaptive-recheck", false},
+    {"adaptive-timing", false},
     {"fault", false},
     {"exec-update-limit", false},
     {"workers", false},
@@ -233,6 +236,10 @@ void gg_config_defaults(gg_config *c)
     c->replay_mode = GG_REPLAY_STANDARD;
     c->trusted_replay_threshold = 16;
     c->trusted_replay_sample_interval = 16;
+    c->adaptive_samples = 8;
+    /* Re-measuring costs 2 x (samples + 1) replays, half of them on the
+     * slower path: about 0.2 % of replays at these defaults. */
+    c->adaptive_recheck = 10000;
     c->exec_update_limit = 64;
     c->workers = 0;
     c->fastpath = true;
@@ -307,6 +314,14 @@ void gg_config_value(const gg_config *c, int i, char *buf, size_t len)
     else if (!strcmp(k, "replay-mode")) V("%s", gg_replay_mode_name(c->replay_mode));
     else if (!strcmp(k, "trusted-replay-threshold")) V("%u", c->trusted_replay_threshold);
     else if (!strcmp(k, "trusted-replay-sample-interval")) V("%u", c->trusted_replay_sample_interval);
+    else if (!strcmp(k, "adaptive-samples")) V("%u", c->adaptive_samples);
+    else if (!strcmp(k, "adaptive-recheck")) V("%u", c->adaptive_recheck);
+    else if (!strcmp(k, "adaptive-timing")) {
+        if (c->adaptive_fixed)
+            V("%g,%g", c->adaptive_graph_us, c->adaptive_eager_us);
+        else
+            V("measured");
+    }
     else if (!strcmp(k, "fault")) cfg_fault_name(c->fault, buf, len);
     else if (!strcmp(k, "exec-update-limit")) V("%u", c->exec_update_limit);
     else if (!strcmp(k, "workers")) V("%u", c->workers);
@@ -456,6 +471,30 @@ static int cfg_fault(const char *v, unsigned *out, char *err, size_t errlen)
     return 0;
 }
 
+/* "measured", or "G,E": microseconds charged to every graph and eager run
+ * instead of what they took (tests drive the adaptive choice with it). */
+static int cfg_adaptive_timing(gg_config *c, const char *v, char *err, size_t errlen)
+{
+    static const char want[] = "measured, or GRAPH_US,EAGER_US (two numbers >= 0)";
+    if (strcmp(v, "measured") == 0) {
+        c->adaptive_fixed = false;
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    double g = strtod(v, &end);
+    if (end == v || *end != ',' || errno || !(g >= 0 && g <= 1e9))
+        return cfg_bad(err, errlen, "adaptive-timing", v, want);
+    const char *e0 = end + 1;
+    double e = strtod(e0, &end);
+    if (end == e0 || *end || errno || !(e >= 0 && e <= 1e9))
+        return cfg_bad(err, errlen, "adaptive-timing", v, want);
+    c->adaptive_fixed = true;
+    c->adaptive_graph_us = g;
+    c->adaptive_eager_us = e;
+    return 0;
+}
+
 int gg_config_set(gg_config *c, const char *key, const char *v, char *err, size_t errlen)
 {
     unsigned long long u;
@@ -529,6 +568,14 @@ int gg_config_set(gg_config *c, const char *key, const char *v, char *err, size_
     } else if (strcmp(key, "trusted-replay-sample-interval") == 0) {
         if ((rc = cfg_uint(key, v, 1, 1u << 30, &u, err, errlen)) < 0) return rc;
         c->trusted_replay_sample_interval = (unsigned)u;
+    } else if (strcmp(key, "adaptive-samples") == 0) {
+        if ((rc = cfg_uint(key, v, 1, 32, &u, err, errlen)) < 0) return rc;
+        c->adaptive_samples = (unsigned)u;
+    } else if (strcmp(key, "adaptive-recheck") == 0) {
+        if ((rc = cfg_uint(key, v, 0, 1u << 30, &u, err, errlen)) < 0) return rc;
+        c->adaptive_recheck = (unsigned)u;
+    } else if (strcmp(key, "adaptive-timing") == 0) {
+        return cfg_adaptive_timing(c, v, err, errlen);
     } else if (strcmp(key, "fault") == 0) {
         return cfg_fault(v, &c->fault, err, errlen);
     } else if (strcmp(key, "exec-update-limit") == 0) {
@@ -653,6 +700,8 @@ static const struct {
     {"GFXGRAPH_REPLAY_MODE", "replay-mode"},
     {"GFXGRAPH_TRUSTED_REPLAY_THRESHOLD", "trusted-replay-threshold"},
     {"GFXGRAPH_TRUSTED_REPLAY_SAMPLE_INTERVAL", "trusted-replay-sample-interval"},
+    {"GFXGRAPH_ADAPTIVE_SAMPLES", "adaptive-samples"},
+    {"GFXGRAPH_ADAPTIVE_RECHECK", "adaptive-recheck"},
     {"GFXGRAPH_FAULT", "fault"},
     {"GFXGRAPH_BUCKETS", "buckets"},
     {"GFXGRAPH_MAX_MESSAGE", "max-message-size"},

@@ -26,7 +26,7 @@ enum { GG_FAULT_CAPTURE = 1, GG_FAULT_INSTANTIATE = 2, GG_FAULT_LAUNCH = 4, GG_F
        GG_FAULT_VALIDATE = 16 };
 
 /* Settings known by name (config-file spelling). */
-#define GG_CFG_NKEYS 37
+#define GG_CFG_NKEYS 40
 
 typedef struct {
     char socket_path[GG_PATH_MAX];
@@ -55,6 +55,10 @@ typedef struct {
     gg_replay_mode replay_mode;
     unsigned trusted_replay_threshold;
     unsigned trusted_replay_sample_interval;
+    unsigned adaptive_samples;     /* replay-mode adaptive: timed runs of each path */
+    unsigned adaptive_recheck;     /* replays between re-measurements; 0: never */
+    bool adaptive_fixed;           /* adaptive-timing: fixed figures instead of measured */
+    double adaptive_graph_us, adaptive_eager_us;
     unsigned fault;              /* GG_FAULT_* */
     unsigned exec_update_limit;  /* re-instantiate after this many updates */
     unsigned workers;            /* executor threads; 0: automatic */

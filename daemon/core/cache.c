@@ -32,6 +32,7 @@ struct gg_cache {
     size_t bytes;            /* their graph footprints + the arenas' bytes */
     unsigned arenas;         /* scratch arenas allocated (programs' and parked) */
     size_t arena_bytes;
+    gg_adapt_memo *memo;     /* replay-mode adaptive's remembered choices */
 };
 
 int gg_cache_new(gg_core *core, gg_cache **out)
@@ -41,6 +42,10 @@ int gg_cache_new(gg_core *core, gg_cache **out)
         return -ENOMEM;
     c->core = core;
     gg_list_init(&c->lru);
+    if (!(c->memo = gg_adapt_memo_new())) {
+        free(c);
+        return -ENOMEM;
+    }
     *out = c;
     return 0;
 }
@@ -64,6 +69,7 @@ void gg_cache_free(gg_cache *c)
         free(pk->entries);
         free(pk);
     }
+    gg_adapt_memo_free(c->memo);
     free(c);
 }
 
@@ -108,6 +114,10 @@ int gg_cache_get(gg_cache *c, gg_program *p, int branch, int bi, gg_cache_entry 
         e->branch = branch;
         e->bucket_index = bi;
         e->bucket = p->buckets[bi];
+        if (p->adapt_seed) {
+            const gg_adapt_slot *m = &p->adapt_seed[branch * p->nbuckets + bi];
+            gg_adapt_seed(&e->adapt, (gg_adapt_choice)m->choice, m->us[0], m->us[1]);
+        }
         gg_list_add_tail(&c->lru, &e->lru_link);
         *slot = e;
     }
@@ -283,6 +293,27 @@ void gg_cache_retry(gg_cache *c, gg_cache_entry *e)
         e->state = GG_ENTRY_EMPTY;
         e->reason[0] = '\0';
     }
+}
+
+gg_adapt_slot *gg_cache_adapt_seed(gg_cache *c, const gg_program *p)
+{
+    if (c->core->cfg->replay_mode != GG_REPLAY_ADAPTIVE)
+        return NULL;
+    return gg_adapt_memo_get(c->memo, p->sess->uid, p->sig, p->siglen,
+                             p->nbranches * p->nbuckets);
+}
+
+void gg_cache_adapt_decided(gg_cache *c, const gg_cache_entry *e)
+{
+    const gg_program *p = e->prog;
+    if (p && p->sig)
+        gg_adapt_memo_put(c->memo, e->uid, p->sig, p->siglen, p->nbranches * p->nbuckets,
+                          e->branch * p->nbuckets + e->bucket_index, &e->adapt);
+}
+
+unsigned gg_cache_adapt_memos(const gg_cache *c)
+{
+    return c ? gg_adapt_memo_count(c->memo) : 0;
 }
 
 void gg_cache_arena_added(gg_cache *c, const gg_arena *a)

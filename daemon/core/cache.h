@@ -10,6 +10,7 @@
 
 #include "device/device.h"
 #include "proto.h"
+#include "core/adapt.h"
 #include "core/session.h"
 
 struct gg_core;
@@ -44,6 +45,7 @@ typedef struct gg_cache_entry {
     uint64_t captures, instantiations, replays, fallbacks, validations;
     double replay_us_sum;
     char reason[160];               /* why FAILED */
+    gg_adapt adapt;                 /* replay-mode adaptive: graph or eager (core/adapt.h) */
 } gg_cache_entry;
 
 typedef struct gg_cache gg_cache;
@@ -97,6 +99,12 @@ void gg_cache_arena_gone(gg_cache *c, const struct gg_arena *a);
 /* Scratch arenas allocated now, and their bytes. */
 unsigned gg_cache_arenas(const gg_cache *c);
 size_t gg_cache_arena_bytes(const gg_cache *c);
+/* replay-mode adaptive: remembered choices (core/adapt.h).  Seed: the
+ * slots remembered for p's uid and structure, for gg_cache_get to start
+ * p's entries from (NULL: none).  Decided: e just chose; remember it. */
+gg_adapt_slot *gg_cache_adapt_seed(gg_cache *c, const struct gg_program *p);
+void gg_cache_adapt_decided(gg_cache *c, const gg_cache_entry *e);
+unsigned gg_cache_adapt_memos(const gg_cache *c);
 /* Release a graph and scratch on an executor thread (exec.c). */
 struct gg_exec;
 void gg_exec_release_graph(struct gg_exec *x, gg_dev_exec *g, uint8_t *scratch);

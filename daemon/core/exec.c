@@ -497,6 +497,8 @@ static void exec_job_end(gg_exec *x, gg_job *j)
         j->signal_ev->users--;
     if (j->tmp_scratch)
         gg_exec_release_graph(x, NULL, j->tmp_scratch);
+    if (j->adapt_run && j->nentries)
+        gg_adapt_end(&j->entries[0]->adapt, j->adapt_round, j->adapt_run);
     gg_session *s = j->sess;
     gg_list_del(&j->live_link);
     if (j->ops->ended)
@@ -588,10 +590,20 @@ static void exec_outcome(gg_exec *x, const gg_job *j, double us, gg_replay_outco
         return;
     gg_cache_entry *e = j->nentries ? j->entries[0] : NULL;
     const char *reason = NULL;
-    if (!j->graph)
+    char why[160];
+    if (!j->graph && e && j->adapt_run == GG_ADAPT_RUN_EAGER && !j->fallback) {
+        if (j->adapt_measuring)
+            snprintf(why, sizeof(why), "adaptive: timing eager runs against the graph");
+        else
+            snprintf(why, sizeof(why), "adaptive: eager runs measured faster (%.1f us against "
+                     "%.1f us for the graph%s)", e->adapt.us[1], e->adapt.us[0],
+                     e->adapt.from_memo ? ", remembered for this program" : "");
+        reason = why;
+    } else if (!j->graph) {
         reason = !e ? "batch is above the largest bucket"
                  : !x->core->cfg->graphs_enabled ? "graphs are disabled (GFXGRAPH=0)"
                  : e->reason;
+    }
     if (reason) {
         o->has_reason = true;
         snprintf(o->reason, sizeof(o->reason), "%s", reason);
@@ -640,6 +652,25 @@ static void exec_enqueued(gg_exec *x, gg_job *j)
         exec_answer(x, j, 0.0);
 }
 
+/* replay-mode adaptive: j, a replay of e that ran, is one more run of the
+ * path it took.  Its time is a sample of that path only when that is the
+ * path it was picked for and it did nothing else (a validated run does the
+ * work twice; a fallback says nothing about the graph). */
+static void exec_adapt(gg_core *core, const gg_job *j, gg_cache_entry *e, double us)
+{
+    const gg_config *cfg = core->cfg;
+    int ran = j->graph ? GG_ADAPT_RUN_GRAPH : GG_ADAPT_RUN_EAGER;
+    bool timed = ran == j->adapt_run && !j->fallback && !j->results[0].validated;
+    if (!gg_adapt_record(&e->adapt, j->adapt_round, ran, timed, gg_adapt_clock(cfg, ran, us),
+                         cfg->adaptive_samples, cfg->adaptive_recheck))
+        return;
+    gg_cache_adapt_decided(core->cache, e);
+    gg_log_fields f = {.session = j->sess->id, .program = j->prog->id, .bucket = e->bucket};
+    GG_LOG(GG_LOG_DEBUG, &f, "adaptive: branch %d runs %s (graph %.1f us, eager %.1f us, "
+           "median of %u)", e->branch, gg_adapt_choice_name((gg_adapt_choice)e->adapt.choice),
+           e->adapt.us[0], e->adapt.us[1], cfg->adaptive_samples);
+}
+
 /* Loop: the device is done with j (or it never started). */
 static void exec_finish(gg_exec *x, gg_job *j)
 {
@@ -675,6 +706,8 @@ static void exec_finish(gg_exec *x, gg_job *j)
         gg_metrics_replay(&core->stats.metrics, j->graph ? GG_PATH_GRAPH : GG_PATH_EAGER,
                           j->prog->name, e ? e->bucket : 0,
                           (double)(j->t_done_us - j->t_new_us), us);
+        if (j->adapt_run && e)
+            exec_adapt(core, j, e, us);
     }
     if (!j->replied)
         exec_answer(x, j, us);

@@ -89,6 +89,11 @@ typedef struct gg_job {
     bool fallback;
     bool captured;
     bool eager_oversize;
+    /* replay-mode adaptive: the path its entry picked (GG_ADAPT_RUN_*),
+     * whether the entry was measuring then, and in which round */
+    uint8_t adapt_run;
+    bool adapt_measuring;
+    uint32_t adapt_round;
     gg_job_result *results;         /* one per entry (at least one) */
     gg_job_result one_result;       /* storage for results when there is one */
     uint64_t t_start_us, t_done_us;

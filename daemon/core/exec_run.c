@@ -520,7 +520,10 @@ void gg_exec_run(gg_core *core, gg_job *j)
         gg_exec_job_done(j, rc);
         return;
     }
-    bool try_graph = e && core->cfg->graphs_enabled && e->state != GG_ENTRY_FAILED;
+    /* replay-mode adaptive: eager when the entry picked it (measuring, or
+     * eager measured faster); nothing is captured for that */
+    bool try_graph = e && core->cfg->graphs_enabled && e->state != GG_ENTRY_FAILED &&
+                     j->adapt_run != GG_ADAPT_RUN_EAGER;
     if (e)
         r->exec = e->exec;
     bool stale = e && e->state == GG_ENTRY_READY && e->gen != j->gen;

@@ -43,6 +43,7 @@ static void program_free(gg_program *p)
         free(p->entries);
     }
     gg_arena_unref(core, p->arena);
+    free(p->adapt_seed);
     for (int i = 0; i < p->ntensors && p->counted; i++)
         if (p->tensors[i].buf)
             p->tensors[i].buf->users--;
@@ -1032,6 +1033,7 @@ int gg_program_commit(gg_core *core, gg_program *p, proto_errbuf *e)
     p->counted = true;
     gg_list_add_tail(&s->programs, &p->sess_link);
     p->warm = gg_cache_adopt(core->cache, p, s->uid);
+    p->adapt_seed = gg_cache_adapt_seed(core->cache, p);
     return 0;
 
 fail:

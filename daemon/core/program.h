@@ -65,6 +65,8 @@ typedef struct gg_program {
     size_t siglen;
     int warm;                           /* graphs adopted at define */
     struct gg_arena *arena;             /* scratch of every run (core/arena.h) */
+    struct gg_adapt_slot *adapt_seed;   /* replay-mode adaptive: choices remembered for
+                                         * this structure, [branch * nbuckets + bucket] */
     uint64_t scratch_quota;             /* counted against its uid (core/quota.h) */
     bool batch_word;                    /* a node reads the real batch (op->wants_batch):
                                          * an i32 at the end of each run's scratch */

@@ -43,6 +43,14 @@ gg_job *gg_replay_job(gg_core *core, gg_session *s, const gg_replay_target *t,
             return NULL;
         }
         j->nentries = 1;
+        gg_cache_entry *e = j->entries[0];
+        const gg_config *cfg = core->cfg;
+        if (cfg->replay_mode == GG_REPLAY_ADAPTIVE && cfg->graphs_enabled &&
+            e->state != GG_ENTRY_FAILED) {
+            j->adapt_measuring = e->adapt.choice == GG_ADAPT_MEASURING;
+            j->adapt_run = (uint8_t)gg_adapt_pick(&e->adapt, cfg->adaptive_samples,
+                                                  &j->adapt_round);
+        }
     }
     return j;
 }
@@ -56,6 +64,8 @@ gg_cache_entry *gg_replay_hit(gg_core *core, gg_session *s, const gg_replay_targ
         return NULL;
     gg_cache_entry *e = t->prog->entries[t->branch * t->prog->nbuckets + t->bi];
     if (!e || e->state != GG_ENTRY_READY || !e->exec || e->gen != t->prog->gen)
+        return NULL;
+    if (cfg->replay_mode == GG_REPLAY_ADAPTIVE && e->adapt.choice != GG_ADAPT_GRAPH)
         return NULL;
     if (gg_exec_should_validate(core, e))
         return NULL;

@@ -29,15 +29,17 @@ int gg_replay_target_check(gg_replay_target *t, uint64_t branch, proto_errbuf *e
 
 /* The job that runs t through the executor, answered through ops with tag
  * and ctx; NULL with *rc set when out of memory.  Queue it with
- * gg_exec_queue. */
+ * gg_exec_queue.  Under replay-mode adaptive it carries its entry's pick of
+ * graph or eager (core/adapt.h). */
 gg_job *gg_replay_job(gg_core *core, gg_session *s, const gg_replay_target *t,
                       const gg_job_ops *ops, uint64_t tag, void *ctx, int *rc);
 
 /* The entry to launch when t can run as a plain graph launch on the
  * session's stream right now, without the executor: its graph is ready and
- * current, no validation sample or injected fault is due, and the session
- * has a stream and no job queued or running.  NULL otherwise (the executor
- * then captures, falls back, validates...).  Core lock held. */
+ * current, no validation sample or injected fault is due, the session has
+ * a stream and no job queued or running, and (replay-mode adaptive) the
+ * entry has chosen the graph.  NULL otherwise (the executor then captures,
+ * falls back, validates, measures...).  Core lock held. */
 gg_cache_entry *gg_replay_hit(gg_core *core, gg_session *s, const gg_replay_target *t);
 
 #endif

@@ -202,6 +202,11 @@ static void fp_hit_release(gg_fp_slot *sl, bool ran, double us)
         s->replay_us_sum += us;
         sl->entry->replays++;
         sl->entry->replay_us_sum += us;
+        /* replay-mode adaptive: one more replay on the graph it chose,
+         * towards the next re-measurement (hits are not timed samples) */
+        if (core->cfg->replay_mode == GG_REPLAY_ADAPTIVE)
+            gg_adapt_record(&sl->entry->adapt, 0, GG_ADAPT_RUN_GRAPH, false, 0.0,
+                            core->cfg->adaptive_samples, core->cfg->adaptive_recheck);
         /* round trip: taken to done, the lookup before the launch included */
         gg_metrics_replay(&core->stats.metrics, GG_PATH_FASTPATH, sl->prog->name,
                           sl->entry->bucket, us + (double)(sl->t_launch_us - sl->t_take_us), us);

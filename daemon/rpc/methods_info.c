@@ -15,9 +15,10 @@
 #include "fastpath.h"
 
 #define INFO_DEVINFO_MAX_AGE_MS 1000
-/* A stats cache row's packed size at most: 14 keys (~125 bytes), a
- * program name (64), a failure reason (160) and 11 numbers (9 each). */
-#define STATS_ROW_MAX 512
+/* A stats cache row's packed size at most: 19 keys (~185 bytes), a
+ * program name (64), a failure reason (160), 14 numbers (9 each) and two
+ * short strings (replay-mode adaptive's, 10 bytes each). */
+#define STATS_ROW_MAX 640
 
 static void info_pack_device(msgpack_packer *pk, const gg_core *core)
 {
@@ -188,7 +189,8 @@ int gg_method_stats(gg_call *c)
             stats_pack_session(pk, s);
     }
     proto_pack_key(pk, "cache");
-    gg_rpc_pack_cache(core->cache, pk, all, me->uid, cap);
+    gg_rpc_pack_cache(core->cache, pk, all, me->uid, cap,
+                      core->cfg->replay_mode == GG_REPLAY_ADAPTIVE);
     return 0;
 }
 

@@ -154,7 +154,7 @@ unsigned gg_rpc_cache_count(const gg_cache *c, bool all, uid_t uid)
 }
 
 void gg_rpc_pack_cache(const gg_cache *c, msgpack_packer *pk, bool all, uid_t uid,
-                       unsigned max)
+                       unsigned max, bool adaptive)
 {
     unsigned n = gg_rpc_cache_count(c, all, uid);
     unsigned skip = n > max ? n - max : 0;   /* the least recently used go */
@@ -168,7 +168,7 @@ void gg_rpc_pack_cache(const gg_cache *c, msgpack_packer *pk, bool all, uid_t ui
             continue;
         }
         bool failed = e->state == GG_ENTRY_FAILED;
-        msgpack_pack_map(pk, failed ? 14 : 13);
+        msgpack_pack_map(pk, (failed ? 14 : 13) + (adaptive ? 5 : 0));
         proto_pack_kv_u64(pk, "program", e->prog_id);
         proto_pack_kv_str(pk, "program_name", e->prog_name);
         proto_pack_kv_u64(pk, "session", e->sess_id);
@@ -184,5 +184,13 @@ void gg_rpc_pack_cache(const gg_cache *c, msgpack_packer *pk, bool all, uid_t ui
         proto_pack_kv_u64(pk, "idle_s", e->last_used_ms ? (now - e->last_used_ms) / 1000 : 0);
         if (failed)
             proto_pack_kv_str(pk, "reason", e->reason);
+        if (adaptive) {
+            const gg_adapt *a = &e->adapt;
+            proto_pack_kv_str(pk, "choice", gg_adapt_choice_name((gg_adapt_choice)a->choice));
+            proto_pack_kv_str(pk, "choice_from", a->from_memo ? "signature" : "measured");
+            proto_pack_kv_f64(pk, "graph_us", a->us[0]);
+            proto_pack_kv_f64(pk, "eager_us", a->us[1]);
+            proto_pack_kv_u64(pk, "decisions", a->decisions);
+        }
     }
 }

@@ -27,8 +27,9 @@ extern const gg_job_ops gg_rpc_prepare_ops;
 /* The cache entries stats would show: every uid's (all) or uid's only. */
 unsigned gg_rpc_cache_count(const gg_cache *c, bool all, uid_t uid);
 /* Pack the cache table for stats: those entries, at most max of them (the
- * most recently used, in LRU order). */
+ * most recently used, in LRU order); adaptive: with each entry's choice of
+ * graph or eager and both timings (replay-mode adaptive). */
 void gg_rpc_pack_cache(const gg_cache *c, msgpack_packer *pk, bool all, uid_t uid,
-                       unsigned max);
+                       unsigned max, bool adaptive);
 
 #endif
