@@ -111,6 +111,21 @@ static void ctl_duration(char *buf, size_t len, double s)
         snprintf(buf, len, "%llus", sec);
 }
 
+/* enabled_at (Unix time, or nil while graphs are off) as local time */
+static void ctl_enabled_at(char *buf, size_t len, const msgpack_object *o)
+{
+    double v;
+    struct tm tm;
+    time_t t;
+    if (!o || !proto_obj_f64(o, &v) || !isfinite(v)) {
+        snprintf(buf, len, "never (graphs are off)");
+        return;
+    }
+    t = (time_t)v;
+    if (!localtime_r(&t, &tm) || !strftime(buf, len, "%Y-%m-%d %H:%M:%S %Z", &tm))
+        snprintf(buf, len, "%.0f", v);
+}
+
 static bool ctl_in(const char *const *list, const msgpack_object *key)
 {
     for (int i = 0; list[i]; i++)
@@ -256,15 +271,17 @@ static int ctl_print_stats(const msgpack_object *r)
         "fallback_count", "oversize_count", "validation_failures", "avg_replay_us",
         "avg_eager_us", "graphs_cached", "cache_capacity", "evictions", "sessions_active",
         "sessions_total", NULL};
-    static const char *const skip[] = {"backend", "uptime_s", "sessions", "cache", NULL};
-    char backend[64], up[64];
+    static const char *const skip[] = {"backend", "uptime_s", "sessions", "cache", "enabled_at",
+                                       NULL};
+    char backend[64], up[64], since[64];
     double u;
     ctl_cell(backend, sizeof backend, proto_map_get(r, "backend"), 1);
     if (ctl_num(proto_map_get(r, "uptime_s"), &u))
         ctl_duration(up, sizeof up, u);
     else
         snprintf(up, sizeof up, "-");
-    printf("gfxgraphd stats: backend %s, up %s\n\n", backend, up);
+    ctl_enabled_at(since, sizeof since, proto_map_get(r, "enabled_at"));
+    printf("gfxgraphd stats: backend %s, up %s, graphs enabled %s\n\n", backend, up, since);
     ctl_kv_lines(r, order, skip, 2, 20);
     ctl_table("SESSIONS", proto_map_get(r, "sessions"), ctl_scols, NCOLS(ctl_scols));
     ctl_table("CACHE", proto_map_get(r, "cache"), ctl_ccols, NCOLS(ctl_ccols));
@@ -372,13 +389,19 @@ static int ctl_top(gg_client *c, bool once, double interval)
 
 static int ctl_print_health(const msgpack_object *r, bool ok)
 {
-    static const char *const order[] = {"gpu", "arch", NULL};
-    static const char *const skip[] = {"ok", "vram_total_mb", "vram_free_mb", "details", NULL};
+    static const char *const order[] = {"gpu", "arch", "summary", NULL};
+    static const char *const skip[] = {"ok", "vram_total_mb", "vram_free_mb", "details",
+                                       "enabled_at", NULL};
     static const char *const dorder[] = {"backend",    "runtime",  "driver", "smoke_test",
                                          "uptime_s",   "sessions", "reason", NULL};
     static const char *const none[] = {NULL};
     printf("%-14s %s\n", "ok", ok ? "yes" : "NO");
     ctl_kv_lines(r, order, skip, 0, 14);
+    if (proto_map_get(r, "enabled_at")) {
+        char since[64];
+        ctl_enabled_at(since, sizeof since, proto_map_get(r, "enabled_at"));
+        printf("%-14s %s\n", "enabled_at", since);
+    }
     double tot, fr;
     bool ht = ctl_num(proto_map_get(r, "vram_total_mb"), &tot);
     bool hf = ctl_num(proto_map_get(r, "vram_free_mb"), &fr);

@@ -1,7 +1,9 @@
 /* hello, stats, health. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/cache.h"
 #include "rpc/dispatch.h"
@@ -102,6 +104,22 @@ int gg_method_hello(gg_call *c)
     return 0;
 }
 
+/* The seed's enabled_at: when graph replay was enabled, as Unix time (the
+ * daemon's start, read back from its uptime); nil while graphs are off
+ * (mode 0). */
+static void info_pack_enabled_at(msgpack_packer *pk, const gg_core *core)
+{
+    proto_pack_key(pk, "enabled_at");
+    if (!core->cfg->graphs_enabled) {
+        msgpack_pack_nil(pk);
+        return;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    double now = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    msgpack_pack_double(pk, now - (double)(gg_now_ms() - core->started_ms) / 1000.0);
+}
+
 static void stats_pack_session(msgpack_packer *pk, const gg_session *s)
 {
     unsigned nbuf = 0, nprog = 0;
@@ -145,7 +163,8 @@ int gg_method_stats(gg_call *c)
     if (cap > fit)
         cap = fit ? (unsigned)fit : 1;
     unsigned ctotal = gg_rpc_cache_count(core->cache, all, me->uid);
-    msgpack_pack_map(pk, 31);
+    msgpack_pack_map(pk, 32);
+    info_pack_enabled_at(pk, core);
     proto_pack_kv_u64(pk, "capture_count", st->capture_count);
     proto_pack_kv_u64(pk, "instantiation_count", st->instantiations);
     proto_pack_kv_u64(pk, "replay_count", st->replay_count);
@@ -215,8 +234,18 @@ static void health_done(gg_job *j, const gg_replay_outcome *out)
     rpc->devinfo_ms = gg_now_ms();
     const gg_device_info *d = &core->devinfo;
     msgpack_packer *pk = gg_rpc_reply_begin(j->sess, (uint32_t)j->tag);
-    msgpack_pack_map(pk, 6);
+    /* the seed's details string, one line, beside the details map */
+    char summary[300];
+    if (ok)
+        snprintf(summary, sizeof(summary), "Graph capture/replay OK, output verified");
+    else if (core->device_lost)
+        snprintf(summary, sizeof(summary), "device lost: %.250s", core->unhealthy_reason);
+    else
+        snprintf(summary, sizeof(summary), "smoke test %.250s", smoke);
+    msgpack_pack_map(pk, 8);
     proto_pack_kv_bool(pk, "ok", ok);
+    proto_pack_kv_str(pk, "summary", summary);
+    info_pack_enabled_at(pk, core);
     proto_pack_kv_str(pk, "gpu", d->name);
     proto_pack_kv_str(pk, "arch", d->arch);
     proto_pack_kv_u64(pk, "vram_total_mb", d->mem_total >> 20);

@@ -87,3 +87,6 @@ gg_core_test(test_validate test_validate.c integration 300 gg_client_static)
 # vram-cap held against the device's memory at capture time, with sizes
 # injected into the cpu backend (GFXGRAPH_CPU_MEMORY).
 gg_core_test(test_vram_cap test_vram_cap.c integration 300 gg_client_static)
+# health's seed keys: summary (the one-line details) beside the details
+# map, and enabled_at (in stats too; nil with graphs off).
+gg_core_test(test_health_seed test_health_seed.c integration 120)
