@@ -277,6 +277,33 @@ static void write_seeds(const char *dir)
     s_kv_u(&s, "batch", 1);
     s_write(dir, "call", &s);
 
+    /* the operators' verbs (the fuzzer's connection is root's): evict by
+     * name, by id and all around replays; kill-session of its own session
+     * (refused) and of an id it got back */
+    s_register(&s, "/ggfuzz-a", 1 << 20);
+    s_define(&s, false);
+    s_req(&s, "program.prepare", 1);
+    s_kv_u(&s, "id", 1);
+    s_req(&s, "admin.evict", 1);
+    s_kv_s(&s, "program", "fz");
+    s_req(&s, "replay", 2);
+    s_kv_u(&s, "program", 1);
+    s_kv_u(&s, "batch", 3);
+    s_req(&s, "admin.evict", 1);
+    s_kv_u(&s, "program", 1);
+    s_req(&s, "admin.evict", 1);
+    s_str(&s, "all");
+    msgpack_pack_true(&s.pk);
+    s_req(&s, "replay", 2);
+    s_kv_u(&s, "program", 1);
+    s_kv_u(&s, "batch", 8);
+    s_req(&s, "admin.kill_session", 1);
+    s_kv_u(&s, "id", 1);
+    s_req(&s, "admin.kill_session", 1);
+    s_kv_u(&s, "id", 99);
+    s_req(&s, "stats", -1);
+    s_write(dir, "admin", &s);
+
     s_req(&s, "fastpath.open", 1);
     s_kv_u(&s, "entries", 64);
     s_write(dir, "fastpath", &s);
