@@ -236,7 +236,35 @@ static const ctl_col ctl_ccols[] = {
     {"FALLBACKS", "fallbacks", false}, {"AVG_US", "avg_replay_us", false},
     {"IDLE_S", "idle_s", false},    {"REASON", "reason", true},
 };
+/* replay-mode adaptive: each row's choice and both timings as well */
+static const ctl_col ctl_ccols_adaptive[] = {
+    {"PROGRAM", "program", false},  {"NAME", "program_name", true},
+    {"SESSION", "session", false},  {"BRANCH", "branch", false},
+    {"BUCKET", "bucket", false},    {"STATE", "state", true},
+    {"PARKED", "parked", true},     {"CAPTURES", "captures", false}, {"REPLAYS", "replays", false},
+    {"FALLBACKS", "fallbacks", false}, {"AVG_US", "avg_replay_us", false},
+    {"IDLE_S", "idle_s", false},    {"CHOICE", "choice", true}, {"FROM", "choice_from", true},
+    {"GRAPH_US", "graph_us", false}, {"EAGER_US", "eager_us", false},
+    {"REASON", "reason", true},
+};
 #define NCOLS(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+/* The cache table (the stats answer's cache list), with the adaptive
+ * columns when the daemon sends them. */
+static void ctl_cache_rows(const char *title, const msgpack_object *c)
+{
+    bool adaptive = c && c->type == MSGPACK_OBJECT_ARRAY && c->via.array.size &&
+                    proto_map_get(&c->via.array.ptr[0], "choice");
+    if (adaptive)
+        ctl_table(title, c, ctl_ccols_adaptive, NCOLS(ctl_ccols_adaptive));
+    else
+        ctl_table(title, c, ctl_ccols, NCOLS(ctl_ccols));
+}
+
+static void ctl_cache_table(const msgpack_object *r)
+{
+    ctl_cache_rows("CACHE", proto_map_get(r, "cache"));
+}
 
 static double ctl_key_num(const msgpack_object *row, const char *key)
 {
@@ -284,7 +312,7 @@ static int ctl_print_stats(const msgpack_object *r)
     printf("gfxgraphd stats: backend %s, up %s, graphs enabled %s\n\n", backend, up, since);
     ctl_kv_lines(r, order, skip, 2, 20);
     ctl_table("SESSIONS", proto_map_get(r, "sessions"), ctl_scols, NCOLS(ctl_scols));
-    ctl_table("CACHE", proto_map_get(r, "cache"), ctl_ccols, NCOLS(ctl_ccols));
+    ctl_cache_table(r);
     return EXIT_OK;
 }
 
@@ -352,7 +380,7 @@ static void ctl_top_frame(const msgpack_object *r, double rate, double interval)
     printf("  %-12s %s fallbacks, %s validation failures, %s errors\n", "problems", a, b, c);
     ctl_table("SESSIONS", proto_map_get(r, "sessions"), ctl_scols, NCOLS(ctl_scols));
     ctl_sort_cache(r);
-    ctl_table("CACHE", proto_map_get(r, "cache"), ctl_ccols, NCOLS(ctl_ccols));
+    ctl_cache_table(r);
 }
 
 static int ctl_top(gg_client *c, bool once, double interval)
@@ -727,7 +755,7 @@ int main(int argc, char **argv)
         ctl_table("", part, ctl_scols, NCOLS(ctl_scols));
     } else if (strcmp(cmd, "cache") == 0) {
         printf("CACHE: %u graph(s), by program, branch, bucket\n", part->via.array.size);
-        ctl_table("", part, ctl_ccols, NCOLS(ctl_ccols));
+        ctl_cache_rows("", part);
     } else if (strcmp(cmd, "stats") == 0)
         ex = ctl_print_stats(r);
     else

@@ -13,6 +13,10 @@
 
 #include "test_client_util.h"
 
+#ifndef GG_CTL_PATH
+#error "GG_CTL_PATH must name the gfxgraphctl binary"
+#endif
+
 enum { D = 64, ROWS = 4 };
 
 static int salt;
@@ -99,6 +103,19 @@ static void eager_wins_case(void)
             CHECK_CONTAINS(r.reason, "adaptive: eager runs measured faster (10.0 us against "
                                      "50.0 us for the graph)");
         }
+    /* gfxgraphctl shows the choice and both timings */
+    const char *argv[] = {GG_CTL_PATH, "--socket", d.sock, "cache", NULL};
+    char *out = NULL, *err = NULL;
+    if (CHECK(h_run(argv, NULL, NULL, &out, &err, 60000) == 0)) {
+        CHECK_CONTAINS(out, "CHOICE");
+        CHECK_CONTAINS(out, "GRAPH_US");
+        const char *row = out ? strstr(out, "  adapt ") : NULL;
+        CHECKF(row && strstr(row, " eager ") && strstr(row, " measured ") &&
+                   strstr(row, " 50.0 ") && strstr(row, " 10.0 "),
+               "the row shows eager, measured, 50.0 and 10.0: %s", out ? out : "");
+    }
+    free(out);
+    free(err);
     /* another bucket measures on its own */
     if (replay_ok(a, p, &x, &y, 3, &r))
         CHECK(r.path == GG_PATH_GRAPH);
