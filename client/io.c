@@ -409,6 +409,66 @@ int client_pump(gg_client *c, const char *method)
     return client_check_connected(c);
 }
 
+/* The first bytes of c->sb with fd on them (SCM_RIGHTS), then the rest:
+ * the daemon takes a descriptor for the request whose bytes it came with. */
+static int io_write_fd(gg_client *c, int fd, int64_t deadline)
+{
+    union {
+        struct cmsghdr h;
+        char b[CMSG_SPACE(sizeof(int))];
+    } ctl;
+    memset(&ctl, 0, sizeof ctl);
+    struct iovec iov = {.iov_base = c->sb.data, .iov_len = c->sb.size};
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b, .msg_controllen = sizeof ctl.b};
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cm), &fd, sizeof fd);
+    for (;;) {
+        ssize_t n = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                int rc = io_wait(c->fd, POLLOUT, deadline);
+                if (rc < 0)
+                    return rc;
+                continue;
+            }
+            return -errno;
+        }
+        return io_write_all(c, c->sb.data + n, c->sb.size - (size_t)n, deadline);
+    }
+}
+
+int client_call_locked_fd(gg_client *c, const char *method, const void *params, size_t len,
+                          int fd, const msgpack_object **result)
+{
+    client_clear_error(c);
+    int rc = client_check_connected(c);
+    if (rc < 0)
+        return rc;
+    int64_t deadline = client_deadline(c);
+    msgpack_packer pk;
+    uint32_t msgid = client_req_begin(c, &pk, method);
+    msgpack_pack_array(&pk, 1);
+    if (msgpack_sbuffer_write(&c->sb, params, len) != 0)
+        return client_fail(c, -ENOMEM, "out of memory packing '%s'", method);
+    rc = io_write_fd(c, fd, deadline);
+    if (rc == -ETIMEDOUT) {
+        client_drop(c);
+        return client_fail(c, -ETIMEDOUT, "gfxgraphd did not take the '%s' request within "
+                           "%d ms; connection closed", method, c->timeout_ms);
+    }
+    if (rc < 0) {
+        io_drain(c, method);
+        return io_lost(c, -rc, method);
+    }
+    return client_req_await(c, msgid, method, deadline, result);
+}
+
 int client_call_locked(gg_client *c, const char *method, const void *params, size_t len,
                        const msgpack_object **result)
 {

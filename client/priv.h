@@ -177,6 +177,10 @@ int client_check_connected(gg_client *c);
 uint32_t client_req_begin(gg_client *c, msgpack_packer *pk, const char *method);
 /* Send c->sb (mutex held).  0, or a negative errno (connection dropped). */
 int client_req_send(gg_client *c, const char *method, int64_t deadline);
+/* A call whose request carries fd (SCM_RIGHTS on its first byte); params
+ * is one packed map (mutex held). */
+int client_call_locked_fd(gg_client *c, const char *method, const void *params, size_t len,
+                          int fd, const msgpack_object **result);
 /* Read until the response to msgid (mutex held); answers to outstanding
  * socket tickets met on the way are kept (client_sticket_offer). */
 int client_req_await(gg_client *c, uint32_t msgid, const char *method, int64_t deadline,

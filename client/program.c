@@ -75,6 +75,31 @@ int gg_client_buffer_register(gg_client *c, const void *handle, size_t handle_le
     return buffer_register(c, true, handle, handle_len, offset, size, id);
 }
 
+int gg_client_buffer_register_fd(gg_client *c, int fd, uint64_t offset, uint64_t size,
+                                 uint64_t *id)
+{
+    if (!c)
+        return -EINVAL;
+    if (fd < 0)
+        return client_fail_locked(c, -EBADF, "buffer.register: fd %d is not a file "
+                                  "descriptor", fd);
+    client_params p;
+    client_params_init(&p);
+    msgpack_pack_map(&p.pk, 3);
+    proto_pack_kv_bool(&p.pk, "fd", true);
+    proto_pack_kv_u64(&p.pk, "offset", offset);
+    proto_pack_kv_u64(&p.pk, "size", size);
+    const msgpack_object *r;
+    read_id_arg a = {"buffer.register", id};
+    pthread_mutex_lock(&c->mu);
+    int rc = client_call_locked_fd(c, "buffer.register", p.sb.data, p.sb.size, fd, &r);
+    if (rc == 0)
+        rc = read_id(c, r, &a);
+    pthread_mutex_unlock(&c->mu);
+    client_params_free(&p);
+    return rc;
+}
+
 static int release_by_id(gg_client *c, const char *method, uint64_t id)
 {
     if (!c)

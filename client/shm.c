@@ -1,4 +1,5 @@
-/* POSIX shared memory for the cpu backend's buffers. */
+/* Shared memory for buffers: POSIX shm objects by name (cpu backend), and
+ * sealed memfds passed by descriptor (either backend). */
 #include "priv.h"
 
 #include <errno.h>
@@ -42,6 +43,37 @@ int gg_client_shm_create(const char *name, size_t size, void **ptr)
         return rc;
     }
     *ptr = p;
+    return 0;
+}
+
+int gg_client_memfd_create(const char *name, size_t size, void **ptr, int *fd)
+{
+    if (!name || !size || !ptr || !fd || size > (size_t)INT64_MAX)
+        return -EINVAL;
+    *ptr = NULL;
+    *fd = -1;
+    int f = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (f < 0)
+        return -errno;
+    int rc = 0;
+    while (ftruncate(f, (off_t)size) < 0) {
+        if (errno != EINTR) {
+            rc = -errno;
+            break;
+        }
+    }
+    /* its size is fixed, so neither side can make the other's mapping fault */
+    if (rc == 0 && fcntl(f, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
+        rc = -errno;
+    void *p = MAP_FAILED;
+    if (rc == 0 && (p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, f, 0)) == MAP_FAILED)
+        rc = -errno;
+    if (rc < 0) {
+        close(f);
+        return rc;
+    }
+    *ptr = p;
+    *fd = f;
     return 0;
 }
 

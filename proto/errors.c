@@ -15,7 +15,7 @@ static const struct {
     {EEXIST, "EEXIST"},   {ENODEV, "ENODEV"},   {ESHUTDOWN, "ESHUTDOWN"},
     {ECONNREFUSED, "ECONNREFUSED"}, {ENOTCONN, "ENOTCONN"}, {ETIMEDOUT, "ETIMEDOUT"},
     {ECANCELED, "ECANCELED"}, {E2BIG, "E2BIG"}, {ENOSPC, "ENOSPC"}, {EFAULT, "EFAULT"}, {ENOTSUP, "ENOTSUP"},
-    {EMFILE, "EMFILE"},   {ENFILE, "ENFILE"},   {EDQUOT, "EDQUOT"},
+    {EMFILE, "EMFILE"},   {ENFILE, "ENFILE"},   {EDQUOT, "EDQUOT"},   {EBADF, "EBADF"},
 };
 
 const char *proto_errno_code(int neg_errno)

@@ -19,7 +19,8 @@ typedef struct gg_buffer {
     uint8_t *ptr;            /* device address of offset */
     uint64_t offset;
     uint64_t size;
-    char handle[72];         /* shm name, or the IPC handle's first bytes in hex */
+    char handle[72];         /* shm name, the IPC handle's first bytes in hex, or
+                              * "fd:" and the file's name for one passed by fd */
     int users;               /* programs that refer to it */
 } gg_buffer;
 

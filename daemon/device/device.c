@@ -2,12 +2,92 @@
 #include "device/device.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#ifndef TMPFS_MAGIC
+#define TMPFS_MAGIC 0x01021994
+#endif
+#ifndef HUGETLBFS_MAGIC
+#define HUGETLBFS_MAGIC 0x958458f6
+#endif
 
 #include "base/log.h"
+
+static const char *device_file_kind(mode_t m)
+{
+    return S_ISSOCK(m) ? "a socket" : S_ISFIFO(m) ? "a pipe" : S_ISDIR(m) ? "a directory"
+         : S_ISCHR(m) ? "a character device" : S_ISBLK(m) ? "a block device" : "not a file";
+}
+
+int gg_device_map_fd(const gg_import_desc *d, bool need_seal, void **map, size_t *map_len,
+                     void **ptr, char *err, size_t errlen)
+{
+    struct stat st;
+    struct statfs sf;
+    if (fstat(d->fd, &st) < 0) {
+        snprintf(err, errlen, "cannot stat the file descriptor: %s", strerror(errno));
+        return -EBADF;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "the file descriptor is %s; pass a memfd (memfd_create) or a "
+                 "POSIX shm object (shm_open)", device_file_kind(st.st_mode));
+        return -EINVAL;
+    }
+    /* Memory only: a file on a disk (or a network or FUSE file system)
+     * would make a kernel's page fault wait on I/O, or on another process. */
+    if (fstatfs(d->fd, &sf) < 0 ||
+        ((unsigned long)sf.f_type != TMPFS_MAGIC && (unsigned long)sf.f_type != HUGETLBFS_MAGIC)) {
+        snprintf(err, errlen, "the file descriptor is a file on a disk file system, not shared "
+                 "memory; pass a memfd (memfd_create) or a POSIX shm object (shm_open)");
+        return -EINVAL;
+    }
+    int fl = fcntl(d->fd, F_GETFL);
+    if (fl < 0 || (fl & O_ACCMODE) != O_RDWR) {
+        snprintf(err, errlen, "the file descriptor is open %s; the daemon writes outputs "
+                 "into the buffer, so open it read-write (O_RDWR)",
+                 (fl & O_ACCMODE) == O_RDONLY ? "read-only" : "write-only");
+        return -EACCES;
+    }
+    if ((uint64_t)st.st_size < d->offset || (uint64_t)st.st_size - d->offset < d->size) {
+        snprintf(err, errlen, "offset %llu + size %llu is past the end of the file descriptor's "
+                 "object (%lld bytes)", (unsigned long long)d->offset,
+                 (unsigned long long)d->size, (long long)st.st_size);
+        return -ERANGE;
+    }
+    int seals = fcntl(d->fd, F_GET_SEALS);
+    if (need_seal && (seals < 0 || !(seals & F_SEAL_SHRINK))) {
+        snprintf(err, errlen, "the object is not sealed against shrinking: on this backend the "
+                 "device uses its pages directly, so make it a memfd with MFD_ALLOW_SEALING and "
+                 "add F_SEAL_SHRINK (gg_client_memfd_create does)");
+        return -EINVAL;
+    }
+    /* Only the registered range, widened to pages, as for a shm name. */
+    uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
+    uint64_t map_off = d->offset & ~(pg - 1);
+    size_t len = (size_t)(d->offset + d->size - map_off);
+    void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, d->fd, (off_t)map_off);
+    if (m == MAP_FAILED) {
+        int e = errno;
+        if (e == EPERM && seals > 0 && (seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE)))
+            snprintf(err, errlen, "the object is sealed against writing (F_SEAL_WRITE or "
+                     "F_SEAL_FUTURE_WRITE); the daemon writes outputs into the buffer");
+        else
+            snprintf(err, errlen, "cannot map the file descriptor: %s", strerror(e));
+        return e == EPERM || e == EACCES ? -EACCES : e == ENOMEM ? -ENOMEM : -EINVAL;
+    }
+    *map = m;
+    *map_len = len;
+    *ptr = (uint8_t *)m + (d->offset - map_off);
+    return 0;
+}
 
 int gg_device_open(const gg_config *cfg, gg_device **out, char *err, size_t errlen)
 {

@@ -45,6 +45,11 @@ typedef struct {
 typedef struct {
     const void *handle;      /* hip: the IPC memory handle bytes; cpu: a POSIX shm name */
     size_t handle_len;
+    /* by_fd: instead of handle, a file descriptor the client passed (a memfd
+     * or a POSIX shm object): offset counts from its start.  The backend
+     * maps it (gg_device_map_fd) and leaves fd open for the caller. */
+    bool by_fd;
+    int fd;
     uint64_t offset;         /* from the start of the handle's allocation */
     uint64_t size;           /* bytes the client shares from offset */
     uid_t peer_uid;          /* the connecting process (SO_PEERCRED) */
@@ -164,6 +169,17 @@ int gg_device_cpu_open(const gg_config *cfg, gg_device **out, char *err, size_t 
 int gg_device_hip_open(const gg_config *cfg, gg_device **out, char *err, size_t errlen);
 /* true when this build has the hip backend. */
 bool gg_device_hip_built(void);
+
+/* Map [offset, offset + size) of a client's file descriptor (desc->fd)
+ * read-write and shared, widened to pages: *map and *map_len are the
+ * mapping, *ptr the address of offset.  Possession of the descriptor is the
+ * permission (no owner check); it must be a regular file in memory (tmpfs,
+ * hugetlbfs: a memfd or a POSIX shm object), open read-write, and hold the
+ * range; need_seal: sealed against shrinking too (F_SEAL_SHRINK), for a
+ * backend whose device keeps using the pages.  Negative errno with a
+ * message naming what is wrong. */
+int gg_device_map_fd(const gg_import_desc *desc, bool need_seal, void **map, size_t *map_len,
+                     void **ptr, char *err, size_t errlen);
 
 /* Capture-and-replay a two-node graph on a scratch buffer and check the
  * numbers: the health smoke test.  0, or negative errno with why in err. */

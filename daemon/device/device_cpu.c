@@ -2,8 +2,8 @@
  * daemon on a machine without a GPU.
  *
  * Happy path: client buffers are POSIX shared-memory objects the client
- * names; the daemon maps the whole object and hands out the address of the
- * registered offset.  A "graph" is the list of launches recorded between
+ * names, or memfds / shm objects it passes by descriptor; the daemon maps
+ * the registered range and hands out the address of the registered offset.  A "graph" is the list of launches recorded between
  * capture_begin and capture_end; launching it runs them in order on the
  * calling executor thread, so kernels never run on the loop.
  *
@@ -213,6 +213,22 @@ static int cpu_buffer_import(gg_device *dev, const gg_import_desc *d, gg_dev_buf
                              void **ptr, char *err, size_t errlen)
 {
     (void)dev;
+    if (d->by_fd) {
+        gg_dev_buffer *b = malloc(sizeof(*b));
+        if (!b) {
+            snprintf(err, errlen, "out of memory");
+            return -ENOMEM;
+        }
+        /* unsealed is fine here: a shrink faults under the kernels' guard
+         * (-EFAULT), as for a shm name */
+        int rc = gg_device_map_fd(d, false, &b->map, &b->map_len, ptr, err, errlen);
+        if (rc < 0) {
+            free(b);
+            return rc;
+        }
+        *out = b;
+        return 0;
+    }
     char name[256];
     if (d->handle_len >= sizeof(name) || d->handle_len < 2) {
         snprintf(err, errlen, "the cpu backend takes a POSIX shm name like \"/name\" as handle");

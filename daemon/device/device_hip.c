@@ -36,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "device/device.h"
 #include "gg_hip.h"
@@ -144,10 +145,48 @@ static int hip_info(gg_device *dev, gg_device_info *out)
 
 /* ---- memory ---------------------------------------------------------------- */
 
+static int hip_host_register(gg_device *dev, void *ptr, size_t len, void **devptr, char *err,
+                             size_t errlen);
+static void hip_host_unregister(gg_device *dev, void *ptr);
+
+/* A client's memfd or shm object: mapped here and registered as mapped
+ * pinned host memory, as the fast path's region is, so kernels read and
+ * write it over the bus.  Sealed against shrinking: the device would keep
+ * using pages the client had cut off. */
+static int hip_buffer_import_fd(gg_device *dev, const gg_import_desc *d, gg_dev_buffer **out,
+                                void **ptr, char *err, size_t errlen)
+{
+    gg_dev_buffer *b = calloc(1, sizeof(*b));
+    if (!b) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    void *host;
+    int rc = gg_device_map_fd(d, true, &b->map, &b->map_len, &host, err, errlen);
+    if (rc < 0) {
+        free(b);
+        return rc;
+    }
+    void *devptr = NULL;
+    char why[200] = "";
+    if ((rc = hip_host_register(dev, b->map, b->map_len, &devptr, why, sizeof(why))) < 0) {
+        snprintf(err, errlen, "cannot register the buffer with the device as host memory: %s",
+                 why);
+        munmap(b->map, b->map_len);
+        free(b);
+        return rc;
+    }
+    *out = b;
+    *ptr = (uint8_t *)devptr + ((uint8_t *)host - (uint8_t *)b->map);
+    return 0;
+}
+
 static int hip_buffer_import(gg_device *dev, const gg_import_desc *d, gg_dev_buffer **out,
                              void **ptr, char *err, size_t errlen)
 {
     hip_priv *p = hip_p(dev);
+    if (d->by_fd)
+        return hip_buffer_import_fd(dev, d, out, ptr, err, errlen);
     if (d->handle_len != HIP_HANDLE_SIZE) {
         snprintf(err, errlen, "the hip backend takes a %zu-byte IPC memory handle (bin), got %zu "
                  "bytes", HIP_HANDLE_SIZE, d->handle_len);
@@ -158,7 +197,7 @@ static int hip_buffer_import(gg_device *dev, const gg_import_desc *d, gg_dev_buf
         snprintf(err, errlen, "%s", hipdev_errbuf);
         return rc;
     }
-    gg_dev_buffer *b = malloc(sizeof(*b));
+    gg_dev_buffer *b = calloc(1, sizeof(*b));
     if (!b) {
         snprintf(err, errlen, "out of memory");
         return -ENOMEM;
@@ -233,6 +272,12 @@ static void hip_buffer_release(gg_device *dev, gg_dev_buffer *b)
     hip_priv *p = hip_p(dev);
     if (!b)
         return;
+    if (!b->imp) {
+        hip_host_unregister(dev, b->map);
+        munmap(b->map, b->map_len);
+        free(b);
+        return;
+    }
     pthread_mutex_lock(&p->lock);
     hip_import *imp = b->imp;
     if (--imp->refs == 0) {

@@ -45,7 +45,9 @@ typedef struct {
 } hip_priv;
 
 struct gg_dev_buffer {
-    hip_import *imp;
+    hip_import *imp;               /* by IPC handle; NULL for a client's descriptor: */
+    void *map;                     /* its mapping, registered as mapped pinned memory */
+    size_t map_len;
 };
 
 struct gg_dev_stream {

@@ -29,8 +29,15 @@
  * A large request of a method with a gg_offload (program.define) is not
  * unpacked here: the read buffer holding it goes to a thread of libuv's
  * pool (conn_job), which unpacks and checks it; the connection reads and
- * handles nothing else until its answer is sent from the loop. */
+ * handles nothing else until its answer is sent from the loop.
+ *
+ * The pipe is an IPC one, so descriptors a client sends (SCM_RIGHTS, for
+ * buffer.register with fd: true) are kept, each with the stream offset
+ * where the read that brought it ended: a request takes the oldest one not
+ * wholly before it (gg_conn_take_fd); one whose bytes were all handled
+ * without a request taking it is closed and the client told (EBADF). */
 #include <errno.h>
+#include <fcntl.h>
 #include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +77,9 @@ static bool conn_send_fd(struct gg_conn *c, const char *data, size_t len, int fd
  * libuv's pool; below it the loop does it at once (a define of this size
  * is checked in well under a millisecond). */
 #define CONN_OFFLOAD_BYTES 32768
+/* File descriptors (SCM_RIGHTS) held for the requests they came with: a
+ * request takes one; a client never needs more than a few ahead. */
+#define CONN_MAX_FDS 16
 
 typedef struct conn_write {
     uv_write_t req;
@@ -111,6 +121,17 @@ typedef struct gg_conn {
     /* A request is being worked on off the loop (conn_job): nothing else of
      * this connection is read or handled until it is answered. */
     bool held;
+    /* Descriptors that came with the connection's bytes, oldest first, each
+     * with the stream offset where the read that brought it ended (its
+     * bytes, so its request, lie before that).  rx counts the bytes read;
+     * rbuf[0] is at stream offset rx - rlen. */
+    struct {
+        int fd;
+        uint64_t upto;
+    } fds[CONN_MAX_FDS];
+    unsigned nfds;
+    uint64_t rx;
+    uint64_t req_start;             /* stream offset of the request being handled */
 } gg_conn;
 
 /* A request worked on by a pool thread (gg_offload): it owns the bytes of
@@ -168,6 +189,8 @@ static void conn_put(gg_conn *c)
         gg_session_detach(c->sess);
     }
     conn_list_del(c);
+    for (unsigned i = 0; i < c->nfds; i++)
+        close(c->fds[i].fd);
     free(c->rbuf);
     msgpack_zone_destroy(&c->zone);
     msgpack_sbuffer_destroy(&c->out);
@@ -629,6 +652,106 @@ static void conn_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 
 static void conn_on_read_locked(uv_stream_t *st, ssize_t n, const uv_buf_t *buf);
 
+/* ---- descriptors from the client ----------------------------------------- */
+
+static void conn_free_handle(uv_handle_t *h)
+{
+    free(h);
+}
+
+/* One descriptor libuv holds for the connection (it reads with recvmsg:
+ * the pipe is an IPC one), as a plain fd: taken through a pipe handle of
+ * its own, which is then closed with the original. */
+static int conn_accept_fd(gg_conn *c)
+{
+    uv_pipe_t *tmp = malloc(sizeof(*tmp));
+    if (!tmp || uv_pipe_init(c->rpc->core->loop, tmp, 0) < 0) {
+        free(tmp);
+        return -ENOMEM;
+    }
+    int fd = -EBADF;
+    uv_os_fd_t ufd;
+    if (uv_accept((uv_stream_t *)&c->pipe, (uv_stream_t *)tmp) == 0 &&
+        uv_fileno((uv_handle_t *)tmp, &ufd) == 0 && (fd = fcntl(ufd, F_DUPFD_CLOEXEC, 3)) < 0)
+        fd = -errno;
+    uv_close((uv_handle_t *)tmp, conn_free_handle);
+    return fd;
+}
+
+static void conn_fd_notify(gg_conn *c, const char *msg)
+{
+    c->rpc->core->stats.errors++;
+    gg_metrics_error(&c->rpc->core->stats.metrics, -EBADF);
+    conn_buf_reset(&c->out);
+    proto_pack_error_notify(&c->out_pk, -EBADF, msg);
+    gg_conn_send(c, c->out.data, c->out.size);
+    conn_buf_reset(&c->out);
+    gg_log_fields f = {.session = c->sess ? c->sess->id : 0};
+    GG_LOG(GG_LOG_DEBUG, &f, "%s", msg);
+}
+
+/* The descriptors a read brought: held for their requests, up to
+ * CONN_MAX_FDS; more are closed and the client told. */
+static void conn_collect_fds(gg_conn *c)
+{
+    unsigned dropped = 0;
+    while (uv_pipe_pending_count(&c->pipe) > 0) {
+        int fd = conn_accept_fd(c);
+        if (fd < 0) {
+            dropped++;
+            continue;
+        }
+        if (c->nfds == CONN_MAX_FDS) {
+            close(fd);
+            dropped++;
+            continue;
+        }
+        c->fds[c->nfds].fd = fd;
+        c->fds[c->nfds].upto = c->rx;
+        c->nfds++;
+    }
+    if (dropped) {
+        char msg[200];
+        snprintf(msg, sizeof(msg), "%u file descriptor(s) could not be held (at most %d wait "
+                 "for their requests on a connection, or the daemon is out of descriptors); "
+                 "closed", dropped, CONN_MAX_FDS);
+        conn_fd_notify(c, msg);
+    }
+}
+
+/* Close the descriptors whose bytes all lie before stream offset upto:
+ * the requests they came with were handled without taking them. */
+static void conn_drop_fds_before(gg_conn *c, uint64_t upto)
+{
+    unsigned n = 0;
+    while (n < c->nfds && c->fds[n].upto <= upto) {
+        close(c->fds[n].fd);
+        n++;
+    }
+    if (!n)
+        return;
+    c->nfds -= n;
+    memmove(c->fds, c->fds + n, c->nfds * sizeof(c->fds[0]));
+    char msg[240];
+    snprintf(msg, sizeof(msg), "%u file descriptor(s) came with no request that takes them "
+             "(only buffer.register with fd: true takes one, sent with the request's own "
+             "bytes); closed", n);
+    conn_fd_notify(c, msg);
+}
+
+int gg_conn_take_fd(gg_conn *c)
+{
+    if (!c)
+        return -EBADF;
+    conn_drop_fds_before(c, c->req_start);
+    if (c->nfds == 0)
+        return -EBADF;
+    int fd = c->fds[0].fd;
+    c->nfds--;
+    memmove(c->fds, c->fds + 1, c->nfds * sizeof(c->fds[0]));
+    return fd;
+}
+
 static void conn_job_work(uv_work_t *w)
 {
     conn_job *j = gg_container_of(w, conn_job, work);
@@ -794,6 +917,9 @@ static void conn_on_read_locked(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
         return;
     }
     c->rlen += (size_t)n;
+    c->rx += (size_t)n;
+    if (n > 0)
+        conn_collect_fds(c);
     size_t off = 0;
     bool was_in_read = c->in_read;
     c->in_read = true;
@@ -810,6 +936,7 @@ static void conn_on_read_locked(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
             if (r > 0 && (size_t)r <= c->frame.max_msg && gg_replay_req_plain(&rq)) {
                 proto_msg m = {.type = GG_MSG_REQUEST, .msgid = rq.msgid, .method = "replay",
                                .method_len = 6};
+                c->req_start = c->rx - c->rlen + off;
                 conn_handle_request(c, &m, &rq);
                 off += (size_t)r;
                 continue;
@@ -835,6 +962,7 @@ static void conn_on_read_locked(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
             off = 0;                /* the read buffer is a new one, holding what followed */
             break;
         }
+        c->req_start = c->rx - c->rlen + off;
         conn_handle_message(c, c->rbuf + off, (size_t)r);
         off += (size_t)r;
     }
@@ -845,6 +973,8 @@ static void conn_on_read_locked(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
         memmove(c->rbuf, c->rbuf + off, c->rlen - off);
         c->rlen -= off;
     }
+    if (c->nfds)
+        conn_drop_fds_before(c, c->rx - c->rlen);
     if (c->rpc->core->stopping && !c->in_read) {
         if (c->inflight == 0 && !(c->sess && __atomic_load_n(&c->sess->fp_inflight,
                                                              __ATOMIC_ACQUIRE)))
@@ -911,7 +1041,9 @@ int gg_conn_accept(gg_rpc *rpc, uv_stream_t *listener)
     msgpack_sbuffer_init(&c->reply);
     msgpack_packer_init(&c->out_pk, &c->out, msgpack_sbuffer_write);
     msgpack_packer_init(&c->reply_pk, &c->reply, msgpack_sbuffer_write);
-    int rc = uv_pipe_init(core->loop, &c->pipe, 0);
+    /* an IPC pipe: libuv reads with recvmsg and keeps the descriptors a
+     * client sends (buffer.register by fd) for us to take */
+    int rc = uv_pipe_init(core->loop, &c->pipe, 1);
     if (rc < 0) {
         msgpack_zone_destroy(&c->zone);
         free(c);

@@ -80,6 +80,10 @@ struct gg_session *gg_conn_session(struct gg_conn *c);
  * it can carry a file descriptor. */
 bool gg_conn_writes_idle(struct gg_conn *c);
 struct gg_conn *gg_conn_next(struct gg_conn *c);
+/* The file descriptor that came (SCM_RIGHTS) with the request being handled:
+ * the oldest one held whose bytes are not all before the request; the
+ * caller owns it.  -EBADF when none came. */
+int gg_conn_take_fd(struct gg_conn *c);
 /* Closing already (its peer left, a stop, or an operator's kill). */
 bool gg_conn_closing(const struct gg_conn *c);
 

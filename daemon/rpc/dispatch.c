@@ -18,7 +18,7 @@ static const gg_method dispatch_methods[] = {
     M("stats", gg_method_stats),
     M("health", gg_method_health),
     M("metrics", gg_method_metrics),
-    M("buffer.register", gg_method_buffer_register, "handle", "offset", "size",),
+    M("buffer.register", gg_method_buffer_register, "handle", "offset", "size", "fd",),
     M("buffer.release", gg_method_buffer_release, "id",),
     M("buffer.list", gg_method_buffer_list),
     M("event.register", gg_method_event_register, "handle",),

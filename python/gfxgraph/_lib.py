@@ -86,6 +86,7 @@ PROTOTYPES = {
     "gg_client_buffer_register_shm": (_i, [_c, _s, _u64, _u64, _pu64]),
     "gg_client_buffer_register": (_i, [_c, ctypes.c_void_p, ctypes.c_size_t, _u64, _u64, _pu64]),
     "gg_client_buffer_register_device": (_i, [_c, ctypes.c_void_p, _u64, _pu64]),
+    "gg_client_buffer_register_fd": (_i, [_c, _i, _u64, _u64, _pu64]),
     "gg_client_buffer_release": (_i, [_c, _u64]),
     "gg_client_shm_create": (_i, [_s, ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p)]),
     "gg_client_shm_destroy": (_i, [_s, ctypes.c_void_p, ctypes.c_size_t]),
@@ -121,7 +122,7 @@ PROTOTYPES = {
 
 # Added to the library after its first release: a library without them still
 # loads; using one raises ENOSYS (has(name) tells).
-OPTIONAL = {"gg_program_def_view", "gg_program_def_call"}
+OPTIONAL = {"gg_program_def_view", "gg_program_def_call", "gg_client_buffer_register_fd"}
 
 
 def has(name):

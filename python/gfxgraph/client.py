@@ -262,6 +262,28 @@ class Client:
         self._buffers[b.id] = b
         return b
 
+    def register_fd(self, fd, offset, size, owner=None):
+        """Register size bytes at offset of a file descriptor (an int or an
+        object with ``fileno()``): a memfd (``os.memfd_create``) or a POSIX
+        shm object, open read-write.  It travels with the request
+        (SCM_RIGHTS) and the daemon maps it, so this works whatever uid the
+        daemon runs as; fd may be closed afterwards.  The hip backend needs
+        the memfd sealed against shrinking (``MFD_ALLOW_SEALING`` and
+        ``fcntl.F_SEAL_SHRINK``).  owner: an object kept alive with the
+        Buffer (e.g. the mmap over it)."""
+        c = self._h()
+        if not _lib.has("gg_client_buffer_register_fd"):
+            raise Error("ENOSYS", "this libgfxgraph-client has no gg_client_buffer_register_fd")
+        fd = fd.fileno() if hasattr(fd, "fileno") else int(fd)
+        bid = ctypes.c_uint64()
+        rc = self._lib.gg_client_buffer_register_fd(c, fd, int(offset), int(size),
+                                                    ctypes.byref(bid))
+        if rc < 0:
+            raise self._fail(rc, "buffer.register (fd %d)" % fd)
+        b = Buffer(self, bid.value, int(size), int(offset), owner, "fd:%d" % fd)
+        self._buffers[b.id] = b
+        return b
+
     def register_shm_name(self, name, offset, size, owner=None):
         """cpu backend: register size bytes at offset of the shm object name."""
         c = self._h()

@@ -399,6 +399,7 @@ def test_main(args):
     # a view and i32 positions (cache_write), when the daemon has the op
     test_view_i32(c)
     test_call(c)
+    test_register_fd(c)
 
     # errors and their codes
     ghost = gfxgraph.Program(c, 987654, "ghost", None, 1, [])
@@ -606,6 +607,44 @@ def test_call(c):
         p.release()
     for b in (bx, by):
         b.release()
+
+
+def test_register_fd(c):
+    import fcntl
+    import mmap
+    import os
+    from gfxgraph import _lib
+    if not _lib.has("gg_client_buffer_register_fd"):
+        skip("buffers by fd: this libgfxgraph-client has no gg_client_buffer_register_fd")
+        return
+    D, TOP = 4, 2
+    n = TOP * D * 4
+    fd = os.memfd_create("gfxgraph-py-fd", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    os.ftruncate(fd, 2 * n)
+    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW)
+    m = mmap.mmap(fd, 2 * n)
+    bx = c.register_fd(fd, 0, n, owner=m)
+    by = c.register_fd(fd, n, n, owner=m)
+    os.close(fd)           # the daemon has its own mapping
+    t = {"x": {"dtype": "f32", "shape": ["batch", D], "buffer": bx},
+         "y": {"dtype": "f32", "shape": ["batch", D], "buffer": by}}
+    p = c.define({"name": "byfd", "buckets": [1, TOP], "tensors": t,
+                  "nodes": [{"op": "scale", "inputs": ["x"], "outputs": ["y"],
+                             "attrs": {"scale": 3.0}}]})
+    xf = memoryview(m).cast("f")
+    for i in range(TOP * D):
+        xf[i] = i + 1.0
+    p.replay(TOP)
+    check(all(xf[TOP * D + i] == 3.0 * (i + 1.0) for i in range(TOP * D)),
+          "a memfd registered by fd: the daemon wrote y = 3x into it")
+    null = os.open("/dev/null", os.O_RDWR | os.O_CLOEXEC)
+    raises(lambda: c.register_fd(null, 0, 16), "EINVAL",
+           "register_fd: /dev/null is not shared memory")
+    os.close(null)
+    p.release()
+    for b in (bx, by):
+        b.release()
+    del xf
 
 
 def test_numpy(args):

@@ -141,6 +141,18 @@ GG_CLIENT_API int gg_client_buffer_register(gg_client *c, const void *handle, si
  * support. */
 GG_CLIENT_API int gg_client_buffer_register_device(gg_client *c, const void *device_ptr,
                                                    uint64_t size, uint64_t *id);
+/* Register size bytes at offset of a file descriptor: a memfd (e.g. from
+ * gg_client_memfd_create()) or a POSIX shm object, open read-write.  The
+ * descriptor travels with the request (SCM_RIGHTS); the daemon maps it and
+ * closes its copy, so the caller may close fd afterwards.  Holding the
+ * descriptor is the permission: this works whatever uid the daemon and
+ * the client run as (a shm name works only for the daemon's own uid or
+ * root).  The cpu backend takes any such object (one that shrinks makes
+ * replays touching the lost pages fail with EFAULT); the hip backend needs
+ * it sealed against shrinking (F_SEAL_SHRINK) and registers it as mapped
+ * pinned host memory, so kernels reach it over the bus. */
+GG_CLIENT_API int gg_client_buffer_register_fd(gg_client *c, int fd, uint64_t offset,
+                                               uint64_t size, uint64_t *id);
 GG_CLIENT_API int gg_client_buffer_release(gg_client *c, uint64_t id);
 
 /* Shared memory for the cpu backend: create the POSIX shm object name ("/x",
@@ -151,6 +163,12 @@ GG_CLIENT_API int gg_client_shm_create(const char *name, size_t size, void **ptr
 /* Unmap (ptr may be NULL) and unlink name (may be NULL).  Register-then-unlink
  * is fine: the daemon keeps its own mapping. */
 GG_CLIENT_API int gg_client_shm_destroy(const char *name, void *ptr, size_t size);
+/* A memfd named name (for /proc only; need not be unique) of size bytes,
+ * zero-filled, sealed against shrinking and growing (F_SEAL_SHRINK |
+ * F_SEAL_GROW | F_SEAL_SEAL), mapped read-write into *ptr; *fd is the
+ * descriptor for gg_client_buffer_register_fd().  Either backend takes it.
+ * Free with munmap(*ptr, size) and close(*fd).  0 or a negative errno. */
+GG_CLIENT_API int gg_client_memfd_create(const char *name, size_t size, void **ptr, int *fd);
 
 /* ---- programs ------------------------------------------------------------ */
 
