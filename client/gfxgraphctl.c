@@ -50,7 +50,7 @@ static void ctl_usage(FILE *f)
     fprintf(f,
             "usage: gfxgraphctl [--json] [--socket PATH] [--timeout SECONDS] COMMAND\n"
             "\n"
-            "Ask a running gfxgraphd for its state.\n"
+            "Ask a running gfxgraphd for its state (or, admin commands, act on it).\n"
             "\n"
             "commands:\n"
             "  stats    counters, then the sessions and the graph cache\n"
