@@ -282,12 +282,21 @@ static void parked_limits_case(void)
             a = NULL;
             CHECK(wait_stat(w, "sessions_active", 1));
             if (k == 0) {
+                /* the session ends (and parks) once its connection and
+                 * fast-path region have gone: after sessions_active drops */
+                char *log = NULL;
+                for (int i = 0; i < 500; i++) {
+                    free(log);
+                    log = h_read_file(d.log);
+                    if (log && strstr(log, "max-parked-bytes-per-uid"))
+                        break;
+                    h_sleep_ms(10);
+                }
+                CHECK_CONTAINS(log, "max-parked-bytes-per-uid");
+                free(log);
                 const msgpack_object *st = t_stats(w);
                 if (st)
                     CHECK_EQ(parked_rows(st), 0);
-                char *log = h_read_file(d.log);
-                CHECK_CONTAINS(log, "max-parked-bytes-per-uid");
-                free(log);
             }
             /* the idle sweep runs every second */
             for (int i = 0; i < 500 && t_stat(w, "scratch_arenas") != 0; i++)
