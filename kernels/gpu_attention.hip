@@ -1,16 +1,16 @@
 /* attention_decode split along S (flash-decoding), for gpu_ops.hip's
  * launcher.  One source for both vendors, like gpu_ops.hip.
  *
- * Grid: one block per (row, kv head, group of up to GG_AS_GMAX q heads of that
- * kv head, chunk of the row's len).  A block loads each K/V position of its
- * chunk once for all its q heads (GQA sharing): T = Dh / VEC threads take one
- * position, 16 bytes each, and reduce the dot product by shuffles inside the
- * T lanes; the block's position groups keep online softmax states (f32) that
- * the block merges in shared memory.  With one chunk the block writes y;
- * otherwise it writes its partial (max, sum, unnormalised weighted V) to the
- * context's scratch and the last block of its (row, kv head, q group) to
- * arrive (a counter it resets, so every launch, captured or not, starts from
- * zero) merges the chunks and writes y.
+ * Grid: one block of 256 threads per (row, kv head, group of up to
+ * GG_AS_GMAX q heads of that kv head, chunk of the row's len).  A block reads
+ * each K/V position of its chunk once for all its q heads (GQA sharing), 16
+ * bytes a lane, a whole sub-chunk of positions in flight at once and the
+ * next one fetched while this one is computed (k_attention_split says how).
+ * With one chunk the block writes y; otherwise it writes its partial (max,
+ * sum, unnormalised weighted V) to the context's scratch and the last block
+ * of its (row, kv head, q group) to arrive (a counter it resets, so every
+ * launch, captured or not, starts from zero) merges the chunks in one pass
+ * and writes y.
  *
  * Chunks split the row's len (read on the device, clamped to [0, S]), not S:
  * every chunk gets the same share whatever len is.  The chunk count is picked
@@ -18,9 +18,9 @@
  * the GPU at batch 1; short S stays one pass.  The scratch is allocated once
  * per context at its creation (never at launch: capture-safe); a shape whose
  * partials do not fit it runs in one pass.  Shapes the kernel does not take
- * (Dh not T * VEC with T a power of two up to the warp, unaligned operands)
- * go back to gpu_ops.hip's one-block-per-head kernel, as every shape does
- * when GFXGRAPH_ATTN_SPLIT=0 is in the environment at context creation (for
+ * (Dh not 4..32 lanes of 16 bytes, a power of two; unaligned operands) go
+ * back to gpu_ops.hip's one-block-per-head kernel, as every shape does when
+ * GFXGRAPH_ATTN_SPLIT=0 is in the environment at context creation (for
  * comparisons). */
 #include "gpu_internal.h"
 
@@ -31,7 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define GG_AS_THREADS 128
+#define GG_AS_THREADS 256
 #define GG_AS_GMAX 8         /* q heads a block serves */
 #define GG_AS_MIN_CHUNK 64   /* positions: below 2 chunks of this, one pass */
 #define GG_AS_MAX_SPLIT 256  /* chunks of a row (the merge's shared memory) */
@@ -78,38 +78,75 @@ void gg_gpu_attention_ctx_fini(gg_gpu_ctx *c)
     c->attn_cnt = NULL;
 }
 
-/* Sum over aligned groups of T lanes (T a power of two up to warpSize); every
- * lane of the warp must call it. */
-static __device__ __forceinline__ float group_sum(float v, int T)
+/* Sum over aligned groups of 2^TL lanes; every lane of the warp calls it. */
+template <int TL> static __device__ __forceinline__ float group_sum(float v)
 {
-    for (int off = T / 2; off > 0; off >>= 1)
+#pragma unroll
+    for (int off = (1 << TL) / 2; off > 0; off >>= 1)
         v += gg_shfl_xor(v, off);
     return v;
 }
 
-template <int DT>
-__global__ void __launch_bounds__(GG_AS_THREADS)
+/* A load that does not go through the (non-coherent) L1: the partials other
+ * blocks of this launch wrote. */
+static __device__ __forceinline__ float ld_cg(const float *p)
+{
+#if defined(GFXGRAPH_HIP_CUDA)
+    return __ldcg(p);
+#else
+    return *(const volatile float *)p;
+#endif
+}
+
+/* One block: (row b, kv head kh, q heads h0 .. h0 + G - 1 of that kv head,
+ * chunk s of the row's len).  Threads: 2^TL lanes per cache position, one
+ * 16-byte unit of Dh each; P = 256 >> TL positions side by side, KPT
+ * positions per lane group, so a sub-chunk of CB = P * KPT positions is in
+ * flight at once (and the next one is fetched while this one is computed).
+ * Per sub-chunk: the scores of all G heads (one K read for the whole GQA
+ * group), a barrier, the sub-chunk's max and exponentials per head (one warp
+ * a head), a barrier, then P.V into per-thread accumulators rescaled by the
+ * running max.  The accumulators are summed over the block once, at the end.
+ *
+ * Why this shape: the previous kernel kept an online-softmax state per
+ * position group and merged them with exponentials in shared memory, then
+ * merged the chunks in three dependent passes; with 220 registers a thread
+ * an SM held one 4-warp block, so that serial work (~3300 instructions a
+ * warp, ~7 cycles each, nothing to hide them) cost ~13 us whatever the
+ * context (ncu, H100: 24k active cycles of 35k, an instruction issued every
+ * 3.7 cycles).  Here a thread's serial work is a few dot products, shuffles
+ * and FMAs per position, and the merge is one pass. */
+/* two blocks a multiprocessor up to 4 heads a block (128 registers), so one
+ * block's barriers and merge overlap another's loads */
+template <int DT, int TL, int G>
+__global__ void __launch_bounds__(GG_AS_THREADS, G <= 4 ? 2 : 1)
     k_attention_split(const typename dt<DT>::T *q, const typename dt<DT>::T *k,
                       const typename dt<DT>::T *v, const int32_t *lens, typename dt<DT>::T *y,
-                      float *part, unsigned *cnt, int Hq, int Hkv, int64_t S, int Dh, int TL,
-                      int nqg, int nsplit, float scale)
+                      float *part, unsigned *cnt, int Hq, int Hkv, int64_t S, int nqg,
+                      int nsplit, float scale)
 {
     typedef dt<DT> D;
     typedef unit<DT, true> U;
-    enum { N = U::N };
-    extern __shared__ float sm[];
+    typedef typename U::raw R;
+    enum { N = U::N, T = 1 << TL, P = GG_AS_THREADS >> TL };
+    enum { KPT = T / 4 < 4 ? T / 4 : 4, CB = P * KPT };
+    static_assert(KPT >= 1, "at least 4 lanes a position");
+    __shared__ float sc[2][G][CB];
+    __shared__ float st_m[G], st_l[G], st_c[G];
     __shared__ int s_last;
+    extern __shared__ float red[]; /* [warps][G][Dh] */
 
-    const int T = 1 << TL, t = threadIdx.x & (T - 1), pg = threadIdx.x >> TL;
-    const int P = blockDim.x >> TL;
+    const int Dh = T * N;
+    const int tid = threadIdx.x, t = tid & (T - 1), pg = tid >> TL;
+    const int lane = tid % warpSize, wid = tid / warpSize, nw = blockDim.x / warpSize;
     const int s = blockIdx.x % nsplit;
     const int64_t grpid = blockIdx.x / nsplit; /* (b, kh, qg) */
     const int qg = (int)(grpid % nqg);
     const int64_t bk = grpid / nqg;
     const int kh = (int)(bk % Hkv);
     const int64_t b = bk / Hkv;
-    const int grp = Hq / Hkv, h0 = kh * grp + qg * GG_AS_GMAX;
-    const int G = grp - qg * GG_AS_GMAX < GG_AS_GMAX ? grp - qg * GG_AS_GMAX : GG_AS_GMAX;
+    const int grp = Hq / Hkv, h0 = kh * grp + qg * G;
+    const int Ga = grp - qg * G < G ? grp - qg * G : G; /* heads of this block */
 
     int64_t len = lens[b];
     len = len < 0 ? 0 : len > S ? S : len;
@@ -117,114 +154,157 @@ __global__ void __launch_bounds__(GG_AS_THREADS)
     const int64_t j0 = s * chunk < len ? s * chunk : len;
     const int64_t j1 = j0 + chunk < len ? j0 + chunk : len;
 
-    float qf[GG_AS_GMAX][N], acc[GG_AS_GMAX][N], m[GG_AS_GMAX], l[GG_AS_GMAX];
+    if (tid < G) {
+        st_m[tid] = -INFINITY;
+        st_l[tid] = 0.0f;
+    }
+    const int64_t ld = (int64_t)Hkv * Dh; /* elements between positions */
+    const typename D::T *kb = k + (b * S * Hkv + kh) * Dh, *vb = v + (b * S * Hkv + kh) * Dh;
+    /* positions past the chunk hold zeros: their weight is 0, and 0 * a
+     * stale NaN would not be */
+    R kr[KPT], vr[KPT];
 #pragma unroll
-    for (int g = 0; g < GG_AS_GMAX; g++) {
-        if (g < G)
+    for (int i = 0; i < KPT; i++) {
+        const int64_t j = j0 + pg + P * i;
+        kr[i] = vr[i] = R{};
+        if (j < j1) {
+            kr[i] = U::load_raw(kb + j * ld, t);
+            vr[i] = U::load_raw(vb + j * ld, t);
+        }
+    }
+    float qf[G][N], acc[G][N];
+#pragma unroll
+    for (int g = 0; g < G; g++) {
+        if (g < Ga) {
             U::load(q + (b * Hq + h0 + g) * Dh, t, qf[g]);
-        else
+#pragma unroll
+            for (int n = 0; n < N; n++)
+                qf[g][n] *= scale;
+        } else {
 #pragma unroll
             for (int n = 0; n < N; n++)
                 qf[g][n] = 0.0f;
+        }
 #pragma unroll
         for (int n = 0; n < N; n++)
             acc[g][n] = 0.0f;
-        m[g] = -INFINITY;
-        l[g] = 0.0f;
     }
 
-    /* positions j0 + pg, + P, ...: two in flight per group; the trip count is
-     * the block's, so the shuffles see whole warps */
-    for (int64_t jb = j0; jb < j1; jb += 2 * P) {
-        float kf[2][N], vf[2][N];
-        bool ok[2];
+    int buf = 0;
+    for (int64_t jb = j0; jb < j1; jb += CB, buf ^= 1) {
+        R kn[KPT], vn[KPT];
+        const int64_t jn = jb + CB;
 #pragma unroll
-        for (int u = 0; u < 2; u++) {
-            const int64_t j = jb + u * P + pg;
-            ok[u] = j < j1;
-            if (ok[u]) {
-                const int64_t o = ((b * S + j) * Hkv + kh) * Dh;
-                U::load(k + o, t, kf[u]);
-                U::load(v + o, t, vf[u]);
-            } else {
-#pragma unroll
-                for (int n = 0; n < N; n++)
-                    kf[u][n] = vf[u][n] = 0.0f;
+        for (int i = 0; i < KPT; i++) {
+            const int64_t j = jn + pg + P * i;
+            kn[i] = vn[i] = R{};
+            if (j < j1) {
+                kn[i] = U::load_raw(kb + j * ld, t);
+                vn[i] = U::load_raw(vb + j * ld, t);
             }
         }
 #pragma unroll
-        for (int u = 0; u < 2; u++) {
+        for (int i = 0; i < KPT; i++) {
+            const bool ok = jb + pg + P * i < j1;
+            float kf[N];
+            U::cvt(kr[i], kf);
 #pragma unroll
-            for (int g = 0; g < GG_AS_GMAX; g++) {
+            for (int g = 0; g < G; g++) {
                 float p = 0.0f;
 #pragma unroll
                 for (int n = 0; n < N; n++)
-                    p += qf[g][n] * kf[u][n];
-                /* g < G is block-uniform: whole warps shuffle */
-                const float sc = g < G ? group_sum(p, T) * scale : 0.0f;
-                if (g < G && ok[u]) {
-                    const float mn = fmaxf(m[g], sc);
-                    const float corr = expf(m[g] - mn), pj = expf(sc - mn);
-                    l[g] = l[g] * corr + pj;
-#pragma unroll
-                    for (int n = 0; n < N; n++)
-                        acc[g][n] = acc[g][n] * corr + pj * vf[u][n];
-                    m[g] = mn;
-                }
+                    p += qf[g][n] * kf[n];
+                p = group_sum<TL>(p);
+                if (t == 0)
+                    sc[buf][g][pg + P * i] = ok ? p : -INFINITY;
             }
+        }
+        __syncthreads();
+        for (int g = wid; g < G; g += nw) {
+            float mx = -INFINITY;
+            for (int jj = lane; jj < CB; jj += warpSize)
+                mx = fmaxf(mx, sc[buf][g][jj]);
+            mx = gg_warp_max(mx);
+            const float mo = st_m[g], mn = fmaxf(mo, mx);
+            float sum = 0.0f;
+            for (int jj = lane; jj < CB; jj += warpSize) {
+                const float e = expf(sc[buf][g][jj] - mn);
+                sc[buf][g][jj] = e;
+                sum += e;
+            }
+            sum = gg_warp_sum(sum);
+            if (lane == 0) {
+                const float c = expf(mo - mn);
+                st_c[g] = c;
+                st_l[g] = st_l[g] * c + sum;
+                st_m[g] = mn;
+            }
+        }
+        __syncthreads();
+#pragma unroll
+        for (int g = 0; g < G; g++) {
+            const float c = st_c[g];
+#pragma unroll
+            for (int n = 0; n < N; n++)
+                acc[g][n] *= c;
+        }
+#pragma unroll
+        for (int i = 0; i < KPT; i++) {
+            float vf[N];
+            U::cvt(vr[i], vf);
+#pragma unroll
+            for (int g = 0; g < G; g++) {
+                const float pj = sc[buf][g][pg + P * i];
+#pragma unroll
+                for (int n = 0; n < N; n++)
+                    acc[g][n] += pj * vf[n];
+            }
+            kr[i] = kn[i];
+            vr[i] = vn[i];
         }
     }
 
-    /* the block's groups: sm[(pg * G + g) * (Dh + 2) + d], then max, sum */
-    const int W = Dh + 2;
+    /* the block's sum: lane groups of a warp by shuffles, warps in shared
+     * memory */
 #pragma unroll
-    for (int g = 0; g < GG_AS_GMAX; g++) {
-        if (g < G) {
-            float *mine = sm + (pg * G + g) * W;
+    for (int g = 0; g < G; g++)
+#pragma unroll
+        for (int n = 0; n < N; n++)
+            for (int off = T; off < warpSize; off <<= 1)
+                acc[g][n] += gg_shfl_xor(acc[g][n], off);
+    if (lane < T)
+#pragma unroll
+        for (int g = 0; g < G; g++)
 #pragma unroll
             for (int n = 0; n < N; n++)
-                mine[t * N + n] = acc[g][n];
-            if (t == 0) {
-                mine[Dh] = m[g];
-                mine[Dh + 1] = l[g];
-            }
-        }
-    }
+                red[(wid * G + g) * Dh + t * N + n] = acc[g][n];
     __syncthreads();
-    for (int o = threadIdx.x; o < G * Dh; o += blockDim.x) {
+    const int W = Dh + 2;
+    for (int o = tid; o < Ga * Dh; o += blockDim.x) {
         const int g = o / Dh, d = o % Dh;
-        float M = -INFINITY;
-        for (int p = 0; p < P; p++)
-            M = fmaxf(M, sm[(p * G + g) * W + Dh]);
-        float L = 0.0f, O = 0.0f;
-        for (int p = 0; p < P; p++) {
-            const float *e = sm + (p * G + g) * W;
-            const float mw = e[Dh];
-            if (mw != -INFINITY) {
-                const float w = expf(mw - M);
-                L += e[Dh + 1] * w;
-                O += e[d] * w;
-            }
-        }
+        float O = 0.0f;
+        for (int w = 0; w < nw; w++)
+            O += red[(w * G + g) * Dh + d];
         const int64_t row = b * Hq + h0 + g;
         if (nsplit == 1) {
-            y[row * Dh + d] = D::st(len > 0 ? O / L : 0.0f);
+            y[row * Dh + d] = D::st(len > 0 ? O / st_l[g] : 0.0f);
         } else {
             float *e = part + (row * nsplit + s) * W;
             e[d] = O;
             if (d == 0) {
-                e[Dh] = M;
-                e[Dh + 1] = L;
+                e[Dh] = st_m[g];
+                e[Dh + 1] = st_l[g];
             }
         }
     }
     if (nsplit == 1)
         return;
 
-    /* the last block of (b, kh, qg) merges the chunks */
+    /* the last block of (b, kh, qg) to finish merges the chunks: a counter
+     * it resets, so every launch (captured or not) starts from zero */
     __threadfence();
     __syncthreads();
-    if (threadIdx.x == 0) {
+    if (tid == 0) {
         const unsigned old = atomicAdd(&cnt[grpid], 1u);
         s_last = old == (unsigned)nsplit - 1;
         if (s_last)
@@ -234,42 +314,24 @@ __global__ void __launch_bounds__(GG_AS_THREADS)
     if (!s_last)
         return;
     __threadfence();
-    /* plain loads: this block never read these partials before they were
-     * written, and the fence after the counter orders them after the other
-     * blocks' writes */
-    const float *vp = part;
-    /* weights: sm[g * (nsplit + 1) + s] = exp(m_s - M), sm[... + nsplit] = 1 / L */
-    const int lane = threadIdx.x % warpSize, wid = threadIdx.x / warpSize;
-    const int nw = blockDim.x / warpSize, WS = nsplit + 1;
-    for (int g = wid; g < G; g += nw) {
-        const int64_t row = b * Hq + h0 + g;
-        float M = -INFINITY;
-        for (int i = lane; i < nsplit; i += warpSize)
-            M = fmaxf(M, vp[(row * nsplit + i) * W + Dh]);
-        M = gg_warp_max(M);
-        float L = 0.0f;
-        for (int i = lane; i < nsplit; i += warpSize) {
-            const float mw = vp[(row * nsplit + i) * W + Dh];
-            const float w = mw == -INFINITY ? 0.0f : expf(mw - M);
-            sm[g * WS + i] = w;
-            L += w == 0.0f ? 0.0f : vp[(row * nsplit + i) * W + Dh + 1] * w;
-        }
-        L = gg_warp_sum(L);
-        if (lane == 0)
-            sm[g * WS + nsplit] = L;
-    }
-    __syncthreads();
-    for (int o = threadIdx.x; o < G * Dh; o += blockDim.x) {
+    for (int o = tid; o < Ga * Dh; o += blockDim.x) {
         const int g = o / Dh, d = o % Dh;
         const int64_t row = b * Hq + h0 + g;
-        /* an empty or all -inf chunk has weight 0 and O 0: no branch, so
-         * the loads of several chunks are in flight together */
-        const float *e = vp + row * nsplit * W + d;
-        float O = 0.0f;
-#pragma unroll 8
+        const float *e = part + row * nsplit * W;
+        float M = -INFINITY;
         for (int i = 0; i < nsplit; i++)
-            O += e[(int64_t)i * W] * sm[g * WS + i];
-        y[row * Dh + d] = D::st(len > 0 ? O / sm[g * WS + nsplit] : 0.0f);
+            M = fmaxf(M, ld_cg(e + (int64_t)i * W + Dh));
+        /* an empty chunk has max -inf: weight 0 */
+        float L = 0.0f, O = 0.0f;
+#pragma unroll 4
+        for (int i = 0; i < nsplit; i++) {
+            const float *ei = e + (int64_t)i * W;
+            const float mi = ld_cg(ei + Dh);
+            const float w = mi == -INFINITY ? 0.0f : expf(mi - M);
+            L += ld_cg(ei + Dh + 1) * w;
+            O += ld_cg(ei + d) * w;
+        }
+        y[row * Dh + d] = D::st(len > 0 ? O / L : 0.0f);
     }
 }
 
@@ -301,16 +363,49 @@ static int pick_split(const gg_gpu_ctx *c, int64_t rows, int Hq, int64_t S, int 
     return (int)ns;
 }
 
+template <int DT, int TL, int G>
+static void launch_split_g(gg_gpu_ctx *c, const gg_tensor *in, const gg_tensor *out, int Hq,
+                           int Hkv, int64_t S, int nqg, int64_t groups, int ns, size_t shm,
+                           float scale)
+{
+    typedef typename dt<DT>::T T;
+    k_attention_split<DT, TL, G><<<(unsigned)(groups * ns), GG_AS_THREADS, shm, c->stream>>>(
+        (const T *)in[0].data, (const T *)in[1].data, (const T *)in[2].data,
+        (const int32_t *)in[3].data, (T *)out[0].data, c->attn_part, c->attn_cnt, Hq, Hkv, S,
+        nqg, ns, scale);
+}
+
+template <int DT, int TL>
+static void launch_split_tl(gg_gpu_ctx *c, int G, const gg_tensor *in, const gg_tensor *out,
+                            int Hq, int Hkv, int64_t S, int nqg, int64_t groups, int ns,
+                            size_t shm, float scale)
+{
+    switch (G) {
+    case 1:
+        launch_split_g<DT, TL, 1>(c, in, out, Hq, Hkv, S, nqg, groups, ns, shm, scale);
+        break;
+    case 2:
+        launch_split_g<DT, TL, 2>(c, in, out, Hq, Hkv, S, nqg, groups, ns, shm, scale);
+        break;
+    case 4:
+        launch_split_g<DT, TL, 4>(c, in, out, Hq, Hkv, S, nqg, groups, ns, shm, scale);
+        break;
+    default:
+        launch_split_g<DT, TL, 8>(c, in, out, Hq, Hkv, S, nqg, groups, ns, shm, scale);
+        break;
+    }
+}
+
 template <int DT>
 static int launch_split(gg_gpu_ctx *c, const gg_tensor *in, const gg_tensor *out, int64_t rows,
                         int Hq, int Hkv, int64_t S, int Dh, float scale)
 {
-    typedef typename dt<DT>::T T;
     const int N = dt<DT>::VEC;
     if (c->attn_split_off || Dh % N != 0)
         return 1;
     const int Tn = Dh / N;
-    if (Tn < 1 || Tn > c->warp || (Tn & (Tn - 1)) != 0)
+    /* 4 to 32 lanes a position (and no more than a warp) */
+    if (Tn < 4 || Tn > 32 || Tn > c->warp || (Tn & (Tn - 1)) != 0)
         return 1;
     for (int i = 0; i < 3; i++)
         if (!gg_gpu_aligned16(in[i].data))
@@ -320,18 +415,35 @@ static int launch_split(gg_gpu_ctx *c, const gg_tensor *in, const gg_tensor *out
     int TL = 0;
     while ((1 << TL) < Tn)
         TL++;
-    const int grp = Hq / Hkv, nqg = (grp + GG_AS_GMAX - 1) / GG_AS_GMAX;
-    const int G = grp < GG_AS_GMAX ? grp : GG_AS_GMAX;
+    /* q heads a block serves: the GQA group, in powers of two up to
+     * GG_AS_GMAX, fewer when the block's sum would not fit 40 KiB (48 with the static
+     * arrays) */
+    const int grp = Hq / Hkv, nw = GG_AS_THREADS / c->warp;
+    int G = 1;
+    while (G < grp && G < GG_AS_GMAX)
+        G *= 2;
+    while (G > 1 && (size_t)nw * G * Dh * sizeof(float) > 40 * 1024)
+        G /= 2;
+    const size_t shm = (size_t)nw * G * Dh * sizeof(float);
+    const int nqg = (grp + G - 1) / G;
     const int64_t groups = rows * Hkv * nqg;
     if (groups > INT_MAX)
         return 1;
     const int ns = pick_split(c, rows, Hq, S, Dh, groups);
-    const int P = GG_AS_THREADS / Tn;
-    const size_t shm = sizeof(float) * (size_t)P * (size_t)G * (size_t)(Dh + 2);
-    k_attention_split<DT><<<(unsigned)(groups * ns), GG_AS_THREADS, shm, c->stream>>>(
-        (const T *)in[0].data, (const T *)in[1].data, (const T *)in[2].data,
-        (const int32_t *)in[3].data, (T *)out[0].data, c->attn_part, c->attn_cnt, Hq, Hkv, S,
-        Dh, TL, nqg, ns, scale);
+    switch (TL) {
+    case 2:
+        launch_split_tl<DT, 2>(c, G, in, out, Hq, Hkv, S, nqg, groups, ns, shm, scale);
+        break;
+    case 3:
+        launch_split_tl<DT, 3>(c, G, in, out, Hq, Hkv, S, nqg, groups, ns, shm, scale);
+        break;
+    case 4:
+        launch_split_tl<DT, 4>(c, G, in, out, Hq, Hkv, S, nqg, groups, ns, shm, scale);
+        break;
+    default:
+        launch_split_tl<DT, 5>(c, G, in, out, Hq, Hkv, S, nqg, groups, ns, shm, scale);
+        break;
+    }
     return 0;
 }
 

@@ -74,6 +74,7 @@ struct gg_gpu_ctx {
     unsigned *attn_cnt;
     size_t attn_part_floats, attn_cnt_n;
     int attn_split_off; /* GFXGRAPH_ATTN_SPLIT=0: the one-block-per-head kernel */
+    int linear_mma;     /* linear's tensor-core small-M kernel runs here (NVIDIA sm_80+) */
 #if defined(GG_BLAS_CUBLAS)
     cublasHandle_t blas;
 #elif defined(GG_BLAS_ROCBLAS)

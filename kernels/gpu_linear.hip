@@ -28,6 +28,11 @@
 
 int gg_gpu_linear_ctx_init(gg_gpu_ctx *c, int cc_major)
 {
+#if defined(GFXGRAPH_HIP_CUDA)
+    c->linear_mma = cc_major >= 8;
+#else
+    c->linear_mma = 0;
+#endif
 #if defined(GG_BLAS_CUBLAS)
     /* cuBLAS recommends a 32 MiB workspace on Hopper and later, 4 MiB before.
      * Setting it explicitly keeps cuBLAS from allocating during capture.
@@ -161,6 +166,133 @@ __global__ void __launch_bounds__(256)
                     y[(int64_t)m * N + n] = D::st(s + bv);
             }
         }
+    }
+}
+
+/* Decode-sized M in f16/bf16 on NVIDIA tensor cores (mma.sync m16n8k16,
+ * f32 accumulation: the products are exact and the sums f32, as in the CPU
+ * reference).  A block of 8 warps owns 16 output columns (w rows); warp i
+ * takes the i-th eighth of K (split-K inside the block, summed in shared
+ * memory at the end), so w is streamed exactly once with 8x the warps a
+ * column-per-block kernel would have in flight.  A step is 64 k: every lane
+ * loads 32 contiguous bytes of two w rows and of one or two x rows, and the
+ * four mma k-slices of the step read those registers in a permuted k order,
+ * the same for w and x, which a dot product does not see.  No shared-memory
+ * staging, no ldmatrix: 16-byte global loads straight into the fragments.
+ * M <= 8: one mma per k-slice (x rows 0..7, the missing ones zero); M <= 16:
+ * two.  K a multiple of 8 and 16-byte aligned operands (the launcher checks). */
+#define GG_LMMA_WARPS 8
+#define GG_LMMA_UNROLL 2
+template <int DT> struct mma_op;
+template <> struct mma_op<GG_DT_F16> {
+    static __device__ __forceinline__ void run(float *c, const uint32_t *a, const uint32_t *b)
+    {
+#if defined(GFXGRAPH_HIP_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+        (void)c, (void)a, (void)b;
+#endif
+    }
+};
+template <> struct mma_op<GG_DT_BF16> {
+    static __device__ __forceinline__ void run(float *c, const uint32_t *a, const uint32_t *b)
+    {
+#if defined(GFXGRAPH_HIP_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+        (void)c, (void)a, (void)b;
+#endif
+    }
+};
+
+/* 32 bytes (16 elements) of row r at k, or zeros past K (K a multiple of 8:
+ * each 16-byte half is all in or all out) or for a row not in [0, rows). */
+static __device__ __forceinline__ void lmma_load(uint32_t (&w)[8], const uint16_t *p, int64_t r,
+                                                 int rows, int k, int K)
+{
+    const uint4 z = make_uint4(0u, 0u, 0u, 0u);
+    uint4 lo = z, hi = z;
+    if (r < rows) {
+        const uint16_t *q = p + r * (int64_t)K + k;
+        if (k < K)
+            lo = *(const uint4 *)q;
+        if (k + 8 < K)
+            hi = *(const uint4 *)(q + 8);
+    }
+    w[0] = lo.x, w[1] = lo.y, w[2] = lo.z, w[3] = lo.w;
+    w[4] = hi.x, w[5] = hi.y, w[6] = hi.z, w[7] = hi.w;
+}
+
+template <int DT, int MT>
+__global__ void __launch_bounds__(GG_LMMA_WARPS * 32)
+    k_linear_mma(const uint16_t *x, const uint16_t *w, const uint16_t *bias, uint16_t *y, int M,
+                 int K, int N)
+{
+    typedef dt<DT> D;
+    __shared__ float red[GG_LMMA_WARPS][16][16 * MT + 1];
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+    const int gid = lane >> 2, tig = lane & 3;
+    const int64_t n0 = (int64_t)blockIdx.x * 16;
+    /* this warp's k range, in 64-k steps */
+    const int steps = (K + 63) / 64;
+    const int per = (steps + GG_LMMA_WARPS - 1) / GG_LMMA_WARPS;
+    const int s0 = wid * per, s1 = s0 + per < steps ? s0 + per : steps;
+    float c[MT][4];
+#pragma unroll
+    for (int t = 0; t < MT; t++)
+        c[t][0] = c[t][1] = c[t][2] = c[t][3] = 0.0f;
+    for (int st = s0; st < s1; st += GG_LMMA_UNROLL) {
+        uint32_t wa[GG_LMMA_UNROLL][8], wb[GG_LMMA_UNROLL][8], xa[GG_LMMA_UNROLL][MT][8];
+#pragma unroll
+        for (int u = 0; u < GG_LMMA_UNROLL; u++) {
+            const int k = (st + u) * 64 + tig * 16;
+            const bool in = st + u < s1;
+            lmma_load(wa[u], w, n0 + gid, in ? N : 0, k, K);
+            lmma_load(wb[u], w, n0 + gid + 8, in ? N : 0, k, K);
+#pragma unroll
+            for (int t = 0; t < MT; t++)
+                lmma_load(xa[u][t], x, gid + 8 * t, in ? M : 0, k, K);
+        }
+#pragma unroll
+        for (int u = 0; u < GG_LMMA_UNROLL; u++)
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const uint32_t a[4] = {wa[u][2 * j], wb[u][2 * j], wa[u][2 * j + 1],
+                                       wb[u][2 * j + 1]};
+#pragma unroll
+                for (int t = 0; t < MT; t++) {
+                    const uint32_t bb[2] = {xa[u][t][2 * j], xa[u][t][2 * j + 1]};
+                    mma_op<DT>::run(c[t], a, bb);
+                }
+            }
+    }
+    /* c[t]: (n gid, m 8t + 2 tig, +1), (n gid + 8, same m) */
+#pragma unroll
+    for (int t = 0; t < MT; t++) {
+        red[wid][gid][8 * t + 2 * tig] = c[t][0];
+        red[wid][gid][8 * t + 2 * tig + 1] = c[t][1];
+        red[wid][gid + 8][8 * t + 2 * tig] = c[t][2];
+        red[wid][gid + 8][8 * t + 2 * tig + 1] = c[t][3];
+    }
+    __syncthreads();
+    for (int o = threadIdx.x; o < 16 * 8 * MT; o += blockDim.x) {
+        const int m = o / 16, nn = o % 16;
+        const int64_t n = n0 + nn;
+        if (m >= M || n >= N)
+            continue;
+        float sum = 0.0f;
+#pragma unroll
+        for (int i = 0; i < GG_LMMA_WARPS; i++)
+            sum += red[i][nn][m];
+        if (bias)
+            sum += D::ld(bias[n]);
+        y[(int64_t)m * N + n] = D::st(sum);
     }
 }
 
@@ -307,6 +439,32 @@ static void launch_linear_small(gg_gpu_ctx *c, const void *x, const void *w, con
         launch_linear_small_m<DT, 16>(c, x, w, b, y, M, K, N);
 }
 
+/* 1 when launched (f16/bf16, M <= 16, K a multiple of 8, 16-byte aligned x
+ * and w, a device that has the kernel), 0 when the shape is not its. */
+template <int DT>
+static int launch_linear_mma(gg_gpu_ctx *c, const void *x, const void *w, const void *b, void *y,
+                             int M, int K, int N)
+{
+    if constexpr (DT == GG_DT_F32) {
+        (void)c, (void)x, (void)w, (void)b, (void)y, (void)M, (void)K, (void)N;
+        return 0;
+    } else {
+        if (!c->linear_mma || M > 16 || K % 8 != 0 || !gg_gpu_aligned16(x) ||
+            !gg_gpu_aligned16(w))
+            return 0;
+        const unsigned grid = (unsigned)((N + 15) / 16);
+        if (M <= 8)
+            k_linear_mma<DT, 1><<<grid, GG_LMMA_WARPS * 32, 0, c->stream>>>(
+                (const uint16_t *)x, (const uint16_t *)w, (const uint16_t *)b, (uint16_t *)y, M,
+                K, N);
+        else
+            k_linear_mma<DT, 2><<<grid, GG_LMMA_WARPS * 32, 0, c->stream>>>(
+                (const uint16_t *)x, (const uint16_t *)w, (const uint16_t *)b, (uint16_t *)y, M,
+                K, N);
+        return 1;
+    }
+}
+
 template <int DT>
 static void launch_linear_tiled(gg_gpu_ctx *c, const void *x, const void *w, const void *b,
                                 void *y, int M, int K, int N)
@@ -391,6 +549,11 @@ static int linear_launch_dt(gg_gpu_ctx *c, const gg_op_def *op, const gg_tensor 
     if (y == x || y == w || (b && y == b))
         return gg_gpu_fail(-EINVAL, "%s: y must not alias an input", op->name);
     const int Mi = (int)M, Ki = (int)K, Ni = (int)N;
+    /* the tensor-core small-M kernel streams w at the copy rate up to 16
+     * rows (bench_kernels, H100), where cuBLAS reaches ~75% at 4096 x 4096 */
+    if (c->linear_mode != GG_GPU_LINEAR_BLAS && M <= 16 &&
+        launch_linear_mma<DT>(c, x, w, b, y, Mi, Ki, Ni))
+        return gg_gpu_launched(op);
 #if defined(GG_BLAS_CUBLAS) || defined(GG_BLAS_ROCBLAS)
     if (c->linear_mode == GG_GPU_LINEAR_BLAS ||
         (c->linear_mode == GG_GPU_LINEAR_AUTO && M >= GG_LINEAR_BLAS_MIN_ROWS))

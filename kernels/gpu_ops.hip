@@ -300,21 +300,28 @@ template <int E> static __device__ __forceinline__ float ew(float a, float b, fl
     case E_GELU_ERF:
         return 0.5f * a * (1.0f + erff(a * 0.70710678118654752f));
     case E_GELU_TANH: {
+        /* tanh(u) = 1 - 2 / (1 + e^2u): the hardware exponential, an
+         * absolute error near 1e-7 where 1 + tanh is what is used; tanhf's
+         * polynomial made the kernel compute-bound past L2 */
         const float k0 = 0.79788456080286536f; /* sqrt(2/pi) */
-        return 0.5f * a * (1.0f + tanhf(k0 * (a + 0.044715f * a * a * a)));
+        const float u = k0 * (a + 0.044715f * a * a * a);
+        return 0.5f * a * (2.0f - __fdividef(2.0f, 1.0f + __expf(2.0f * u)));
     }
     case E_SILU:
-        return a / (1.0f + expf(-a));
+        return __fdividef(a, 1.0f + __expf(-a));
     case E_SILU_MUL:
-        return a / (1.0f + expf(-a)) * b;
+        return __fdividef(a, 1.0f + __expf(-a)) * b;
     }
     return a;
 }
 
 /* y[i] = f(a[i], b[i % bn]); bn == n for same-shape operands, the last dim for
  * a row vector broadcast over rows.  VEC: all pointers 16-byte aligned and bn
- * a multiple of the vector width; the tail past the last full vector is done
- * scalar. */
+ * a multiple of the vector width; a thread takes GG_EW_UNROLL vectors a
+ * block-width apart, all loads issued before the first store (one 16-byte
+ * load in flight a thread left the kernel ~4% under the copy rate past L2);
+ * the tail past the last full vector is done scalar. */
+#define GG_EW_UNROLL 4
 template <int DT, int E, bool VEC>
 __global__ void __launch_bounds__(256)
     k_eltwise(const typename dt<DT>::T *a, const typename dt<DT>::T *b, typename dt<DT>::T *y,
@@ -330,14 +337,31 @@ __global__ void __launch_bounds__(256)
         const int V = D::VEC;
         typedef vec_t<T, V> VT;
         const int64_t nv = n / V, bnv = bn / V;
-        for (int64_t i = tid; i < nv; i += stride) {
-            VT va = ((const VT *)a)[i], vb, vy;
-            if (has_b)
-                vb = ((const VT *)b)[bn == n ? i : i % bnv];
+        const int64_t tile = (int64_t)blockDim.x * GG_EW_UNROLL;
+        for (int64_t i0 = (int64_t)blockIdx.x * tile + threadIdx.x; i0 < nv;
+             i0 += (int64_t)gridDim.x * tile) {
+            VT va[GG_EW_UNROLL], vb[GG_EW_UNROLL];
 #pragma unroll
-            for (int k = 0; k < V; k++)
-                vy.v[k] = D::st(ew<E>(D::ld(va.v[k]), has_b ? D::ld(vb.v[k]) : 0.0f, p));
-            ((VT *)y)[i] = vy;
+            for (int u = 0; u < GG_EW_UNROLL; u++) {
+                const int64_t i = i0 + u * (int64_t)blockDim.x;
+                if (i < nv) {
+                    va[u] = ((const VT *)a)[i];
+                    if (has_b)
+                        vb[u] = ((const VT *)b)[bn == n ? i : i % bnv];
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < GG_EW_UNROLL; u++) {
+                const int64_t i = i0 + u * (int64_t)blockDim.x;
+                if (i < nv) {
+                    VT vy;
+#pragma unroll
+                    for (int k = 0; k < V; k++)
+                        vy.v[k] = D::st(
+                            ew<E>(D::ld(va[u].v[k]), has_b ? D::ld(vb[u].v[k]) : 0.0f, p));
+                    ((VT *)y)[i] = vy;
+                }
+            }
         }
         done = nv * V;
     }
@@ -613,29 +637,39 @@ static void launch_ew(gg_gpu_ctx *c, const void *a, const void *b, void *y, int6
     const int threads = 256;
     const int64_t cap = (int64_t)c->sms * 16;
     if (vec)
-        k_eltwise<DT, E, true><<<gg_gpu_grid_for(n / V, threads, cap), threads, 0, c->stream>>>(
-            (const T *)a, (const T *)b, (T *)y, n, bn, p);
+        k_eltwise<DT, E, true>
+            <<<gg_gpu_grid_for(n / V, threads * GG_EW_UNROLL, 1 << 20), threads, 0, c->stream>>>(
+                (const T *)a, (const T *)b, (T *)y, n, bn, p);
     else
         k_eltwise<DT, E, false><<<gg_gpu_grid_for(n, threads, cap), threads, 0, c->stream>>>(
             (const T *)a, (const T *)b, (T *)y, n, bn, p);
 }
 
-/* Row-kernel geometry for a row of nu units (see k_norm). */
-enum { ROW_WARP, ROW_STREAM };
+/* Row-kernel geometry for a row of nu units (see k_norm):
+ *   ROW_WARP:   up to 2 units a lane, a row a warp;
+ *   ROW_BLOCK:  a row a block with the row in registers, R = 1, 2 or 4 units
+ *               a thread (norms up to 2, their w and b are held too), so the
+ *               row is read from memory once;
+ *   ROW_STREAM: longer rows, re-read from cache for each pass.
+ * Past L2 (H100, [16384, 4096] f16) the streamed rows left layernorm at 72%
+ * and softmax at 64% of the copy rate: the re-reads miss L1. */
+enum { ROW_WARP, ROW_BLOCK, ROW_STREAM };
 #define GG_ROW_WARP_R 2
 #define GG_ROW_WARP_THREADS 256
 
 typedef struct {
     int kind;
     int threads;
+    int r; /* ROW_BLOCK: units a thread */
     unsigned grid;
 } row_geometry;
 
-static row_geometry row_geometry_for(const gg_gpu_ctx *c, int64_t rows, int nu)
+static row_geometry row_geometry_for(const gg_gpu_ctx *c, int64_t rows, int nu, int rmax)
 {
     row_geometry g;
     const int cap = c->max_threads < 1024 ? c->max_threads : 1024;
     const int64_t gcap = 1 << 20;
+    g.r = 0;
     if (nu <= GG_ROW_WARP_R * c->warp) {
         g.kind = ROW_WARP;
         g.threads = GG_ROW_WARP_THREADS;
@@ -644,9 +678,16 @@ static row_geometry row_geometry_for(const gg_gpu_ctx *c, int64_t rows, int nu)
         g.grid = (unsigned)(blocks < gcap ? blocks : gcap);
         return g;
     }
+    g.grid = (unsigned)(rows < gcap ? rows : gcap);
+    for (int r = 1; r <= rmax; r *= 2)
+        if (nu <= (int64_t)r * cap) {
+            g.kind = ROW_BLOCK;
+            g.r = r;
+            g.threads = row_threads((nu + r - 1) / r, cap);
+            return g;
+        }
     g.kind = ROW_STREAM;
     g.threads = row_threads(nu, cap);
-    g.grid = (unsigned)(rows < gcap ? rows : gcap);
     return g;
 }
 
@@ -657,9 +698,15 @@ static void launch_norm_v(gg_gpu_ctx *c, const void *x, const void *w, const voi
     typedef typename dt<DT>::T T;
     const T *xp = (const T *)x, *wp = (const T *)w, *bp = (const T *)b;
     T *yp = (T *)y;
-    const row_geometry g = row_geometry_for(c, rows, cols / unit<DT, VEC>::N);
+    const row_geometry g = row_geometry_for(c, rows, cols / unit<DT, VEC>::N, 2);
     if (g.kind == ROW_WARP)
         k_norm<DT, RMS, VEC, true, GG_ROW_WARP_R, GG_ROW_WARP_THREADS>
+            <<<g.grid, g.threads, 0, c->stream>>>(xp, wp, bp, yp, rows, cols, eps);
+    else if (g.kind == ROW_BLOCK && g.r == 1)
+        k_norm<DT, RMS, VEC, false, 1, 1024>
+            <<<g.grid, g.threads, 0, c->stream>>>(xp, wp, bp, yp, rows, cols, eps);
+    else if (g.kind == ROW_BLOCK)
+        k_norm<DT, RMS, VEC, false, 2, 1024>
             <<<g.grid, g.threads, 0, c->stream>>>(xp, wp, bp, yp, rows, cols, eps);
     else
         k_norm<DT, RMS, VEC, false, 0, 1024>
@@ -684,10 +731,16 @@ static void launch_softmax_v(gg_gpu_ctx *c, const void *x, void *y, int64_t rows
     typedef typename dt<DT>::T T;
     const T *xp = (const T *)x;
     T *yp = (T *)y;
-    const row_geometry g = row_geometry_for(c, rows, cols / unit<DT, VEC>::N);
+    const row_geometry g = row_geometry_for(c, rows, cols / unit<DT, VEC>::N, 4);
     if (g.kind == ROW_WARP)
         k_softmax<DT, VEC, true, GG_ROW_WARP_R, GG_ROW_WARP_THREADS>
             <<<g.grid, g.threads, 0, c->stream>>>(xp, yp, rows, cols);
+    else if (g.kind == ROW_BLOCK && g.r == 1)
+        k_softmax<DT, VEC, false, 1, 1024><<<g.grid, g.threads, 0, c->stream>>>(xp, yp, rows, cols);
+    else if (g.kind == ROW_BLOCK && g.r == 2)
+        k_softmax<DT, VEC, false, 2, 1024><<<g.grid, g.threads, 0, c->stream>>>(xp, yp, rows, cols);
+    else if (g.kind == ROW_BLOCK)
+        k_softmax<DT, VEC, false, 4, 1024><<<g.grid, g.threads, 0, c->stream>>>(xp, yp, rows, cols);
     else
         k_softmax<DT, VEC, false, 0, 1024><<<g.grid, g.threads, 0, c->stream>>>(xp, yp, rows, cols);
 }
@@ -705,60 +758,125 @@ static void launch_softmax(gg_gpu_ctx *c, const void *x, void *y, int64_t rows, 
  * Every index read at run time (ids, positions, lens, the batch word) is
  * bounds-checked before it addresses memory. */
 
-template <int DT>
-__global__ void k_embedding(const int32_t *ids, const typename dt<DT>::T *tab,
-                            typename dt<DT>::T *y, int64_t rows, int64_t V, int64_t D)
+/* The row copies (embedding, cache_write) move 16-byte units where the row
+ * length and both pointers allow it: one scalar 2-byte access per thread left
+ * embedding at ~60% of the copy rate past L2. */
+template <int DT, bool VEC>
+__global__ void __launch_bounds__(256)
+    k_embedding(const int32_t *ids, const typename dt<DT>::T *tab, typename dt<DT>::T *y,
+                int64_t rows, int64_t V, int64_t D)
 {
+    typedef unit<DT, VEC> U;
+    typedef typename U::raw R;
+    const int64_t nu = D / U::N;
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         const int64_t id = ids[r];
         const bool ok = id >= 0 && id < V;
-        for (int64_t i = threadIdx.x; i < D; i += blockDim.x)
-            y[r * D + i] = ok ? tab[id * D + i] : dt<DT>::st(0.0f);
+        const R *src = (const R *)(tab + (ok ? id : 0) * D);
+        R *dst = (R *)(y + r * D);
+        for (int64_t i = threadIdx.x; i < nu; i += blockDim.x)
+            dst[i] = ok ? src[i] : R{};
     }
 }
 
-template <int DT>
-__global__ void k_rope(const typename dt<DT>::T *x, const int32_t *pos, typename dt<DT>::T *y,
-                       int64_t rows, int H, int Dh, int rd, float theta, int gptj)
+/* rope: one block per row; the row's cos/sin per pair are computed once into
+ * shared memory (not once per head), then every head's pairs are rotated,
+ * 16-byte units at a time where the layout allows (VEC: Dh and the rotated
+ * span multiples of the unit, pointers aligned). */
+template <int DT, bool VEC>
+__global__ void __launch_bounds__(256)
+    k_rope(const typename dt<DT>::T *x, const int32_t *pos, typename dt<DT>::T *y, int64_t rows,
+           int H, int Dh, int rd, float theta, int gptj)
 {
     typedef dt<DT> D;
+    typedef unit<DT, VEC> U;
+    enum { N = U::N };
+    extern __shared__ float cs[]; /* [half] cos, then [half] sin */
     const int half = rd / 2;
-    for (int64_t rh = blockIdx.x; rh < rows * H; rh += gridDim.x) {
-        const float p = (float)pos[rh / H];
-        const int64_t base = rh * Dh;
+    for (int64_t b = blockIdx.x; b < rows; b += gridDim.x) {
+        __syncthreads(); /* the previous row's table is no longer read */
+        const float p = (float)pos[b];
         for (int i = threadIdx.x; i < half; i += blockDim.x) {
             const float inv = 1.0f / powf(theta, (float)(2 * i) / (float)rd);
             const float ang = p * inv;
-            const float c = cosf(ang), s = sinf(ang);
-            const int64_t i0 = base + (gptj ? 2 * i : i), i1 = base + (gptj ? 2 * i + 1 : i + half);
-            const float a = D::ld(x[i0]), b = D::ld(x[i1]);
-            const float o0 = a * c - b * s;
-            const float o1 = b * c + a * s;
-            y[i0] = D::st(o0);
-            y[i1] = D::st(o1);
+            cs[i] = cosf(ang);
+            cs[half + i] = sinf(ang);
         }
-        if (x != y)
-            for (int i = rd + threadIdx.x; i < Dh; i += blockDim.x)
-                y[base + i] = x[base + i];
+        __syncthreads();
+        const typename D::T *xb = x + b * H * Dh;
+        typename D::T *yb = y + b * H * Dh;
+        /* rotated units: neox pairs unit u of the first half with unit u of
+         * the second; gptj holds N/2 adjacent pairs in a unit */
+        const int ru = gptj ? (VEC ? rd / N : half) : half / N, du = Dh / N;
+        for (int w = threadIdx.x; w < H * ru; w += blockDim.x) {
+            const int h = w / ru, u = w % ru;
+            const typename D::T *xh = xb + (int64_t)h * Dh;
+            typename D::T *yh = yb + (int64_t)h * Dh;
+            if (gptj && !VEC) { /* unit u: the pair (2u, 2u + 1) */
+                const float a0 = D::ld(xh[2 * u]), a1 = D::ld(xh[2 * u + 1]);
+                const float c = cs[u], sn = cs[half + u];
+                yh[2 * u] = D::st(a0 * c - a1 * sn);
+                yh[2 * u + 1] = D::st(a1 * c + a0 * sn);
+            } else if (gptj) {
+                if constexpr (N >= 2) {
+                    float v[N], o[N];
+                    U::load(xh, u, v);
+#pragma unroll
+                    for (int k = 0; k < N; k += 2) {
+                        const int i = (u * N + k) / 2;
+                        const float c = cs[i], sn = cs[half + i];
+                        o[k] = v[k] * c - v[k + 1] * sn;
+                        o[k + 1] = v[k + 1] * c + v[k] * sn;
+                    }
+                    U::store(yh, u, o);
+                }
+            } else {
+                float va[N], vb[N], oa[N], ob[N];
+                U::load(xh, u, va);
+                U::load(xh + half, u, vb);
+#pragma unroll
+                for (int k = 0; k < N; k++) {
+                    const int i = u * N + k;
+                    const float c = cs[i], sn = cs[half + i];
+                    oa[k] = va[k] * c - vb[k] * sn;
+                    ob[k] = vb[k] * c + va[k] * sn;
+                }
+                U::store(yh, u, oa);
+                U::store(yh + half, u, ob);
+            }
+        }
+        if (x != y) { /* dims past rotary_dim pass through */
+            const int pu = du - rd / N;
+            for (int w = threadIdx.x; w < H * pu; w += blockDim.x) {
+                const int h = w / pu, u = rd / N + w % pu;
+                ((typename U::raw *)(yb + (int64_t)h * Dh))[u] =
+                    ((const typename U::raw *)(xb + (int64_t)h * Dh))[u];
+            }
+        }
     }
 }
 
-template <int DT>
-__global__ void k_cache_write(const typename dt<DT>::T *x, const int32_t *pos,
-                              const int32_t *batch, typename dt<DT>::T *cache, int64_t rows,
-                              int64_t S, int64_t row)
+template <int DT, bool VEC>
+__global__ void __launch_bounds__(256)
+    k_cache_write(const typename dt<DT>::T *x, const int32_t *pos, const int32_t *batch,
+                  typename dt<DT>::T *cache, int64_t rows, int64_t S, int64_t row)
 {
+    typedef unit<DT, VEC> U;
+    typedef typename U::raw R;
     int64_t n = rows;
     if (batch) {
         const int64_t b = *batch;
         n = b < 0 ? 0 : b > rows ? rows : b;
     }
+    const int64_t nu = row / U::N;
     for (int64_t r = blockIdx.x; r < n; r += gridDim.x) {
         const int64_t p = pos[r];
         if (p < 0 || p >= S)
             continue;
-        for (int64_t i = threadIdx.x; i < row; i += blockDim.x)
-            cache[(r * S + p) * row + i] = x[r * row + i];
+        const R *src = (const R *)(x + r * row);
+        R *dst = (R *)(cache + (r * S + p) * row);
+        for (int64_t i = threadIdx.x; i < nu; i += blockDim.x)
+            dst[i] = src[i];
     }
 }
 
@@ -844,7 +962,7 @@ __global__ void k_attention(const typename dt<DT>::T *q, const typename dt<DT>::
 }
 
 /* (v, i) beats (bv, bi): NaN is the largest value, ties go to the lower index. */
-static __device__ __forceinline__ bool amax_better(float v, int64_t i, float bv, int64_t bi)
+static __device__ __forceinline__ bool amax_better(float v, int i, float bv, int bi)
 {
     const bool vn = v != v, bn = bv != bv;
     if (vn != bn)
@@ -854,64 +972,126 @@ static __device__ __forceinline__ bool amax_better(float v, int64_t i, float bv,
     return i < bi;
 }
 
-template <int DT>
-__global__ void k_argmax(const typename dt<DT>::T *x, int32_t *y, int64_t rows, int64_t cols)
+/* One block per row: 16-byte loads where the row allows, each thread's best
+ * (value, index), then shuffles and one value per warp in shared memory. */
+template <int DT, bool VEC>
+__global__ void __launch_bounds__(256)
+    k_argmax(const typename dt<DT>::T *x, int32_t *y, int64_t rows, int cols)
 {
-    __shared__ float sv[1024];
-    __shared__ int64_t si[1024];
+    typedef unit<DT, VEC> U;
+    enum { N = U::N };
+    __shared__ float sv[64];
+    __shared__ int si[64];
+    const int lane = threadIdx.x % warpSize, wid = threadIdx.x / warpSize;
+    const int nw = blockDim.x / warpSize, nu = cols / N;
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const typename dt<DT>::T *xr = x + r * cols;
         float bv = -INFINITY;
-        int64_t bi = INT64_MAX;
-        for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) {
-            const float v = dt<DT>::ld(x[r * cols + i]);
+        int bi = INT_MAX;
+#pragma unroll 4
+        for (int u = threadIdx.x; u < nu; u += blockDim.x) {
+            float f[N];
+            U::load(xr, u, f);
+#pragma unroll
+            for (int k = 0; k < N; k++)
+                if (amax_better(f[k], u * N + k, bv, bi)) {
+                    bv = f[k];
+                    bi = u * N + k;
+                }
+        }
+        for (int i = nu * N + threadIdx.x; i < cols; i += blockDim.x) {
+            const float v = dt<DT>::ld(xr[i]);
             if (amax_better(v, i, bv, bi)) {
                 bv = v;
                 bi = i;
             }
         }
-        __syncthreads();
-        sv[threadIdx.x] = bv;
-        si[threadIdx.x] = bi;
-        __syncthreads();
-        for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-            if ((int)threadIdx.x < s &&
-                amax_better(sv[threadIdx.x + s], si[threadIdx.x + s], sv[threadIdx.x],
-                            si[threadIdx.x])) {
-                sv[threadIdx.x] = sv[threadIdx.x + s];
-                si[threadIdx.x] = si[threadIdx.x + s];
+        for (int off = warpSize / 2; off > 0; off >>= 1) {
+            const float ov = gg_shfl_xor(bv, off);
+            const int oi = __float_as_int(gg_shfl_xor(__int_as_float(bi), off));
+            if (amax_better(ov, oi, bv, bi)) {
+                bv = ov;
+                bi = oi;
             }
-            __syncthreads();
         }
-        if (threadIdx.x == 0)
-            y[r] = (int32_t)(si[0] == INT64_MAX ? 0 : si[0]);
+        __syncthreads(); /* the previous row's values are read */
+        if (lane == 0) {
+            sv[wid] = bv;
+            si[wid] = bi;
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            for (int w = 1; w < nw; w++)
+                if (amax_better(sv[w], si[w], bv, bi)) {
+                    bv = sv[w];
+                    bi = si[w];
+                }
+            y[r] = bi == INT_MAX ? 0 : bi;
+        }
     }
 }
 
-template <int DI, int DO>
-__global__ void k_cast(const typename dt<DI>::T *x, typename dt<DO>::T *y, int64_t n)
+/* 8 elements a thread-step: 16 bytes of f16/bf16, 32 of f32, each side */
+template <int DI, int DO, bool VEC>
+__global__ void __launch_bounds__(256)
+    k_cast(const typename dt<DI>::T *x, typename dt<DO>::T *y, int64_t n)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
+    typedef vec_t<typename dt<DI>::T, 8> VI;
+    typedef vec_t<typename dt<DO>::T, 8> VO;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    int64_t done = 0;
+    if (VEC) {
+        const int64_t nv = n / 8;
+        for (int64_t i = tid; i < nv; i += stride) {
+            const VI a = ((const VI *)x)[i];
+            VO o;
+#pragma unroll
+            for (int k = 0; k < 8; k++)
+                o.v[k] = dt<DO>::st(dt<DI>::ld(a.v[k]));
+            ((VO *)y)[i] = o;
+        }
+        done = nv * 8;
+    }
+    for (int64_t i = done + tid; i < n; i += stride)
         y[i] = dt<DO>::st(dt<DI>::ld(x[i]));
+}
+
+template <int DI, int DO>
+static void launch_cast_pair(gg_gpu_ctx *c, const void *x, void *y, int64_t n)
+{
+    typedef typename dt<DI>::T TI;
+    typedef typename dt<DO>::T TO;
+    if (gg_gpu_aligned16(x) && gg_gpu_aligned16(y) && n >= 8)
+        k_cast<DI, DO, true><<<gg_gpu_grid_for(n / 8, 256, 1 << 20), 256, 0, c->stream>>>(
+            (const TI *)x, (TO *)y, n);
+    else
+        k_cast<DI, DO, false><<<gg_gpu_grid_for(n, 256, (int64_t)c->sms * 16), 256, 0,
+                                c->stream>>>((const TI *)x, (TO *)y, n);
 }
 
 template <int DI>
 static int launch_cast_to(gg_gpu_ctx *c, const void *x, void *y, gg_dtype to, int64_t n)
 {
-    const unsigned g = gg_gpu_grid_for(n, 256, (int64_t)c->sms * 16);
     switch (to) {
     case GG_DT_F32:
-        k_cast<DI, GG_DT_F32><<<g, 256, 0, c->stream>>>((const typename dt<DI>::T *)x, (float *)y, n);
+        launch_cast_pair<DI, GG_DT_F32>(c, x, y, n);
         return 0;
     case GG_DT_F16:
-        k_cast<DI, GG_DT_F16><<<g, 256, 0, c->stream>>>((const typename dt<DI>::T *)x, (uint16_t *)y, n);
+        launch_cast_pair<DI, GG_DT_F16>(c, x, y, n);
         return 0;
     case GG_DT_BF16:
-        k_cast<DI, GG_DT_BF16><<<g, 256, 0, c->stream>>>((const typename dt<DI>::T *)x, (uint16_t *)y, n);
+        launch_cast_pair<DI, GG_DT_BF16>(c, x, y, n);
         return 0;
     default:
         return -EINVAL;
     }
+}
+
+/* Threads for a row of nu units: a multiple of 64 up to 256. */
+static int unit_threads(int64_t nu)
+{
+    return nu >= 256 ? 256 : nu <= 64 ? 64 : (int)((nu + 63) / 64 * 64);
 }
 
 static unsigned grid_rows(int64_t rows)
@@ -931,9 +1111,16 @@ static int launch_decode_dt(gg_gpu_ctx *c, const gg_op_def *op, int kind, const 
         if (xd->ndim != 1 || td->ndim != 2 || yd->ndim != 2 || yd->dims[0] != xd->dims[0] ||
             yd->dims[1] != td->dims[1])
             return gg_gpu_fail(-EINVAL, "%s: operand shapes do not fit", op->name);
-        k_embedding<DT><<<grid_rows(xd->dims[0]), 256, 0, c->stream>>>(
-            (const int32_t *)in[0].data, (const T *)in[1].data, (T *)out[0].data, xd->dims[0],
-            td->dims[0], td->dims[1]);
+        const int64_t D = td->dims[1];
+        if (D % dt<DT>::VEC == 0 && gg_gpu_aligned16(in[1].data) && gg_gpu_aligned16(out[0].data))
+            k_embedding<DT, true><<<grid_rows(xd->dims[0]), unit_threads(D / dt<DT>::VEC), 0,
+                                    c->stream>>>((const int32_t *)in[0].data,
+                                                 (const T *)in[1].data, (T *)out[0].data,
+                                                 xd->dims[0], td->dims[0], D);
+        else
+            k_embedding<DT, false><<<grid_rows(xd->dims[0]), unit_threads(D), 0, c->stream>>>(
+                (const int32_t *)in[0].data, (const T *)in[1].data, (T *)out[0].data,
+                xd->dims[0], td->dims[0], D);
         return gg_gpu_launched(op);
     }
     case K_ROPE: {
@@ -948,9 +1135,19 @@ static int launch_decode_dt(gg_gpu_ctx *c, const gg_op_def *op, int kind, const 
             return gg_gpu_fail(-EINVAL, "%s: rotary_dim %d does not fit Dh %d", op->name, rd, dh);
         const float theta = (float)(attrs ? attrs->v[0] : 10000.0);
         const int gptj = attrs && attrs->v[1] == 1.0;
-        k_rope<DT><<<grid_rows(xd->dims[0] * xd->dims[1]), 64, 0, c->stream>>>(
-            (const T *)in[0].data, (const int32_t *)in[1].data, (T *)out[0].data, xd->dims[0],
-            (int)xd->dims[1], dh, rd, theta, gptj);
+        const int V = dt<DT>::VEC, H = (int)xd->dims[1];
+        const bool vec = dh % V == 0 && (gptj ? rd % V == 0 : (rd / 2) % V == 0) &&
+                         gg_gpu_aligned16(in[0].data) && gg_gpu_aligned16(out[0].data);
+        const int64_t work = (int64_t)H * (vec ? dh / V : dh);
+        const size_t shm = sizeof(float) * (size_t)rd;
+        if (vec)
+            k_rope<DT, true><<<grid_rows(xd->dims[0]), unit_threads(work), shm, c->stream>>>(
+                (const T *)in[0].data, (const int32_t *)in[1].data, (T *)out[0].data,
+                xd->dims[0], H, dh, rd, theta, gptj);
+        else
+            k_rope<DT, false><<<grid_rows(xd->dims[0]), unit_threads(work), shm, c->stream>>>(
+                (const T *)in[0].data, (const int32_t *)in[1].data, (T *)out[0].data,
+                xd->dims[0], H, dh, rd, theta, gptj);
         return gg_gpu_launched(op);
     }
     case K_CACHE_WRITE: {
@@ -959,10 +1156,18 @@ static int launch_decode_dt(gg_gpu_ctx *c, const gg_op_def *op, int kind, const 
             gg_desc_numel(&in[1].desc) != xd->dims[0] ||
             (nin == 3 && (in[2].desc.dtype != GG_DT_I32 || gg_desc_numel(&in[2].desc) < 1)))
             return gg_gpu_fail(-EINVAL, "%s: operand shapes do not fit", op->name);
-        k_cache_write<DT><<<grid_rows(xd->dims[0]), 256, 0, c->stream>>>(
-            (const T *)in[0].data, (const int32_t *)in[1].data,
-            nin == 3 ? (const int32_t *)in[2].data : NULL, (T *)out[0].data, xd->dims[0],
-            yd->dims[1], xd->dims[1] * xd->dims[2]);
+        const int64_t row = xd->dims[1] * xd->dims[2];
+        const int32_t *bw = nin == 3 ? (const int32_t *)in[2].data : NULL;
+        if (row % dt<DT>::VEC == 0 && gg_gpu_aligned16(in[0].data) &&
+            gg_gpu_aligned16(out[0].data))
+            k_cache_write<DT, true><<<grid_rows(xd->dims[0]), unit_threads(row / dt<DT>::VEC), 0,
+                                      c->stream>>>((const T *)in[0].data,
+                                                   (const int32_t *)in[1].data, bw,
+                                                   (T *)out[0].data, xd->dims[0], yd->dims[1], row);
+        else
+            k_cache_write<DT, false><<<grid_rows(xd->dims[0]), unit_threads(row), 0, c->stream>>>(
+                (const T *)in[0].data, (const int32_t *)in[1].data, bw, (T *)out[0].data,
+                xd->dims[0], yd->dims[1], row);
         return gg_gpu_launched(op);
     }
     case K_ATTENTION_DECODE: {
@@ -997,8 +1202,15 @@ static int launch_decode_dt(gg_gpu_ctx *c, const gg_op_def *op, int kind, const 
         const int64_t cols = xd->dims[xd->ndim - 1], rows = gg_desc_numel(xd) / cols;
         if (out[0].desc.dtype != GG_DT_I32 || gg_desc_numel(yd) != rows)
             return gg_gpu_fail(-EINVAL, "%s: y must be i32 with one element per row", op->name);
-        k_argmax<DT><<<grid_rows(rows), 256, 0, c->stream>>>((const T *)in[0].data,
-                                                             (int32_t *)out[0].data, rows, cols);
+        if (cols > INT_MAX)
+            return gg_gpu_fail(-EINVAL, "%s: rows of %lld values do not fit an i32 index",
+                               op->name, (long long)cols);
+        if (cols % dt<DT>::VEC == 0 && gg_gpu_aligned16(in[0].data))
+            k_argmax<DT, true><<<grid_rows(rows), 256, 0, c->stream>>>(
+                (const T *)in[0].data, (int32_t *)out[0].data, rows, (int)cols);
+        else
+            k_argmax<DT, false><<<grid_rows(rows), 256, 0, c->stream>>>(
+                (const T *)in[0].data, (int32_t *)out[0].data, rows, (int)cols);
         return gg_gpu_launched(op);
     }
     case K_CAST: {

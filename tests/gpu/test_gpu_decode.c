@@ -10,6 +10,7 @@
 #include "ops.h"
 #include "../decode_refs.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -315,34 +316,42 @@ int main(int argc, char **argv)
     for (int di = 0; di < 3; di++) {
         gg_dtype dt = dts[di];
         const char *dn = gg_dtype_name(dt);
-        { /* embedding */
-            const int64_t B = 5, V = 53, D = 41;
+        for (int ev = 0; ev < 2; ev++) { /* embedding: odd D (scalar), D 64 (16-byte units) */
+            const int64_t B = 5, V = 53, D = ev ? 64 : 41;
             int32_t ids[5] = {0, 52, 53, -1, 17};
             void *tab = malloc(V * D * 4), *y = calloc(B * D, 4);
             dref_fill(tab, NULL, dt, V * D, &seed, 1.0);
             gg_tensor in[2] = {T(ids, GG_DT_I32, 1, B, 0, 0, 0), T(tab, dt, 2, V, D, 0, 0)};
             gg_tensor out = T(y, dt, 2, B, D, 0, 0);
-            snprintf(label, sizeof label, "embedding %s", dn);
+            snprintf(label, sizeof label, "embedding %s D %lld", dn, (long long)D);
             run_case(label, gg_ops_find("embedding"), in, 2, &out, NULL, 1, -1);
             free(tab), free(y);
         }
-        for (int style = 0; style < 2; style++) { /* rope */
-            const int64_t B = 3, H = 5, Dh = 24;
-            int32_t pos[3] = {0, 36, 200};
+        /* rope: Dh 24 (neox scalar in f16/bf16, units in f32; gptj rotary_dim
+         * 16 in units with a pass-through unit), Dh 128 (units: whole, and
+         * neox rotary_dim 64 with the rest passed through; gptj rotary_dim 40:
+         * scalar in f16/bf16) */
+        const int rcfg[6][3] = {{24, 0, 0}, {24, 1, 16}, {128, 0, 0}, {128, 0, 64}, {128, 1, 0},
+                                {128, 1, 40}};
+        for (int rc = 0; rc < 6; rc++) {
+            const int style = rcfg[rc][1];
+            const int64_t B = 3, H = rc < 2 ? 5 : 8, Dh = rcfg[rc][0];
+            int32_t pos[3] = {0, 36, 4000};
             void *x = malloc(B * H * Dh * 4), *y = calloc(B * H * Dh, 4);
             dref_fill(x, NULL, dt, B * H * Dh, &seed, 1.0);
             gg_op_attrs a;
             gg_ops_attr_defaults(gg_ops_find("rope"), &a);
             a.v[1] = style;
-            a.v[2] = style ? 16 : 0;
+            a.v[2] = rcfg[rc][2];
             gg_tensor in[2] = {T(x, dt, 3, B, H, Dh, 0), T(pos, GG_DT_I32, 1, B, 0, 0, 0)};
             gg_tensor out = T(y, dt, 3, B, H, Dh, 0);
-            snprintf(label, sizeof label, "rope %s %s", dn, style ? "gptj rotary_dim 16" : "neox");
+            snprintf(label, sizeof label, "rope %s %s Dh %lld rotary_dim %d", dn,
+                     style ? "gptj" : "neox", (long long)Dh, rcfg[rc][2]);
             run_case(label, gg_ops_find("rope"), in, 2, &out, &a, 0, -1);
             free(x), free(y);
         }
-        for (int bw = -1; bw <= 3; bw++) { /* cache_write; word 3 of bucket 4 */
-            const int64_t B = 4, S = 37, Hkv = 3, Dh = 24, row = Hkv * Dh;
+        for (int bw = -2; bw <= 3; bw++) { /* cache_write; word 3 of bucket 4; -2: Dh 5 */
+            const int64_t B = 4, S = 37, Hkv = 3, Dh = bw == -2 ? 5 : 24, row = Hkv * Dh;
             int32_t pos[4] = {0, 36, bw == 3 ? 5 : 37, bw == 3 ? 6 : -1}, word = 0;
             void *x = malloc(B * row * 4), *c = malloc(B * S * row * 4);
             dref_fill(x, NULL, dt, B * row, &seed, 1.0);
@@ -350,7 +359,8 @@ int main(int argc, char **argv)
             gg_tensor in[3] = {T(x, dt, 3, B, Hkv, Dh, 0), T(pos, GG_DT_I32, 1, B, 0, 0, 0),
                                T(&word, GG_DT_I32, 1, 1, 0, 0, 0)};
             gg_tensor out = T(c, dt, 4, B, S, Hkv, Dh);
-            snprintf(label, sizeof label, "cache_write %s batch word %d", dn, bw);
+            snprintf(label, sizeof label, "cache_write %s Dh %lld batch word %d", dn,
+                     (long long)Dh, bw);
             run_case(label, gg_ops_find("cache_write"), in, bw < 0 ? 2 : 3, &out, NULL, 1, bw);
             free(x), free(c);
         }
@@ -388,17 +398,26 @@ int main(int argc, char **argv)
             attn_case(dt, 2, 16, 4, 1024, 128, neg, 0.3, &seed); /* Dh 128, scale attr */
             attn_case(dt, 2, 8, 8, 1024, 32, neg, 0.0, &seed);   /* Dh 32 */
             attn_case(dt, 2, 8, 2, 700, 40, neg, 0.0, &seed);    /* Dh 40: one-pass kernel */
+            attn_case(dt, 2, 4, 2, 1024, 64, neg, 0.0, &seed);   /* GQA 2 */
+            attn_case(dt, 2, 8, 4, 1024, 16, neg, 0.0, &seed);   /* Dh 16 (f32: 4 lanes) */
+            attn_case(dt, 2, 16, 2, 1024, 256, neg, 0.0, &seed); /* Dh 256, GQA 8 */
             attn_case(dt, 1, 32, 8, 100, 64, odd, 0.0, &seed);   /* short S: one pass */
             attn_graph_case(dt, &seed);
         }
-        { /* argmax */
-            const int64_t B = 5, V = 32001;
+        for (int av = 0; av < 2; av++) { /* argmax: odd V (scalar), V 32000 (units) */
+            const int64_t B = 5, V = av ? 32000 : 32001;
             void *x = malloc(B * V * 4);
             int32_t y[5] = {0};
             dref_fill(x, NULL, dt, B * V, &seed, 1.0);
             gg_store(x, dt, V + 100, 5.0f), gg_store(x, dt, V + 30000, 5.0f);
             gg_tensor in = T(x, dt, 2, B, V, 0, 0), out = T(y, GG_DT_I32, 1, B, 0, 0, 0);
-            snprintf(label, sizeof label, "argmax %s", dn);
+            if (av) /* a whole row of -inf: index 0; a NaN beats everything */
+                for (int64_t i = 0; i < V; i++) {
+                    gg_store(x, dt, 3 * V + i, -INFINITY);
+                    if (i == 777)
+                        gg_store(x, dt, 4 * V + i, NAN);
+                }
+            snprintf(label, sizeof label, "argmax %s V %lld", dn, (long long)V);
             run_case(label, gg_ops_find("argmax"), &in, 1, &out, NULL, 1, -1);
             free(x);
         }

@@ -230,7 +230,7 @@ typedef struct {
  * several units per thread */
 static const shape2 row_shapes[] = {
     {0, 1}, {0, 1000}, {1, 1024}, {3, 7}, {17, 33}, {5, 4099}, {64, 256}, {2, 20000}, {3, 12288},
-    {9, 40},
+    {9, 40}, {4, 32000}, {3, 4096},
 };
 #define NSHAPES (sizeof row_shapes / sizeof row_shapes[0])
 
@@ -311,10 +311,14 @@ static void cases_linear(const gg_op_def *op, gg_dtype dt)
     } shapes[] = {
         /* own kernels: small-M (row groups of 16 from 9 rows) up to 16 rows in
          * f32 and 64 in f16/bf16, tiled GEMM above; cuBLAS from 2 rows in auto
-         * mode */
+         * mode; f16/bf16 up to 16 rows: the tensor-core kernel on NVIDIA */
         {1, 1024, 1024}, {1, 77, 45},     {3, 64, 130},    {8, 1000, 24},
         {15, 256, 96},   {16, 256, 96},   {33, 100, 70},   {64, 512, 256},
         {130, 72, 200},  {100, 45, 7},    {256, 512, 320},
+        /* the tensor-core small-M kernel (f16/bf16, K a multiple of 8): a K
+         * tail past the last 64, N not a multiple of 16, K shorter than the
+         * block's 8 warps need, 9..16 rows (two mma per k-slice) */
+        {12, 4104, 37},  {9, 8, 5},       {2, 520, 2000},  {5, 4096, 48},
     };
     static const gg_gpu_linear_mode modes[] = {GG_GPU_LINEAR_AUTO, GG_GPU_LINEAR_OWN,
                                                GG_GPU_LINEAR_BLAS};
