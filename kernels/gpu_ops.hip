@@ -453,10 +453,11 @@ __global__ void __launch_bounds__(LB)
     __shared__ float sh[32];
     const int nu = cols / U::N, lane = G::lane(), width = G::width();
     float xv[R > 0 ? R : 1][U::N];
-    /* with registers a thread keeps the same columns for every row: w and b
-     * are loaded once, ahead of the first row's reductions */
+    /* a warp a row keeps the same columns for every row: w and b are loaded
+     * once, ahead of the first row's reductions (a block a row has one row,
+     * and loads them when it writes, keeping registers for the row) */
     typename U::raw wr[R > 0 ? R : 1], br[R > 0 ? R : 1];
-    if constexpr (R > 0) {
+    if constexpr (R > 0 && WARP) {
 #pragma unroll
         for (int j = 0; j < R; j++)
             if (lane + j * width < nu) {
@@ -517,8 +518,13 @@ __global__ void __launch_bounds__(LB)
         if constexpr (R > 0) {
 #pragma unroll
             for (int j = 0; j < R; j++)
-                if (lane + j * width < nu)
+                if (lane + j * width < nu) {
+                    if constexpr (!WARP) {
+                        wr[j] = U::load_raw(w, lane + j * width);
+                        br[j] = RMS ? wr[j] : U::load_raw(bias, lane + j * width);
+                    }
                     norm_emit<DT, RMS, VEC>(yr, lane + j * width, xv[j], wr[j], br[j], mean, rstd);
+                }
         } else {
             for (int i = lane; i < nu; i += width) {
                 U::load(xr, i, xv[0]);
@@ -648,8 +654,7 @@ static void launch_ew(gg_gpu_ctx *c, const void *a, const void *b, void *y, int6
 /* Row-kernel geometry for a row of nu units (see k_norm):
  *   ROW_WARP:   up to 2 units a lane, a row a warp;
  *   ROW_BLOCK:  a row a block with the row in registers, R = 1, 2 or 4 units
- *               a thread (norms up to 2, their w and b are held too), so the
- *               row is read from memory once;
+ *               a thread, so the row is read from memory once;
  *   ROW_STREAM: longer rows, re-read from cache for each pass.
  * Past L2 (H100, [16384, 4096] f16) the streamed rows left layernorm at 72%
  * and softmax at 64% of the copy rate: the re-reads miss L1. */
@@ -679,13 +684,18 @@ static row_geometry row_geometry_for(const gg_gpu_ctx *c, int64_t rows, int nu, 
         return g;
     }
     g.grid = (unsigned)(rows < gcap ? rows : gcap);
-    for (int r = 1; r <= rmax; r *= 2)
-        if (nu <= (int64_t)r * cap) {
-            g.kind = ROW_BLOCK;
-            g.r = r;
-            g.threads = row_threads((nu + r - 1) / r, cap);
-            return g;
-        }
+    /* as many units a thread as the row allows (up to rmax): more bytes in
+     * flight a thread, and more rows a multiprocessor whose reductions
+     * overlap each other's loads (one unit a thread left layernorm at 57% of
+     * the copy rate on [16384, 4096] f16) */
+    if (nu <= (int64_t)rmax * cap) {
+        g.kind = ROW_BLOCK;
+        g.threads = row_threads((nu + rmax - 1) / rmax, cap);
+        g.r = 1;
+        while (g.r < rmax && (int64_t)g.r * g.threads < nu)
+            g.r *= 2;
+        return g;
+    }
     g.kind = ROW_STREAM;
     g.threads = row_threads(nu, cap);
     return g;
@@ -698,15 +708,18 @@ static void launch_norm_v(gg_gpu_ctx *c, const void *x, const void *w, const voi
     typedef typename dt<DT>::T T;
     const T *xp = (const T *)x, *wp = (const T *)w, *bp = (const T *)b;
     T *yp = (T *)y;
-    const row_geometry g = row_geometry_for(c, rows, cols / unit<DT, VEC>::N, 2);
+    const row_geometry g = row_geometry_for(c, rows, cols / unit<DT, VEC>::N, 4);
     if (g.kind == ROW_WARP)
         k_norm<DT, RMS, VEC, true, GG_ROW_WARP_R, GG_ROW_WARP_THREADS>
             <<<g.grid, g.threads, 0, c->stream>>>(xp, wp, bp, yp, rows, cols, eps);
     else if (g.kind == ROW_BLOCK && g.r == 1)
         k_norm<DT, RMS, VEC, false, 1, 1024>
             <<<g.grid, g.threads, 0, c->stream>>>(xp, wp, bp, yp, rows, cols, eps);
-    else if (g.kind == ROW_BLOCK)
+    else if (g.kind == ROW_BLOCK && g.r == 2)
         k_norm<DT, RMS, VEC, false, 2, 1024>
+            <<<g.grid, g.threads, 0, c->stream>>>(xp, wp, bp, yp, rows, cols, eps);
+    else if (g.kind == ROW_BLOCK)
+        k_norm<DT, RMS, VEC, false, 4, 1024>
             <<<g.grid, g.threads, 0, c->stream>>>(xp, wp, bp, yp, rows, cols, eps);
     else
         k_norm<DT, RMS, VEC, false, 0, 1024>
