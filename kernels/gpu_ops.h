@@ -49,13 +49,16 @@ int gg_gpu_op_supported(const gg_op_def *op, gg_dtype dt);
 int gg_gpu_op_needs_warmup(const gg_op_def *op);
 
 /* How `linear` is computed (rows = x's rows).
- *   AUTO: the vendor BLAS from a build-specific row count on (cuBLAS: 2 rows;
- *         rocBLAS, when found at configure time: 16); below it, or without a
- *         BLAS, the project's kernels: the small-M kernel (a warp per output
- *         column, rows in groups of up to 16) up to 16 rows in f32 and 64 in
- *         f16/bf16, a tiled GEMM above.  The crossovers were measured on an
- *         H100 (docs/gpu-build.md).
- *   OWN:  never BLAS (the project's kernels as above).
+ *   AUTO: f16/bf16 up to 16 rows on an NVIDIA device of sm_80 or later: the
+ *         tensor-core small-M kernel.  Otherwise the vendor BLAS from a
+ *         build-specific row count on (cuBLAS: 2 rows; rocBLAS, when found at
+ *         configure time: 16); below it, or without a BLAS, the project's
+ *         kernels: the small-M kernel (a warp per output column, rows in
+ *         groups of up to 16) up to 16 rows in f32 and 64 in f16/bf16, a
+ *         tiled GEMM above.  The crossovers were measured on an H100
+ *         (docs/gpu-build.md).
+ *   OWN:  never BLAS (the project's kernels as above, the tensor-core one
+ *         included).
  *   BLAS: always BLAS (-ENOTSUP without one).
  * For tests and benchmarks; 0 or -EINVAL / -ENOTSUP. */
 typedef enum {
