@@ -21,9 +21,10 @@ set(_gg_gpu_dir ${CMAKE_CURRENT_LIST_DIR})
 # gpu_ops.hip: errors, the context, elementwise and row kernels, the op
 # dispatch; gpu_linear.hip: linear (own kernels, vendor BLAS, mode choice);
 # gpu_attention.hip: attention_decode split along S (flash-decoding);
+# gpu_fused.hip: the daemon planner's fused ops (ops.h);
 # gpu_internal.h: what they share (private: not an exported header).
 set(_gg_gpu_sources ${_gg_gpu_dir}/gpu_ops.hip ${_gg_gpu_dir}/gpu_linear.hip
-  ${_gg_gpu_dir}/gpu_attention.hip)
+  ${_gg_gpu_dir}/gpu_attention.hip ${_gg_gpu_dir}/gpu_fused.hip)
 set(_gg_gpu_headers ${_gg_gpu_dir}/gg_hip.h ${_gg_gpu_dir}/gpu_ops.h ${_gg_gpu_dir}/ops.h
   ${_gg_gpu_dir}/gpu_internal.h)
 
@@ -176,7 +177,7 @@ elseif(GFXGRAPH_GPU_KIND STREQUAL "cuda")
   set_property(TARGET gg_gpu_objs PROPERTY COMPILE_OPTIONS ${_cuda_opts})
   target_include_directories(gg_gpu_objs PRIVATE ${_gg_gpu_dir})
   target_compile_definitions(gg_gpu_objs PRIVATE GFXGRAPH_HAVE_GPU=1 GFXGRAPH_HIP_CUDA=1)
-  target_link_libraries(gg_gpu_objs PRIVATE CUDA::cudart CUDA::cublas)
+  target_link_libraries(gg_gpu_objs PRIVATE CUDA::cudart CUDA::cublas CUDA::cublasLt)
 
   add_library(gg_gpu STATIC $<TARGET_OBJECTS:gg_gpu_objs>)
   set_target_properties(gg_gpu PROPERTIES LINKER_LANGUAGE C)

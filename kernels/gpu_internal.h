@@ -240,4 +240,13 @@ int gg_gpu_attention_split_launch(gg_gpu_ctx *c, gg_dtype dtype, const gg_tensor
                                   const gg_tensor *out, int64_t rows, int Hq, int Hkv, int64_t S,
                                   int Dh, float scale);
 
+/* ---- fused ops (gpu_fused.hip) ---------------------------------------------------- */
+
+/* Fused op `op` of kind `kind` (ops.h: gg_fused_kind) on in/out: 0, or a
+ * negative errno with the message set. */
+int gg_gpu_fused_launch(gg_gpu_ctx *c, const gg_op_def *op, int kind, const gg_tensor *in,
+                        int nin, const gg_tensor *out, int nout, const gg_op_attrs *attrs);
+/* 1 when the fused op may call the vendor BLAS (warm it up before capture). */
+int gg_gpu_fused_needs_warmup(const gg_op_def *op);
+
 #endif

@@ -236,7 +236,7 @@ extern "C" int gg_gpu_op_supported(const gg_op_def *op, gg_dtype dt)
 extern "C" int gg_gpu_op_needs_warmup(const gg_op_def *op)
 {
 #if defined(GG_BLAS_CUBLAS) || defined(GG_BLAS_ROCBLAS)
-    return op && kind_by_name(op->name) == K_LINEAR;
+    return op && (kind_by_name(op->name) == K_LINEAR || gg_gpu_fused_needs_warmup(op));
 #else
     (void)op;
     return 0;
@@ -1381,6 +1381,8 @@ extern "C" int gg_gpu_op_launch(gg_gpu_ctx *c, const gg_op_def *op, const gg_ten
             attr_idx = c->attr_idx[k];
             break;
         }
+    if (kind < 0 && gg_ops_fused_kind(op) >= 0) /* the planner's fused ops: gpu_fused.hip */
+        return gg_gpu_fused_launch(c, op, gg_ops_fused_kind(op), in, nin, out, nout, attrs);
     if (kind < 0) {
         kind = kind_by_name(op->name);
         if (kind < 0)

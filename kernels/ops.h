@@ -128,6 +128,74 @@ void gg_ops_run_cpu(const gg_op_def *op, const gg_tensor *in, int nin, const gg_
 const char *gg_ops_in_name(const gg_op_def *op, int i);
 const char *gg_ops_out_name(const gg_op_def *op, int i);
 
+/* ---- fused ops (ops_fused.c) ---------------------------------------------
+ * The daemon's planner (daemon/core/fuse.c) may run a run of a program's
+ * nodes as one of these.  They are not in the table above: gg_ops_find()
+ * never returns them, hello does not list them, so no client can name one.
+ * Each means exactly the node sequence it replaces (its CPU reference runs
+ * that sequence, with the final output as the intermediates' storage where
+ * they are dropped), so a fused run gives the unfused results within the
+ * op tolerances (bit-identical on the cpu backend).
+ *
+ *   fused.norm_act     in x, w[, b]  out y[, h]   y = act(norm(x)); h, when
+ *                      given, receives norm(x) (an intermediate the client
+ *                      may read).  attrs: eps, norm (0 layernorm, 1
+ *                      rmsnorm), act (GG_ACT_*), p (scale's factor)
+ *   fused.add_rmsnorm  in a, b, w    out s, y     s = a + b; y = rmsnorm(s, w)
+ *                      attrs: eps
+ *   fused.linear_act   in x, w[, b]  out y[, h]   y = act(x w^T + b); h, when
+ *                      given, receives the value before act.  attrs: act,
+ *                      p, bias (0: b is linear's own, 1: a separate add of
+ *                      a row vector after the linear)
+ *   fused.gate_up      in x, wg, wu  out y, g, u  g = x wg^T; u = x wu^T;
+ *                      y = silu(g) * u.  attrs: keep (bit 0: g, bit 1: u
+ *                      must be written; otherwise they are staging a kernel
+ *                      may use or skip)
+ *   fused.ew_chain     in x[, e1..e3] out y       up to GG_EW_MAX_STEPS
+ *                      elementwise steps on x; attrs: v[0] the steps packed
+ *                      (gg_ew_pack), v[1..3] the scale steps' factors */
+typedef enum {
+    GG_FUSED_NORM_ACT = 0,
+    GG_FUSED_ADD_RMSNORM,
+    GG_FUSED_LINEAR_ACT,
+    GG_FUSED_GATE_UP,
+    GG_FUSED_EW_CHAIN,
+    GG_FUSED_COUNT
+} gg_fused_kind;
+#define GG_OP_FUSED_BASE 1000    /* op->id of fused kind k: GG_OP_FUSED_BASE + k */
+
+/* activations of norm_act and linear_act */
+enum { GG_ACT_NONE = 0, GG_ACT_GELU_ERF, GG_ACT_GELU_TANH, GG_ACT_SILU, GG_ACT_SCALE };
+
+/* elementwise chain steps: v = f(v[, e]) */
+enum {
+    GG_EW_ADD = 1,       /* v + e */
+    GG_EW_MUL,           /* v * e */
+    GG_EW_SCALE,         /* v * p */
+    GG_EW_GELU_ERF,
+    GG_EW_GELU_TANH,
+    GG_EW_SILU,
+    GG_EW_SILU_MUL,      /* silu(v) * e */
+    GG_EW_SILU_MUL_R,    /* silu(e) * v */
+    GG_EW_COPY
+};
+#define GG_EW_MAX_STEPS 6
+#define GG_EW_MAX_SCALES 3
+
+typedef struct {
+    int n;
+    uint8_t op[GG_EW_MAX_STEPS];
+    uint8_t arg[GG_EW_MAX_STEPS];    /* binary steps: the input (1..3) e is */
+} gg_ew_steps;
+
+/* The fused op of kind k (NULL when out of range). */
+const gg_op_def *gg_ops_fused(gg_fused_kind k);
+/* op's fused kind, or -1 for an op of the public table (or anything else). */
+int gg_ops_fused_kind(const gg_op_def *op);
+/* ew_chain's steps <-> attrs v[0] (exact in a double: 52 bits). */
+double gg_ew_pack(const gg_ew_steps *s);
+int gg_ew_unpack(double v, gg_ew_steps *s);   /* 0, or -EINVAL */
+
 /* Internal to the op library (ops_*.c define GG_OPS_IMPL before including
  * this header): inline conversions for the hot loops, and the per-op CPU
  * references the table points at.  The exported gg_f16_to_f32() etc. are the

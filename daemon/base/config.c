@@ -65,6 +65,7 @@ static const struct {
     {"max-fastpath-regions-per-uid", true},
     {"admin-group", true},
     {"stats-max-cache-entries", true},
+    {"fuse", false},
 };
 
 /* The per-uid quotas: key and field (core/quota.c reads them). */
@@ -233,6 +234,7 @@ void gg_config_defaults(gg_config *c)
     c->cache_idle_s = 3600;
     c->vram_cap = 0.80;
     c->graphs_enabled = true;
+    c->fuse = true;
     c->replay_mode = GG_REPLAY_STANDARD;
     c->trusted_replay_threshold = 16;
     c->trusted_replay_sample_interval = 16;
@@ -335,6 +337,7 @@ void gg_config_value(const gg_config *c, int i, char *buf, size_t len)
     else if (cfg_quota_index(k) >= 0) V("%llu", (unsigned long long)CFG_QUOTA(c, cfg_quota_index(k)));
     else if (!strcmp(k, "admin-group")) V("%s", c->admin_group[0] ? c->admin_group : "none");
     else if (!strcmp(k, "stats-max-cache-entries")) V("%u", c->stats_max_cache);
+    else if (!strcmp(k, "fuse")) V("%d", c->fuse ? 1 : 0);
 #undef V
 }
 
@@ -557,6 +560,10 @@ int gg_config_set(gg_config *c, const char *key, const char *v, char *err, size_
         else if (strcmp(v, "debug") == 0) c->log_level = GG_LOG_DEBUG;
         else if (strcmp(v, "validate") == 0) c->validate = true;
         else return cfg_bad(err, errlen, key, v, "0, 1, debug or validate");
+    } else if (strcmp(key, "fuse") == 0) {
+        if (strcmp(v, "1") == 0 || strcmp(v, "on") == 0) c->fuse = true;
+        else if (strcmp(v, "0") == 0 || strcmp(v, "off") == 0) c->fuse = false;
+        else return cfg_bad(err, errlen, key, v, "0 or 1");
     } else if (strcmp(key, "replay-mode") == 0) {
         if (strcmp(v, "standard") == 0) c->replay_mode = GG_REPLAY_STANDARD;
         else if (strcmp(v, "adaptive") == 0) c->replay_mode = GG_REPLAY_ADAPTIVE;
@@ -713,6 +720,7 @@ static const struct {
     {"GFXGRAPH_REQUEST_TIMEOUT_MS", "request-timeout-ms"},
     {"GFXGRAPH_MAX_CONNECTIONS_PER_UID", "max-connections-per-uid"},
     {"GFXGRAPH_MAX_QUEUED_BYTES", "max-queued-bytes"},
+    {"GFXGRAPH_FUSE", "fuse"},
 };
 
 static int cfg_load_env(gg_config *c, char *err, size_t errlen)

@@ -26,7 +26,7 @@ enum { GG_FAULT_CAPTURE = 1, GG_FAULT_INSTANTIATE = 2, GG_FAULT_LAUNCH = 4, GG_F
        GG_FAULT_VALIDATE = 16 };
 
 /* Settings known by name (config-file spelling). */
-#define GG_CFG_NKEYS 40
+#define GG_CFG_NKEYS 41
 
 typedef struct {
     char socket_path[GG_PATH_MAX];
@@ -52,6 +52,7 @@ typedef struct {
 
     bool graphs_enabled;         /* GFXGRAPH=0 turns graphs off: all eager */
     bool validate;               /* GFXGRAPH=validate */
+    bool fuse;                   /* GFXGRAPH_FUSE: fused launch plans (core/fuse.h) */
     gg_replay_mode replay_mode;
     unsigned trusted_replay_threshold;
     unsigned trusted_replay_sample_interval;

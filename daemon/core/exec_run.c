@@ -38,13 +38,15 @@ static int exec_launch_nodes(gg_core *core, gg_dev_stream *s, const gg_program *
                              size_t whylen)
 {
     gg_device *dev = core->dev;
-    for (int i = 0; i < br->nnodes; i++) {
-        const gg_pnode *n = &br->nodes[i];
+    /* the launch plan (core/fuse.h): the nodes, some fused */
+    for (int i = 0; i < br->nplan; i++) {
+        const gg_pnode *n = &br->plan[i];
         gg_tensor in[GG_MAX_OPERANDS], out[GG_MAX_OPERANDS];
         int nin = gg_program_bind(p, n, rows, scratch, in, out);
         int rc = dev->ops->op_launch(dev, s, n->op, in, nin, out, n->nout, &n->attrs);
         if (rc < 0) {
-            snprintf(why, whylen, "node %d (%s): %s", i, n->op->name, dev->ops->last_error(dev));
+            snprintf(why, whylen, "launch %d of %d (%s): %s", i, br->nplan, n->op->name,
+                     dev->ops->last_error(dev));
             return rc;
         }
     }
@@ -62,8 +64,8 @@ static int exec_warmup(gg_core *core, gg_job *j, gg_cache_entry *e, gg_dev_strea
     gg_device *dev = core->dev;
     const gg_branch *br = &j->prog->branches[e->branch];
     int rc = 0;
-    for (int i = 0; i < br->nnodes && rc == 0; i++) {
-        const gg_pnode *n = &br->nodes[i];
+    for (int i = 0; i < br->nplan && rc == 0; i++) {
+        const gg_pnode *n = &br->plan[i];
         if (!dev->ops->op_needs_warmup(dev, n->op))
             continue;
         gg_tensor in[GG_MAX_OPERANDS], out[GG_MAX_OPERANDS];

@@ -14,6 +14,7 @@
 
 #include "core/arena.h"
 #include "core/cache.h"
+#include "core/fuse.h"
 #include "base/log.h"
 #include "core/core.h"
 
@@ -47,8 +48,10 @@ static void program_free(gg_program *p)
     for (int i = 0; i < p->ntensors && p->counted; i++)
         if (p->tensors[i].buf)
             p->tensors[i].buf->users--;
-    for (int b = 0; b < p->nbranches; b++)
+    for (int b = 0; b < p->nbranches; b++) {
         free(p->branches[b].nodes);
+        free(p->branches[b].plan);
+    }
     free(p->branches);
     free(p->tensors);
     free(p->tindex);
@@ -459,6 +462,16 @@ static int prog_overlap(const gg_program *p, int a, int b, int rows)
     if (a1 <= b0 || b1 <= a0)
         return 0;
     return (a0 == b0 && a1 == b1) ? 2 : 1;
+}
+
+int gg_program_overlap(const gg_program *p, int a, int b, int rows)
+{
+    return prog_overlap(p, a, b, rows);
+}
+
+int gg_program_root(const gg_program *p, int t)
+{
+    return prog_root(p, t);
 }
 
 /* No output of a node may overlap one of its inputs, except an exact alias
@@ -989,6 +1002,11 @@ int gg_program_parse(const gg_define_env *env, const msgpack_object *params, gg_
         p->max_batch = prog_layout_rows(p, p->max_batch);
     if ((rc = prog_padding_overlaps(p, e)) < 0)
         goto fail;
+    for (int b = 0; b < p->nbranches; b++)
+        if (gg_fuse_plan(p, &p->branches[b], env->fuse) < 0 && !p->branches[b].nplan) {
+            rc = proto_fail(e, -ENOMEM, "out of memory");
+            goto fail;
+        }
 
     p->entries = calloc((size_t)(p->nbranches * p->nbuckets), sizeof(*p->entries));
     if (!p->entries) {
@@ -1062,6 +1080,7 @@ int gg_program_define(gg_core *core, gg_session *s, const msgpack_object *params
                       gg_program **out, proto_errbuf *e)
 {
     gg_define_env env = {.s = s, .buckets = core->cfg->buckets, .nbuckets = core->cfg->nbuckets,
+                         .fuse = core->cfg->fuse,
                          .lookup = prog_core_lookup, .program = prog_core_program,
                          .ctx = core};
     int rc = gg_program_parse(&env, params, out, e);
@@ -1153,6 +1172,10 @@ int gg_program_rebind(gg_core *core, gg_program *p, const msgpack_object *tensor
     }
     free(old);
     p->max_batch = prog_layout_rows(p, max_batch);
+    /* overlaps between buffer tensors decide what may fuse; the plan has
+     * room for every node, so an unfused one is always there to fall to */
+    for (int b = 0; b < p->nbranches && changed; b++)
+        gg_fuse_plan(p, &p->branches[b], core->cfg->fuse);
     if (changed)
         p->gen++;
     *count = changed;

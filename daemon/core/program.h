@@ -38,6 +38,10 @@ typedef struct {
 typedef struct {
     gg_pnode *nodes;
     int nnodes;
+    /* What the executor launches (core/fuse.h): the nodes, or fewer, fused
+     * ones in their place; capacity nnodes. */
+    gg_pnode *plan;
+    int nplan;
 } gg_branch;
 
 struct gg_cache_entry;
@@ -91,6 +95,7 @@ typedef struct gg_define_env {
     gg_session *s;
     const int *buckets;                 /* the daemon's default buckets */
     int nbuckets;
+    bool fuse;                          /* plan fused launches (core/fuse.h) */
     /* the session's buffer id: the messages of gg_buffer_lookup */
     int (*lookup)(const struct gg_define_env *env, uint64_t id, gg_buffer **out,
                   proto_errbuf *e);
@@ -116,6 +121,11 @@ int gg_program_rebind(struct gg_core *core, gg_program *p, const msgpack_object 
  * define never checked the op rules: a batch dim that met a fixed one at the
  * bucket sizes may not meet it here.  0, or -ERANGE saying which node. */
 int gg_program_check_rows(const gg_program *p, int branch, int rows, proto_errbuf *e);
+/* How tensors a and b share memory at `rows`: 0 apart, 1 partly, 2 the
+ * same bytes (one tensor, views of one scratch tensor, or an exact alias). */
+int gg_program_overlap(const gg_program *p, int a, int b, int rows);
+/* The tensor whose bytes t names: t itself, or the tensor t is a view of. */
+int gg_program_root(const gg_program *p, int t);
 /* Index of the smallest bucket >= batch, or -1 when batch is above them all. */
 int gg_program_bucket_index(const gg_program *p, int batch);
 /* Bytes of scratch a run at `rows` needs, and the tensors bound for it:

@@ -16,6 +16,7 @@
 #include "rpc/dispatch.h"
 #include "core/exec.h"
 #include "base/log.h"
+#include "core/fuse.h"
 #include "core/program.h"
 #include "core/replay.h"
 #include "core/snapshot.h"
@@ -167,7 +168,7 @@ static int define_begin(gg_call *c, void **state)
     }
     memcpy(j->buckets, c->core->cfg->buckets, sizeof(j->buckets));
     j->env = (gg_define_env){.s = c->sess, .buckets = j->buckets,
-                             .nbuckets = c->core->cfg->nbuckets,
+                             .nbuckets = c->core->cfg->nbuckets, .fuse = c->core->cfg->fuse,
                              .lookup = define_snap_buffer, .program = define_snap_program,
                              .ctx = &j->snap};
     c->core->defines_checking++;
@@ -223,10 +224,11 @@ static int define_answer(gg_call *c, gg_program *p)
     for (int b = 0; b < p->nbranches; b++)
         nodes += p->branches[b].nnodes;
     gg_log_fields f = {.session = c->sess->id, .program = p->id};
-    GG_LOG(GG_LOG_DEBUG, &f, "program '%s' defined: %d node(s) in %d branch(es), %d bucket(s), "
-           "%d warm graph(s) adopted", p->name, nodes, p->nbranches, p->nbuckets, p->warm);
+    GG_LOG(GG_LOG_DEBUG, &f, "program '%s' defined: %d node(s) (%d launch(es) a replay, all "
+           "branches) in %d branch(es), %d bucket(s), %d warm graph(s) adopted", p->name, nodes,
+           gg_fuse_kernels(p), p->nbranches, p->nbuckets, p->warm);
     msgpack_packer *pk = c->pk;
-    msgpack_pack_map(pk, 6);
+    msgpack_pack_map(pk, 7);
     proto_pack_kv_u64(pk, "id", p->id);
     proto_pack_kv_i64(pk, "warm", p->warm);
     proto_pack_key(pk, "buckets");
@@ -236,6 +238,7 @@ static int define_answer(gg_call *c, gg_program *p)
     proto_pack_kv_i64(pk, "max_batch", p->max_batch);
     proto_pack_kv_i64(pk, "branches", p->nbranches);
     proto_pack_kv_i64(pk, "nodes", nodes);
+    proto_pack_kv_i64(pk, "kernels", gg_fuse_kernels(p));
     return 0;
 }
 
@@ -275,10 +278,11 @@ int gg_method_program_list(gg_call *c)
         int nodes = 0;
         for (int b = 0; b < p->nbranches; b++)
             nodes += p->branches[b].nnodes;
-        msgpack_pack_map(c->pk, 6);
+        msgpack_pack_map(c->pk, 7);
         proto_pack_kv_u64(c->pk, "id", p->id);
         proto_pack_kv_str(c->pk, "name", p->name);
         proto_pack_kv_i64(c->pk, "nodes", nodes);
+        proto_pack_kv_i64(c->pk, "kernels", gg_fuse_kernels(p));
         proto_pack_kv_i64(c->pk, "branches", p->nbranches);
         proto_pack_key(c->pk, "buckets");
         msgpack_pack_array(c->pk, p->nbuckets);

@@ -168,7 +168,10 @@ void gg_rpc_pack_cache(const gg_cache *c, msgpack_packer *pk, bool all, uid_t ui
             continue;
         }
         bool failed = e->state == GG_ENTRY_FAILED;
-        msgpack_pack_map(pk, (failed ? 14 : 13) + (adaptive ? 5 : 0));
+        /* the branch's nodes and launches per replay (core/fuse.h), while
+         * its program is defined (a parked graph's program is gone) */
+        const gg_branch *br = e->prog ? &e->prog->branches[e->branch] : NULL;
+        msgpack_pack_map(pk, (failed ? 14 : 13) + (adaptive ? 5 : 0) + (br ? 2 : 0));
         proto_pack_kv_u64(pk, "program", e->prog_id);
         proto_pack_kv_str(pk, "program_name", e->prog_name);
         proto_pack_kv_u64(pk, "session", e->sess_id);
@@ -182,6 +185,10 @@ void gg_rpc_pack_cache(const gg_cache *c, msgpack_packer *pk, bool all, uid_t ui
         proto_pack_kv_u64(pk, "fallbacks", e->fallbacks);
         proto_pack_kv_f64(pk, "avg_replay_us", gg_stats_avg(e->replay_us_sum, e->replays));
         proto_pack_kv_u64(pk, "idle_s", e->last_used_ms ? (now - e->last_used_ms) / 1000 : 0);
+        if (br) {
+            proto_pack_kv_i64(pk, "nodes", br->nnodes);
+            proto_pack_kv_i64(pk, "kernels", br->nplan);
+        }
         if (failed)
             proto_pack_kv_str(pk, "reason", e->reason);
         if (adaptive) {

@@ -1,0 +1,385 @@
+/* The launch planner (fuse.h).  Each pattern looks at the nodes from i on
+ * and, when they may run as one fused op, fills that op's node and says
+ * how many nodes it replaces.  A pattern only ever takes consecutive nodes,
+ * so the order of every read and write outside the run is kept. */
+#include "core/fuse.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const gg_program *p;
+    const gg_branch *br;
+    const int *last_read;   /* per scratch root: the last node reading it, or -1 */
+    int top;
+} fz_ctx;
+
+static bool fz_is(const gg_pnode *n, const char *name)
+{
+    return strcmp(n->op->name, name) == 0;
+}
+
+static const gg_ptensor *fz_t(const fz_ctx *c, int t)
+{
+    return &c->p->tensors[t];
+}
+
+static bool fz_same_shape(const fz_ctx *c, int a, int b)
+{
+    const gg_ptensor *ta = fz_t(c, a), *tb = fz_t(c, b);
+    if (ta->batch_dim != tb->batch_dim || ta->desc.ndim != tb->desc.ndim ||
+        ta->desc.dtype != tb->desc.dtype)
+        return false;
+    for (int i = 0; i < ta->desc.ndim; i++)
+        if (ta->desc.dims[i] != tb->desc.dims[i])
+            return false;
+    return true;
+}
+
+/* Whether anything after node `end` may read t's values: a buffer (the
+ * client reads it, and so may a later replay), or scratch read (through any
+ * view of its bytes) by a node after end. */
+static bool fz_needed_after(const fz_ctx *c, int t, int end)
+{
+    if (fz_t(c, t)->buf)
+        return true;
+    return c->last_read[gg_program_root(c->p, t)] > end;
+}
+
+/* The run's safety: no tensor it writes (kept or not) may overlap a tensor
+ * it reads from outside the run, except, when alias_ok, an exact in-place
+ * alias of `main` (the run's first input, read once, same shape); and the
+ * tensors it writes overlap each other only by being the same tensor. */
+static bool fz_safe(const fz_ctx *c, const int *wr, int nw, const int *ext, int ne, int main,
+                    bool alias_ok)
+{
+    int main_reads = 0;
+    for (int e = 0; e < ne; e++)
+        main_reads += ext[e] == main;
+    for (int w = 0; w < nw; w++) {
+        for (int e = 0; e < ne; e++) {
+            int ov = gg_program_overlap(c->p, wr[w], ext[e], c->top);
+            if (ov == 0)
+                continue;
+            if (alias_ok && ov == 2 && ext[e] == main && main_reads == 1 &&
+                fz_same_shape(c, wr[w], main))
+                continue;
+            return false;
+        }
+        for (int v = w + 1; v < nw; v++)
+            if (wr[v] != wr[w] && gg_program_overlap(c->p, wr[w], wr[v], c->top) != 0)
+                return false;
+    }
+    return true;
+}
+
+static void fz_node(gg_pnode *f, gg_fused_kind k, const int *in, int nin, const int *out,
+                    int nout)
+{
+    memset(f, 0, sizeof(*f));
+    f->op = gg_ops_fused(k);
+    f->nin = nin;
+    f->nout = nout;
+    memcpy(f->in, in, sizeof(int) * (size_t)nin);
+    memcpy(f->out, out, sizeof(int) * (size_t)nout);
+}
+
+/* ---- add -> rmsnorm --------------------------------------------------------- */
+
+static int fz_add_rmsnorm(const fz_ctx *c, int i, gg_pnode *f)
+{
+    const gg_branch *br = c->br;
+    if (i + 1 >= br->nnodes)
+        return 0;
+    const gg_pnode *a = &br->nodes[i], *r = &br->nodes[i + 1];
+    if (!fz_is(a, "add") || !fz_is(r, "rmsnorm") || r->in[0] != a->out[0] ||
+        !fz_same_shape(c, a->in[0], a->in[1]) || r->in[1] == a->out[0])
+        return 0;
+    int in[3] = {a->in[0], a->in[1], r->in[1]}, out[2] = {a->out[0], r->out[0]};
+    if (!fz_safe(c, out, 2, in, 3, a->in[0], true))
+        return 0;
+    fz_node(f, GG_FUSED_ADD_RMSNORM, in, 3, out, 2);
+    f->attrs.v[0] = r->attrs.v[0];
+    return 2;
+}
+
+/* ---- gate and up linears -> silu_mul --------------------------------------------- */
+
+static int fz_gate_up(const fz_ctx *c, int i, gg_pnode *f)
+{
+    const gg_branch *br = c->br;
+    if (i + 2 >= br->nnodes)
+        return 0;
+    const gg_pnode *l0 = &br->nodes[i], *l1 = &br->nodes[i + 1], *m = &br->nodes[i + 2];
+    if (!fz_is(l0, "linear") || !fz_is(l1, "linear") || !fz_is(m, "silu_mul") ||
+        l0->nin != 2 || l1->nin != 2 || l0->in[0] != l1->in[0] || l0->out[0] == l1->out[0])
+        return 0;
+    const gg_pnode *g, *u;
+    if (m->in[0] == l0->out[0] && m->in[1] == l1->out[0]) {
+        g = l0;
+        u = l1;
+    } else if (m->in[0] == l1->out[0] && m->in[1] == l0->out[0]) {
+        g = l1;
+        u = l0;
+    } else {
+        return 0;
+    }
+    if (!fz_same_shape(c, g->in[1], u->in[1]) || l1->in[1] == l0->out[0])
+        return 0;
+    /* g and u are staging the kernel may skip: only when nothing reads them */
+    int y = m->out[0];
+    if ((g->out[0] != y && fz_needed_after(c, g->out[0], i + 2)) ||
+        (u->out[0] != y && fz_needed_after(c, u->out[0], i + 2)))
+        return 0;
+    int in[3] = {g->in[0], g->in[1], u->in[1]}, out[3] = {y, g->out[0], u->out[0]};
+    if (!fz_safe(c, out, 3, in, 3, -1, false))
+        return 0;
+    fz_node(f, GG_FUSED_GATE_UP, in, 3, out, 3);
+    return 3;
+}
+
+/* ---- activations ------------------------------------------------------------ */
+
+/* n as an activation of norm_act / linear_act, or GG_ACT_NONE. */
+static int fz_act_of(const gg_pnode *n, double *param)
+{
+    *param = 0;
+    if (n->nin != 1)
+        return GG_ACT_NONE;
+    if (fz_is(n, "gelu"))
+        return n->attrs.v[0] == 1.0 ? GG_ACT_GELU_TANH : GG_ACT_GELU_ERF;
+    if (fz_is(n, "silu"))
+        return GG_ACT_SILU;
+    if (fz_is(n, "scale")) {
+        *param = n->attrs.v[0];
+        return GG_ACT_SCALE;
+    }
+    return GG_ACT_NONE;
+}
+
+/* ---- norm -> activation ---------------------------------------------------------- */
+
+static int fz_norm_act(const fz_ctx *c, int i, gg_pnode *f)
+{
+    const gg_branch *br = c->br;
+    if (i + 1 >= br->nnodes)
+        return 0;
+    const gg_pnode *n = &br->nodes[i], *a = &br->nodes[i + 1];
+    bool rms = fz_is(n, "rmsnorm");
+    if (!rms && !fz_is(n, "layernorm"))
+        return 0;
+    double param;
+    int act = fz_act_of(a, &param);
+    if (act == GG_ACT_NONE || a->in[0] != n->out[0])
+        return 0;
+    int h = n->out[0], y = a->out[0];
+    bool keep = h != y && fz_needed_after(c, h, i + 1);
+    int out[2] = {y, h};
+    if (!fz_safe(c, out, 2, n->in, n->nin, n->in[0], true))
+        return 0;
+    fz_node(f, GG_FUSED_NORM_ACT, n->in, n->nin, out, keep ? 2 : 1);
+    f->attrs.v[0] = n->attrs.v[0];
+    f->attrs.v[1] = rms ? 1.0 : 0.0;
+    f->attrs.v[2] = act;
+    f->attrs.v[3] = param;
+    return 2;
+}
+
+/* ---- linear (-> bias) (-> activation) ------------------------------------------------ */
+
+static int fz_linear_act(const fz_ctx *c, int i, gg_pnode *f)
+{
+    const gg_branch *br = c->br;
+    const gg_pnode *l = &br->nodes[i];
+    if (!fz_is(l, "linear"))
+        return 0;
+    int in[3] = {l->in[0], l->in[1], l->nin == 3 ? l->in[2] : -1}, nin = l->nin;
+    int cur = l->out[0], used = 1, sep = 0, act = GG_ACT_NONE;
+    double param = 0;
+    int wr[3] = {cur}, nw = 1;
+    /* a separate bias: add(h, b) with b a row vector of h's last dim */
+    if (nin == 2 && i + used < br->nnodes) {
+        const gg_pnode *a = &br->nodes[i + used];
+        const gg_ptensor *b = a->nin == 2 ? fz_t(c, a->in[1]) : NULL;
+        const gg_ptensor *h = fz_t(c, cur);
+        if (fz_is(a, "add") && a->in[0] == cur && a->in[1] != cur && b->desc.ndim == 1 &&
+            b->batch_dim < 0 && b->desc.dims[0] == h->desc.dims[h->desc.ndim - 1] &&
+            (a->out[0] == cur || !fz_needed_after(c, cur, i + used))) {
+            in[2] = a->in[1];
+            nin = 3;
+            sep = 1;
+            cur = a->out[0];
+            wr[nw++] = cur;
+            used++;
+        }
+    }
+    if (i + used < br->nnodes) {
+        const gg_pnode *a = &br->nodes[i + used];
+        double pa;
+        int ac = fz_act_of(a, &pa);
+        if (ac != GG_ACT_NONE && a->in[0] == cur) {
+            act = ac;
+            param = pa;
+            wr[nw++] = a->out[0];
+            used++;
+        }
+    }
+    /* a lone linear without bias is already one kernel */
+    if (used == 1 && nin == 2)
+        return 0;
+    int y = wr[nw - 1], pre = act != GG_ACT_NONE ? wr[nw - 2] : -1;
+    bool keep = pre >= 0 && pre != y && fz_needed_after(c, pre, i + used - 1);
+    if (!fz_safe(c, wr, nw, in, nin, -1, false))
+        return 0;
+    int out[2] = {y, pre};
+    fz_node(f, GG_FUSED_LINEAR_ACT, in, nin, out, keep ? 2 : 1);
+    f->attrs.v[0] = act;
+    f->attrs.v[1] = param;
+    f->attrs.v[2] = sep;
+    return used;
+}
+
+/* ---- elementwise chains -------------------------------------------------------- */
+
+static int fz_ew_code(const gg_pnode *n, bool value_right)
+{
+    if (fz_is(n, "add"))
+        return GG_EW_ADD;
+    if (fz_is(n, "mul"))
+        return GG_EW_MUL;
+    if (fz_is(n, "silu_mul"))
+        return value_right ? GG_EW_SILU_MUL_R : GG_EW_SILU_MUL;
+    if (n->nin != 1)
+        return 0;
+    if (fz_is(n, "scale"))
+        return GG_EW_SCALE;
+    if (fz_is(n, "gelu"))
+        return n->attrs.v[0] == 1.0 ? GG_EW_GELU_TANH : GG_EW_GELU_ERF;
+    if (fz_is(n, "silu"))
+        return GG_EW_SILU;
+    if (fz_is(n, "copy"))
+        return GG_EW_COPY;
+    return 0;
+}
+
+static int fz_ew_chain(const fz_ctx *c, int i, gg_pnode *f)
+{
+    const gg_branch *br = c->br;
+    gg_ew_steps st = {0};
+    int ext[1 + 3] = {br->nodes[i].in[0]}, next = 1;   /* x, then e1..e3 */
+    int reads[2 * GG_EW_MAX_STEPS], nreads = 0;        /* every outside read, for fz_safe */
+    int wr[GG_EW_MAX_STEPS], nw = 0, nscale = 0;
+    double scales[GG_EW_MAX_SCALES] = {0};
+    int x = br->nodes[i].in[0], cur = -1;
+    for (int k = i; k < br->nnodes && st.n < GG_EW_MAX_STEPS; k++) {
+        const gg_pnode *n = &br->nodes[k];
+        int e = -1;
+        bool right = false;
+        if (st.n == 0) {
+            e = n->nin == 2 ? n->in[1] : -1;
+        } else if (fz_needed_after(c, cur, k)) {
+            break;   /* the value so far is read past this node: it is the output */
+        } else if (n->in[0] == cur && (n->nin == 1 || n->in[1] != cur)) {
+            e = n->nin == 2 ? n->in[1] : -1;
+        } else if (n->nin == 2 && n->in[1] == cur && n->in[0] != cur) {
+            e = n->in[0];
+            right = true;
+        } else {
+            break;
+        }
+        int code = fz_ew_code(n, right);
+        if (!code || !fz_same_shape(c, n->out[0], x))
+            break;
+        int slot = 0;
+        if (e >= 0) {
+            for (int s = 1; s < next; s++)
+                if (ext[s] == e)
+                    slot = s;
+            if (!slot) {
+                if (next == 4)
+                    break;
+                ext[next] = e;
+                slot = next++;
+            }
+        }
+        if (code == GG_EW_SCALE) {
+            if (nscale == GG_EW_MAX_SCALES)
+                break;
+            scales[nscale++] = n->attrs.v[0];
+        }
+        st.op[st.n] = (uint8_t)code;
+        st.arg[st.n] = (uint8_t)slot;
+        st.n++;
+        if (st.n == 1)
+            reads[nreads++] = x;
+        if (e >= 0)
+            reads[nreads++] = e;
+        wr[nw++] = n->out[0];
+        cur = n->out[0];
+    }
+    if (st.n < 2)
+        return 0;
+    if (!fz_safe(c, wr, nw, reads, nreads, x, true))
+        return 0;
+    fz_node(f, GG_FUSED_EW_CHAIN, ext, next, &cur, 1);
+    f->attrs.v[0] = gg_ew_pack(&st);
+    for (int s = 0; s < GG_EW_MAX_SCALES; s++)
+        f->attrs.v[1 + s] = scales[s];
+    return st.n;
+}
+
+/* ---- the plan ------------------------------------------------------------------ */
+
+int gg_fuse_plan(const gg_program *p, gg_branch *br, bool enabled)
+{
+    if (!br->plan) {
+        br->plan = calloc((size_t)br->nnodes, sizeof(*br->plan));
+        if (!br->plan) {
+            br->nplan = 0;
+            return -ENOMEM;
+        }
+    }
+    int *last_read = enabled ? malloc(sizeof(int) * (size_t)p->ntensors) : NULL;
+    if (!enabled || !last_read) {
+        memcpy(br->plan, br->nodes, sizeof(*br->plan) * (size_t)br->nnodes);
+        br->nplan = br->nnodes;
+        return enabled ? -ENOMEM : 0;
+    }
+    for (int t = 0; t < p->ntensors; t++)
+        last_read[t] = -1;
+    for (int i = 0; i < br->nnodes; i++)
+        for (int k = 0; k < br->nodes[i].nin; k++)
+            last_read[gg_program_root(p, br->nodes[i].in[k])] = i;
+    fz_ctx c = {.p = p, .br = br, .last_read = last_read,
+                .top = p->buckets[p->nbuckets - 1]};
+    int n = 0;
+    for (int i = 0; i < br->nnodes;) {
+        gg_pnode *f = &br->plan[n++];
+        int used = fz_add_rmsnorm(&c, i, f);
+        if (!used)
+            used = fz_gate_up(&c, i, f);
+        if (!used)
+            used = fz_norm_act(&c, i, f);
+        if (!used)
+            used = fz_linear_act(&c, i, f);
+        if (!used)
+            used = fz_ew_chain(&c, i, f);
+        if (!used) {
+            *f = br->nodes[i];
+            used = 1;
+        }
+        i += used;
+    }
+    br->nplan = n;
+    free(last_read);
+    return 0;
+}
+
+int gg_fuse_kernels(const gg_program *p)
+{
+    int n = 0;
+    for (int b = 0; b < p->nbranches; b++)
+        n += p->branches[b].nplan;
+    return n;
+}
