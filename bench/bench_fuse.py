@@ -15,7 +15,10 @@ keeps one daemon connection a process) captures every workload twice, with
 PyTorch's own CUDA graph and through the daemon, then in alternating blocks
   torch:   g.replay() between two CUDA events on the current stream;
   daemon:  the captured program's replay(1, timed=True): its device_us (the
-           daemon's time from the graph launch to the device's completion);
+           daemon's time from the graph launch to the device's completion,
+           seen on the host: it includes the launch and the completion's
+           notice, which the events do not; so a third row, torch_host,
+           times g.replay() + torch.cuda.synchronize() on the host);
 and reports p50/mean of each, the ratio daemon/torch at p50, the program's
 nodes and kernels (launches per replay, from stats), and the daemon
 output's relative L2 error against PyTorch eager on a fresh input.
@@ -63,13 +66,15 @@ def sh(cmd):
 # ---- child: one daemon ------------------------------------------------------
 
 def child(sock, steps, blocks, warmup):
+    import importlib
+    import traceback
     import torch
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     torch.manual_seed(0)
     sys.path.insert(0, os.path.join(SRC, "python"))
     import gfxgraph
-    from gfxgraph import stats as ggstats
+    ggstats = importlib.import_module("gfxgraph.stats")   # the module, not gfxgraph.stats()
     nn = torch.nn
 
     class Chain(nn.Module):
@@ -105,75 +110,96 @@ def child(sock, steps, blocks, warmup):
         a, b = a.double().flatten(), b.double().flatten()
         return float((a - b).norm() / b.norm().clamp_min(1e-30))
 
-    f16, f32 = torch.float16, torch.float32
-    specs = [("decode_chain", Chain(), (1, 1024), f16),
-             ("mlp_bs32_d1024", mlp(1024), (32, 1024), f32),
-             ("mlp_bs128_d2048", mlp(2048), (128, 2048), f32),
-             ("mlp_bs32_d1024_f16", mlp(1024), (32, 1024), f16),
-             ("mlp_bs128_d2048_f16", mlp(2048), (128, 2048), f16)]
-    out = []
-    ok = True
-    for name, model, shape, dtype in specs:
+    def one(name, model, shape, dtype):
         model = model.cuda().to(dtype).eval()
-        row = {"name": name, "shape": list(shape), "dtype": str(dtype).replace("torch.", "")}
-        with torch.no_grad():
-            x = torch.randn(shape, device="cuda", dtype=dtype)
-            gfxgraph.disable()
-            gt = capture(model, x)
-            gfxgraph.enable(socket=sock)
-            ge = capture(model, x)
-            gfxgraph.disable()
-            prog = ge[0].gfxgraph_program
-            if prog is None:
-                print("FAIL: %s: the capture was not routed to the daemon" % name, file=sys.stderr)
-                ok = False
-                continue
-            xin = torch.randn(shape, device="cuda", dtype=dtype)
-            for g, sx, _ in (gt, ge):
-                sx.copy_(xin)
+        row = {"name": name, "shape": list(shape), "dtype": str(dtype).replace("torch.", ""),
+               "_ok": True}
+        x = torch.randn(shape, device="cuda", dtype=dtype)
+        gfxgraph.disable()
+        gt = capture(model, x)
+        gfxgraph.enable(socket=sock)
+        ge = capture(model, x)
+        gfxgraph.disable()
+        prog = ge[0].gfxgraph_program
+        if prog is None:
+            print("FAIL: %s: the capture was not routed to the daemon" % name, file=sys.stderr)
+            return None
+        xin = torch.randn(shape, device="cuda", dtype=dtype)
+        gt[1].copy_(xin)
+        ge[1].copy_(xin)
+        gt[0].replay()
+        r = prog.replay(1)
+        torch.cuda.synchronize()
+        ref = model(xin)
+        row["rel_l2_vs_eager"] = {"torch_cudagraph": rel(gt[2], ref), "daemon": rel(ge[2], ref)}
+        row["path"] = r["path"]
+        gt[1].copy_(x)
+        ge[1].copy_(x)
+        torch.cuda.synchronize()
+        for e in ggstats.call("stats", sock).get("cache", []):
+            if e.get("program") == prog.id and "kernels" in e:
+                row["nodes"], row["kernels"] = e["nodes"], e["kernels"]
+        per = max(1, steps // blocks)
+        ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+              for _ in range(per)]
+        tt, th, dd = [], [], []
+        for _ in range(warmup):
             gt[0].replay()
-            r = prog.replay(1)
-            torch.cuda.synchronize()
-            ref = model(xin)
-            row["rel_l2_vs_eager"] = {"torch_cudagraph": rel(gt[2], ref), "daemon": rel(ge[2], ref)}
-            row["path"] = r["path"]
-            gt[1].copy_(x)
-            ge[1].copy_(x)
-            torch.cuda.synchronize()
-            st = ggstats.call("stats", sock)
-            for e in st.get("cache", []):
-                if e.get("program") == prog.id:
-                    row["nodes"], row["kernels"] = e.get("nodes"), e.get("kernels")
-            ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-                  for _ in range(max(1, steps // blocks))]
-            tt, dd = [], []
-            for _ in range(warmup):
+            prog.replay(1, timed=True)
+        torch.cuda.synchronize()
+        clock = time.perf_counter_ns
+        for b in range(blocks):
+            for s0, s1 in ev:
+                s0.record()
                 gt[0].replay()
-                prog.replay(1, timed=True)
+                s1.record()
             torch.cuda.synchronize()
-            for b in range(blocks):
-                for s0, s1 in ev:
-                    s0.record()
-                    gt[0].replay()
-                    s1.record()
+            tt += [1000.0 * s0.elapsed_time(s1) for s0, s1 in ev]
+            for _ in range(per):
+                t0 = clock()
+                gt[0].replay()
                 torch.cuda.synchronize()
-                tt += [1000.0 * s0.elapsed_time(s1) for s0, s1 in ev]
-                for _ in ev:
-                    rr = prog.replay(1, timed=True)
-                    if rr["path"] != "graph":
-                        ok = False
-                    dd.append(rr["device_us"])
-            row["torch_cudagraph"] = summ(tt)
-            row["daemon_device"] = summ(dd)
-            row["ratio_p50"] = round(row["daemon_device"]["p50_us"] / row["torch_cudagraph"]["p50_us"], 3)
-        out.append(row)
-        for g, _, _ in (gt, ge):
+                th.append((clock() - t0) / 1000.0)
+            for _ in range(per):
+                rr = prog.replay(1, timed=True)
+                if rr["path"] != "graph":
+                    row["_ok"] = False
+                dd.append(rr["device_us"])
+        row["torch_cudagraph"] = summ(tt)
+        row["torch_cudagraph_host"] = summ(th)
+        row["daemon_device"] = summ(dd)
+        row["ratio_p50"] = round(row["daemon_device"]["p50_us"] / row["torch_cudagraph"]["p50_us"], 3)
+        row["ratio_host_p50"] = round(row["daemon_device"]["p50_us"] /
+                                      row["torch_cudagraph_host"]["p50_us"], 3)
+        for g in (gt[0], ge[0]):
             try:
                 g.reset()
             except Exception:   # noqa: BLE001
                 pass
-        del gt, ge
-        torch.cuda.empty_cache()
+        return row
+
+    f16, f32 = torch.float16, torch.float32
+    specs = [("decode_chain", Chain, (1, 1024), f16),
+             ("mlp_bs32_d1024", lambda: mlp(1024), (32, 1024), f32),
+             ("mlp_bs128_d2048", lambda: mlp(2048), (128, 2048), f32),
+             ("mlp_bs32_d1024_f16", lambda: mlp(1024), (32, 1024), f16),
+             ("mlp_bs128_d2048_f16", lambda: mlp(2048), (128, 2048), f16)]
+    out = []
+    ok = True
+    with torch.no_grad():
+        for name, make, shape, dtype in specs:
+            try:
+                row = one(name, make(), shape, dtype)
+            except Exception:   # noqa: BLE001
+                traceback.print_exc()
+                row = None
+            if row is None:
+                print("FAIL: %s" % name, file=sys.stderr)
+                ok = False
+                continue
+            ok = ok and row.pop("_ok")
+            out.append(row)
+            torch.cuda.empty_cache()
     print(json.dumps({"ok": ok, "workloads": out}))
     return 0 if ok else 1
 
@@ -245,6 +271,8 @@ def main():
            "options": {"steps": a.steps, "blocks": a.blocks, "warmup": a.warmup,
                        "allow_tf32": False,
                        "torch": "g.replay() between two CUDA events, per replay",
+                       "torch_host": "g.replay(); torch.cuda.synchronize(), perf_counter_ns "
+                                     "around it",
                        "daemon": "device_us of program.replay(1, timed=True) (the daemon's "
                                  "graph launch to device completion)",
                        "percentiles": "nearest rank"},
@@ -275,7 +303,10 @@ def main():
         u = next((x for x in res["runs"].get("unfused", []) if x["name"] == w["name"]), None)
         s = {"torch_p50_us": w["torch_cudagraph"]["p50_us"],
              "fused_device_p50_us": w["daemon_device"]["p50_us"], "fused_ratio_p50": w["ratio_p50"],
-             "kernels_fused": w.get("kernels"), "nodes": w.get("nodes")}
+             "kernels_fused": w.get("kernels"), "nodes": w.get("nodes"),
+             "torch_host_p50_us": w["torch_cudagraph_host"]["p50_us"],
+             "fused_ratio_host_p50": w["ratio_host_p50"],
+             "rel_l2_fused": w["rel_l2_vs_eager"]["daemon"]}
         if u:
             s.update({"unfused_torch_p50_us": u["torch_cudagraph"]["p50_us"],
                       "unfused_device_p50_us": u["daemon_device"]["p50_us"],

@@ -99,6 +99,8 @@ typedef struct {
             }                                                                           \
         } else {                                                                        \
             for (int i = threadIdx.x; i < nu; i += width) {                             \
+                const int j = 0;                                                        \
+                (void)j;                                                                \
                 float *vv = v[0];                                                       \
                 __VA_ARGS__                                                             \
             }                                                                           \
@@ -112,6 +114,20 @@ __global__ void __launch_bounds__(1024) k_fnorm(fz_norm_args a)
     typedef unit<DT, VEC> U;
     __shared__ float sh[32];
     const int nu = a.cols / U::N, width = blockDim.x;
+    /* with the row in registers a thread keeps its columns for every row: w
+     * and b are loaded once, and before the reductions, so their latency
+     * hides behind the row's (at decode sizes a kernel is mostly latency) */
+    typename U::raw wr[R > 0 ? R : 1], br[R > 0 ? R : 1];
+    if constexpr (R > 0) {
+#pragma unroll
+        for (int j = 0; j < R; j++) {
+            const int i = threadIdx.x + j * width;
+            if (i < nu) {
+                wr[j] = U::load_raw((const T *)a.w, i);
+                br[j] = a.rms ? wr[j] : U::load_raw((const T *)a.b, i);
+            }
+        }
+    }
     for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
         const T *xr = (const T *)a.x + row * a.cols;
         const T *rr = a.r ? (const T *)a.r + row * a.cols : NULL;
@@ -152,9 +168,14 @@ _Pragma("unroll")
             if (R == 0)
                 U::load(src, i, vv);
             float wv[U::N], bv[U::N], o[U::N];
-            U::load((const T *)a.w, i, wv);
-            if (!a.rms)
-                U::load((const T *)a.b, i, bv);
+            if constexpr (R > 0) {
+                U::cvt(wr[j], wv);
+                U::cvt(br[j], bv);
+            } else {
+                U::load((const T *)a.w, i, wv);
+                if (!a.rms)
+                    U::load((const T *)a.b, i, bv);
+            }
 _Pragma("unroll")
             for (int k = 0; k < U::N; k++) {
                 const float t = a.rms ? vv[k] * rstd * wv[k]
