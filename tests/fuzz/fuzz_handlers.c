@@ -340,8 +340,14 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     char err[512];
     snprintf(g_sock, sizeof g_sock, "/tmp/ggfuzz-%d.sock", (int)getpid());
     unlink(g_sock);
+    /* replay-mode adaptive, re-measuring every few replays: replays of one
+     * bucket then take the graph (hits included) and the eager path in
+     * turn, and remembered choices seed programs defined again */
     if (gg_config_set(&cfg, "socket", g_sock, err, sizeof err) < 0 ||
-        gg_config_set(&cfg, "backend", "cpu", err, sizeof err) < 0) {
+        gg_config_set(&cfg, "backend", "cpu", err, sizeof err) < 0 ||
+        gg_config_set(&cfg, "replay-mode", "adaptive", err, sizeof err) < 0 ||
+        gg_config_set(&cfg, "adaptive-samples", "1", err, sizeof err) < 0 ||
+        gg_config_set(&cfg, "adaptive-recheck", "4", err, sizeof err) < 0) {
         fprintf(stderr, "fuzz_handlers: config: %s\n", err);
         exit(1);
     }
