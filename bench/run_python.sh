@@ -1,7 +1,12 @@
 #!/bin/bash
-# The Python package's figures on a GPU machine (issue 11 item 6):
+# The Python package's figures on a GPU machine:
 #
 #   bench/run_python.sh BUILD_DIR [JSON]     (JSON default: bench/results/h100-python.json)
+#
+# GG_MPS=1: first start an NVIDIA MPS control daemon of this run's own
+# (private pipe and log directories, stopped at the end), so that the
+# daemon and the clients share one GPU context instead of being
+# time-sliced between processes; the JSON's label says "mps".
 #
 # Starts BUILD_DIR/daemon/gfxgraphd --backend hip on a temporary socket (as
 # tests/gpu/python/run.sh does), runs bench/bench_python.py against it with
@@ -29,9 +34,23 @@ fi
 export GFXGRAPH_GIT_COMMIT
 tmp=$(mktemp -d /tmp/ggbenchpy.XXXXXX)
 sock=$tmp/gfxgraphd.sock
+mps=
+if [ "${GG_MPS:-0}" = 1 ]; then
+    command -v nvidia-cuda-mps-control >/dev/null ||
+        { echo "FAIL: GG_MPS=1 but nvidia-cuda-mps-control is not installed"; rm -rf "$tmp"; exit 1; }
+    export CUDA_MPS_PIPE_DIRECTORY=$tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=$tmp/mps-log
+    mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+    nvidia-cuda-mps-control -d || { echo "FAIL: the MPS control daemon did not start"; exit 1; }
+    mps=1
+    BENCH_PYTHON_ARGS="--label mps ${BENCH_PYTHON_ARGS:-}"
+fi
 "$build/daemon/gfxgraphd" --backend hip --socket "$sock" --log-target stderr 2>"$tmp/daemon.log" &
 pid=$!
-cleanup() { kill -KILL "$pid" 2>/dev/null; rm -rf "$tmp"; }
+cleanup() {
+    kill -KILL "$pid" 2>/dev/null
+    [ -n "$mps" ] && echo quit | nvidia-cuda-mps-control >/dev/null 2>&1
+    rm -rf "$tmp"
+}
 trap cleanup EXIT
 for _ in $(seq 300); do
     [ -S "$sock" ] && break
