@@ -204,6 +204,18 @@ static void write_seeds(const char *dir)
     s_req(&s, "event.register", 1);
     s_str(&s, "handle");
     msgpack_pack_bin(&s.pk, 0);
+    /* by descriptor, with none sent (EBADF), and with a handle too (EINVAL) */
+    s_req(&s, "buffer.register", 2);
+    s_str(&s, "fd");
+    msgpack_pack_true(&s.pk);
+    s_kv_u(&s, "size", 64);
+    s_req(&s, "buffer.register", 3);
+    s_str(&s, "fd");
+    msgpack_pack_true(&s.pk);
+    s_str(&s, "handle");
+    msgpack_pack_bin(&s.pk, 9);
+    msgpack_pack_bin_body(&s.pk, "/ggfuzz-b", 9);
+    s_kv_u(&s, "size", 64);
     s_write(dir, "buffers", &s);
 
     for (int v = 0; v < 4; v++) {
