@@ -6,7 +6,7 @@
  *   gfxgraphctl cache    [--json] ...          the cache, by program, branch, bucket
  *   gfxgraphctl top      [--once] [--interval SECONDS] ...   a live view
  *   gfxgraphctl metrics  [--output FILE] ...    Prometheus text (docs/metrics.md)
- *   gfxgraphctl evict PROGRAM|--all ...        drop cached graphs (admin)
+ *   gfxgraphctl evict PROGRAM|--id ID|--all ... drop cached graphs (admin)
  *   gfxgraphctl kill-session ID ...            close a client's session (admin)
  *
  * Exit status: 0 ok; 1 unhealthy (health ok is false) or the daemon answered
@@ -61,9 +61,12 @@ static void ctl_usage(FILE *f)
             "  metrics  counters, gauges and latency histograms as Prometheus text\n"
             "\n"
             "admin commands (root, the daemon's user and admin-group only):\n"
-            "  evict PROGRAM|--all   drop the cached graphs of the programs named PROGRAM\n"
-            "                        (or every graph); graphs in use go when their replays\n"
-            "                        end; each is captured again on its next replay\n"
+            "  evict PROGRAM|--id ID|--all\n"
+            "                        drop the cached graphs of the programs named PROGRAM\n"
+            "                        (a name, even when it is all digits), of the program\n"
+            "                        whose id is ID, or every graph; graphs in use go when\n"
+            "                        their replays end; each is captured again on its next\n"
+            "                        replay\n"
             "  kill-session ID       close session ID's connection and fast path, as if\n"
             "                        its client had disconnected\n"
             "\n"
@@ -76,6 +79,8 @@ static void ctl_usage(FILE *f)
             "  --interval SECONDS top: the refresh period (default 1)\n"
             "  --once             top: one frame (replays/s over one interval), then exit\n"
             "  --all              evict: every cached graph\n"
+            "  --id ID            evict: the program whose id is ID (a number, as in the\n"
+            "                     PROGRAM column of cache)\n"
             "  --output FILE      metrics: write FILE atomically (a temporary file in its\n"
             "                     folder, then renamed over it) instead of standard output\n"
             "  -h, --help         this help\n"
@@ -496,7 +501,8 @@ static int ctl_metrics(const msgpack_object *r, const char *path)
 /* ---- admin --------------------------------------------------------------- */
 
 /* The params map of evict or kill-session, packed into sb. */
-static int ctl_admin_params(msgpack_sbuffer *sb, const char *cmd, const char *arg, bool all)
+static int ctl_admin_params(msgpack_sbuffer *sb, const char *cmd, const char *arg, bool all,
+                            uint64_t prog_id)
 {
     msgpack_packer pk;
     msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
@@ -504,6 +510,8 @@ static int ctl_admin_params(msgpack_sbuffer *sb, const char *cmd, const char *ar
     if (strcmp(cmd, "evict") == 0) {
         if (all) {
             proto_pack_kv_bool(&pk, "all", true);
+        } else if (prog_id) {
+            proto_pack_kv_u64(&pk, "program", prog_id);
         } else {
             proto_pack_kv_str(&pk, "program", arg);
         }
@@ -521,12 +529,15 @@ static int ctl_admin_params(msgpack_sbuffer *sb, const char *cmd, const char *ar
     return 0;
 }
 
-static int ctl_print_admin(const char *cmd, const char *arg, const msgpack_object *r)
+static int ctl_print_admin(const char *cmd, const char *arg, uint64_t prog_id,
+                           const msgpack_object *r)
 {
     if (strcmp(cmd, "evict") == 0) {
         double ev = ctl_get(r, "evicted"), de = ctl_get(r, "deferred"), left = ctl_get(r, "graphs_cached");
         if (arg)
             printf("evicted %.0f graph(s) of program '%s'", ev, arg);
+        else if (prog_id)
+            printf("evicted %.0f graph(s) of program id %llu", ev, (unsigned long long)prog_id);
         else
             printf("evicted %.0f graph(s)", ev);
         if (de > 0)
@@ -570,13 +581,14 @@ int main(int argc, char **argv)
         {"timeout", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},   {"once", no_argument, NULL, 'o'},
         {"interval", required_argument, NULL, 'i'}, {"output", required_argument, NULL, 'O'},
-        {"all", no_argument, NULL, 'a'},
+        {"all", no_argument, NULL, 'a'},       {"id", required_argument, NULL, 'I'},
         {NULL, 0, NULL, 0},
     };
     bool json = false, once = false, all = false;
     double interval = 1;
     const char *sock = NULL, *output = NULL;
     double timeout_s = 10;
+    uint64_t prog_id = 0;
     int ch;
     opterr = 0;
     while ((ch = getopt_long(argc, argv, ":hs:t:", opts, NULL)) != -1) {
@@ -607,6 +619,19 @@ int main(int argc, char **argv)
         case 'O':
             output = optarg;
             break;
+        case 'I': {
+            /* an id only through --id: a program name may be all digits */
+            char *end;
+            errno = 0;
+            unsigned long long v = strtoull(optarg, &end, 10);
+            if (errno || end == optarg || *end || *optarg == '-' || *optarg == '+' || v == 0) {
+                fprintf(stderr, "gfxgraphctl: --id wants a program id (a number from 1, as in "
+                                "gfxgraphctl cache), got '%s'\n", optarg);
+                return EXIT_USAGE;
+            }
+            prog_id = v;
+            break;
+        }
         case 'i': {
             char *end;
             errno = 0;
@@ -649,11 +674,16 @@ int main(int argc, char **argv)
         return ctl_usage_error();
     }
     bool evict = strcmp(cmd, "evict") == 0, kill = strcmp(cmd, "kill-session") == 0;
-    /* evict takes PROGRAM or --all, kill-session an ID; the rest nothing */
+    /* evict takes PROGRAM, --id ID or --all, kill-session an ID; the rest nothing */
     int operands = argc - optind - 1;
     const char *arg = operands == 1 ? argv[optind + 1] : NULL;
-    if (evict && !((operands == 1) ^ all)) {
-        fprintf(stderr, "gfxgraphctl: evict wants a program name or --all (one of them)\n");
+    if (evict && (operands > 1 || (operands == 1) + (prog_id != 0) + all != 1)) {
+        fprintf(stderr, "gfxgraphctl: evict wants a program name, --id ID or --all (one of "
+                        "them)\n");
+        return ctl_usage_error();
+    }
+    if (prog_id && !evict) {
+        fprintf(stderr, "gfxgraphctl: --id is for evict only\n");
         return ctl_usage_error();
     }
     if (kill && operands != 1) {
@@ -670,7 +700,7 @@ int main(int argc, char **argv)
     }
     msgpack_sbuffer admin;
     msgpack_sbuffer_init(&admin);
-    if ((evict || kill) && ctl_admin_params(&admin, cmd, arg, all) < 0) {
+    if ((evict || kill) && ctl_admin_params(&admin, cmd, arg, all, prog_id) < 0) {
         msgpack_sbuffer_destroy(&admin);
         return ctl_usage_error();
     }
@@ -749,7 +779,7 @@ int main(int argc, char **argv)
     if (json)
         ctl_json_print(stdout, part ? part : r);
     else if (evict || kill)
-        ex = ctl_print_admin(cmd, arg, r);
+        ex = ctl_print_admin(cmd, arg, prog_id, r);
     else if (strcmp(cmd, "sessions") == 0) {
         printf("SESSIONS: %u\n", part->via.array.size);
         ctl_table("", part, ctl_scols, NCOLS(ctl_scols));

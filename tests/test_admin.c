@@ -5,7 +5,8 @@
  *    admin-group may;
  *  - evict by name drops that program's graphs only; each is captured again
  *    on its next replay (and the answer is still right); --all drops every
- *    graph; an unknown name is ENOENT;
+ *    graph; an unknown name is ENOENT; --id ID selects one program by id,
+ *    and a bare operand stays a name even when it is all digits;
  *  - a graph in use by a running replay is not pulled from under it: the
  *    answer counts it deferred, the replay completes on its graph, and the
  *    graph goes when the replay ends;
@@ -249,10 +250,54 @@ static void test_evict_name(gg_client *own, progs *p)
     proto_pack_kv_bool(&pk, "all", true);
     const msgpack_object *r;
     CHECK_FAILS(call_map(own, "admin.evict", &sb, &r), own, "EINVAL");
-    msgpack_pack_map(&pk, 1);
-    proto_pack_kv_u64(&pk, "program", p->beta);   /* by id */
-    CHECK(call_map(own, "admin.evict", &sb, &r) == 0 && h_getu(r, "evicted") == 3);
     msgpack_sbuffer_destroy(&sb);
+
+    h_section("gfxgraphctl evict --id ID: that program only, whatever its name");
+    char id[24], want[80];
+    snprintf(id, sizeof id, "%llu", (unsigned long long)p->beta);
+    /* a bare number is a name: nobody named a program after beta's id */
+    const char *bare[] = {"evict", id, NULL};
+    code = ctl(bare, &out, &err);
+    CHECKF(code == 1, "evict %s (a name): exit %d", id, code);
+    snprintf(want, sizeof want, "no program named '%s'", id);
+    CHECK_CONTAINS(err ? err : "", want);
+    free(out);
+    free(err);
+    CHECK_EQ(t_stat(own, "graphs_cached"), 4);
+    const char *by_id[] = {"evict", "--id", id, NULL};
+    code = ctl(by_id, &out, &err);
+    CHECKF(code == 0, "evict --id %s: exit %d (%s)", id, code, err ? err : "");
+    snprintf(want, sizeof want, "evicted 3 graph(s) of program id %s", id);
+    CHECK_CONTAINS(out ? out : "", want);
+    free(out);
+    free(err);
+    st = t_stats(own);
+    if (st) {
+        CHECK_EQ(h_getu(st, "graphs_cached"), 1);
+        CHECK_STR(entry_state(st, p->alpha, 2, b, sizeof b), "ready");
+        for (int bk = 1; bk <= 4; bk *= 2)
+            CHECK_STR(entry_state(st, p->beta, bk, b, sizeof b), "empty");
+    }
+    const char *gone[] = {"evict", "--id", "987654321", NULL};
+    code = ctl(gone, &out, &err);
+    CHECKF(code == 1, "evict --id 987654321: exit %d", code);
+    CHECK_CONTAINS(err ? err : "", "ENOENT");
+    CHECK_CONTAINS(err ? err : "", "no program 987654321");
+    free(out);
+    free(err);
+    const char *bad_ids[][5] = {
+        {"evict", "--id", "0", NULL},          {"evict", "--id", "-3", NULL},
+        {"evict", "--id", "3x", NULL},         {"evict", "--id", "", NULL},
+        {"evict", "--id", id, "alpha", NULL},  {"evict", "--id", id, "--all", NULL},
+        {"stats", "--id", id, NULL},           {"evict", "--id", NULL},
+    };
+    for (size_t i = 0; i < sizeof bad_ids / sizeof bad_ids[0]; i++) {
+        code = ctl(bad_ids[i], NULL, &err);
+        CHECKF(code == 64, "%s %s %s: exit %d, want 64", bad_ids[i][0], bad_ids[i][1],
+               bad_ids[i][2] ? bad_ids[i][2] : "", code);
+        CHECK(err && strstr(err, "gfxgraphctl: "));
+        free(err);
+    }
     CHECK_EQ(t_stat(own, "graphs_cached"), 1);
 
     h_section("gfxgraphctl --json evict --all: every graph");

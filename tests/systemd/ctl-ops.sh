@@ -57,6 +57,10 @@ gg_check "bash completion: ev -> evict" test "$(comp 'gfxgraphctl ev' 1)" = evic
 gg_check "bash completion: ki -> kill-session" test "$(comp 'gfxgraphctl --json ki' 2)" = kill-session
 gg_check "bash completion: evict --a -> --all" test "$(comp 'gfxgraphctl evict --a' 2)" = --all
 gg_check "bash completion: --all is evict's only" test -z "$(comp 'gfxgraphctl stats --a' 2)"
+gg_check "bash completion: evict --i -> --id" test "$(comp 'gfxgraphctl evict --i' 2)" = --id
+gg_check "bash completion: --id is evict's only" test -z "$(comp 'gfxgraphctl stats --i' 2)"
+gg_check "bash completion: --id's value is not the command" \
+    test "$(comp 'gfxgraphctl --id 3 evict --a' 4)" = --all
 gg_install "$gg_tmp/dest" /usr >/dev/null 2>&1
 gg_check "bash completion installed" test -f "$gg_tmp/dest/usr/share/bash-completion/completions/gfxgraphctl"
 kill -TERM "$pid"; gg_wait_pid "$pid" 20
