@@ -98,6 +98,71 @@ static __device__ __forceinline__ float ld_cg(const float *p)
 #endif
 }
 
+/* After a block has written its chunk's partial (max, sum, unnormalised
+ * weighted V per head, W = Dh + 2 floats, at part[(row * nsplit + s) * W]):
+ * the last block of its (row, kv head, q group) to get here merges the
+ * chunks and writes y.  A counter per group, reset by that block, so every
+ * launch (captured or not) starts from zero.  sm: at least G * (nsplit + 1)
+ * floats of shared memory the caller no longer needs.  Every thread of the
+ * block calls it. */
+template <int DT>
+static __device__ __forceinline__ void merge_chunks(const float *part, unsigned *cnt, int grpid,
+                                                    typename dt<DT>::T *y, float *sm, int64_t b,
+                                                    int Hq, int h0, int Ga, int Dh, int nsplit,
+                                                    int64_t len)
+{
+    __shared__ int s_last;
+    const int tid = threadIdx.x, lane = tid % warpSize, wid = tid / warpSize;
+    const int nw = blockDim.x / warpSize, W = Dh + 2;
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) {
+        const unsigned old = atomicAdd(&cnt[grpid], 1u);
+        s_last = old == (unsigned)nsplit - 1;
+        if (s_last)
+            atomicExch(&cnt[grpid], 0u);
+    }
+    __syncthreads();
+    if (!s_last)
+        return;
+    __threadfence();
+    /* per head, one warp: the chunks' weights exp(m_i - M) and the sum L
+     * into shared memory, lanes over the chunks; then every output element
+     * sums its chunks with up to 16 loads in flight.  A serial walk over the
+     * chunks costs an L2 round trip per chunk: ~7 us at 32 chunks. */
+    const int WS = nsplit + 1;
+    for (int g = wid; g < Ga; g += nw) {
+        const float *e = part + (b * Hq + h0 + g) * nsplit * W;
+        float M = -INFINITY;
+        for (int i = lane; i < nsplit; i += warpSize)
+            M = fmaxf(M, ld_cg(e + (int64_t)i * W + Dh));
+        M = gg_warp_max(M);
+        float L = 0.0f;
+        for (int i = lane; i < nsplit; i += warpSize) {
+            const float mi = ld_cg(e + (int64_t)i * W + Dh);
+            /* an empty chunk has max -inf: weight 0 */
+            const float w = mi == -INFINITY ? 0.0f : expf(mi - M);
+            sm[g * WS + i] = w;
+            L += w == 0.0f ? 0.0f : w * ld_cg(e + (int64_t)i * W + Dh + 1);
+        }
+        L = gg_warp_sum(L);
+        if (lane == 0)
+            sm[g * WS + nsplit] = L;
+    }
+    __syncthreads();
+    for (int o = tid; o < Ga * Dh; o += blockDim.x) {
+        const int g = o / Dh, d = o % Dh;
+        const int64_t row = b * Hq + h0 + g;
+        const float *e = part + row * nsplit * W + d;
+        const float *wg = sm + g * WS;
+        float O = 0.0f;
+#pragma unroll 16
+        for (int i = 0; i < nsplit; i++)
+            O += ld_cg(e + (int64_t)i * W) * wg[i];
+        y[row * Dh + d] = dt<DT>::st(len > 0 ? O / wg[nsplit] : 0.0f);
+    }
+}
+
 /* One block: (row b, kv head kh, q heads h0 .. h0 + G - 1 of that kv head,
  * chunk s of the row's len).  Threads: 2^TL lanes per cache position, one
  * 16-byte unit of Dh each; P = 256 >> TL positions side by side, KPT
@@ -133,7 +198,6 @@ __global__ void __launch_bounds__(GG_AS_THREADS, G <= 4 ? 2 : 1)
     static_assert(KPT >= 1, "at least 4 lanes a position");
     __shared__ float sc[2][G][CB];
     __shared__ float st_m[G], st_l[G], st_c[G];
-    __shared__ int s_last;
     extern __shared__ float red[]; /* [warps][G][Dh] */
 
     const int Dh = T * N;
@@ -300,67 +364,16 @@ __global__ void __launch_bounds__(GG_AS_THREADS, G <= 4 ? 2 : 1)
     }
     if (nsplit == 1)
         return;
-
-    /* the last block of (b, kh, qg) to finish merges the chunks: a counter
-     * it resets, so every launch (captured or not) starts from zero */
-    __threadfence();
-    __syncthreads();
-    if (tid == 0) {
-        const unsigned old = atomicAdd(&cnt[grpid], 1u);
-        s_last = old == (unsigned)nsplit - 1;
-        if (s_last)
-            atomicExch(&cnt[grpid], 0u);
-    }
-    __syncthreads();
-    if (!s_last)
-        return;
-    __threadfence();
-    /* per head, one warp: the chunks' weights exp(m_i - M) and the sum L
-     * into shared memory (red is free again), lanes over the chunks; then
-     * every output element sums its chunks with up to 16 loads in flight.
-     * A serial walk over the chunks costs an L2 round trip per chunk: ~7 us
-     * at 32 chunks. */
-    float *wts = red; /* [G][nsplit + 1] */
-    const int WS = nsplit + 1;
-    for (int g = wid; g < Ga; g += nw) {
-        const float *e = part + (b * Hq + h0 + g) * nsplit * W;
-        float M = -INFINITY;
-        for (int i = lane; i < nsplit; i += warpSize)
-            M = fmaxf(M, ld_cg(e + (int64_t)i * W + Dh));
-        M = gg_warp_max(M);
-        float L = 0.0f;
-        for (int i = lane; i < nsplit; i += warpSize) {
-            const float mi = ld_cg(e + (int64_t)i * W + Dh);
-            /* an empty chunk has max -inf: weight 0 */
-            const float w = mi == -INFINITY ? 0.0f : expf(mi - M);
-            wts[g * WS + i] = w;
-            L += w == 0.0f ? 0.0f : w * ld_cg(e + (int64_t)i * W + Dh + 1);
-        }
-        L = gg_warp_sum(L);
-        if (lane == 0)
-            wts[g * WS + nsplit] = L;
-    }
-    __syncthreads();
-    for (int o = tid; o < Ga * Dh; o += blockDim.x) {
-        const int g = o / Dh, d = o % Dh;
-        const int64_t row = b * Hq + h0 + g;
-        const float *e = part + row * nsplit * W + d;
-        const float *wg = wts + g * WS;
-        float O = 0.0f;
-#pragma unroll 16
-        for (int i = 0; i < nsplit; i++)
-            O += ld_cg(e + (int64_t)i * W) * wg[i];
-        y[row * Dh + d] = D::st(len > 0 ? O / wg[nsplit] : 0.0f);
-    }
+    merge_chunks<DT>(part, cnt, grpid, y, red, b, Hq, h0, Ga, Dh, nsplit, len);
 }
 
-/* The chunk count for a launch: enough blocks for about two a
+/* The chunk count for a launch: enough blocks for about per_sm a
  * multiprocessor, chunks of at least GG_AS_MIN_CHUNK positions, partials
  * within the scratch; 1 (one pass) when any of that leaves less than 2. */
 static int pick_split(const gg_gpu_ctx *c, int64_t rows, int Hq, int64_t S, int Dh,
-                      int64_t groups)
+                      int64_t groups, int per_sm)
 {
-    const int64_t target = 2 * (int64_t)c->sms;
+    const int64_t target = per_sm * (int64_t)c->sms;
     int64_t ns = (target + groups - 1) / groups;
     const int64_t by_s = S / GG_AS_MIN_CHUNK;
     if (ns > by_s)
@@ -380,6 +393,286 @@ static int pick_split(const gg_gpu_ctx *c, int64_t rows, int Hq, int64_t S, int 
     if (groups * ns > INT_MAX)
         return 1;
     return (int)ns;
+}
+
+/* ---- tensor cores (NVIDIA sm_80+, f16/bf16, Dh 32, 64 or 128) ----------------
+ *
+ * The split kernel above spends ~100 instructions a position and thread on
+ * f32 dot products, shuffles and conversions (ncu, H100, context 32768: an
+ * instruction every ~9.5 cycles a warp with 4 warps a scheduler, 37% of the
+ * copy rate).  Here a warp takes 16 positions at a time and does the
+ * products on tensor cores: S[16 heads x 16 positions] = Q K^T (the block's
+ * q heads are the 16 rows, padded with zero rows), then P V with the
+ * probabilities as the A operand straight from S's registers (the
+ * FlashAttention register layout).  Both operands of both products are
+ * loaded from global memory into fragment registers with 16-byte loads: for
+ * Q K^T the head dim is the contracted one, read by each lane in a
+ * contiguous chunk in a permuted order that Q and K share; for P V a lane
+ * reads Dh / 8 contiguous dims of its 4 positions and output column n of the
+ * t-th mma is dim n * Dh / 8 + t, undone when the result is written.
+ * Scores, the running max and sums are f32; P enters the f16/bf16 mma as a
+ * hi + lo pair (two mma), so the weights keep ~22 (f16) or ~16 (bf16)
+ * bits.  Each warp keeps its own running max and sums over its tiles; the
+ * 4 warps merge in shared memory, then the chunks merge as above. */
+#define GG_AT_WARPS 4
+#define GG_AT_GMAX 16
+
+template <int NW>
+static __device__ __forceinline__ void at_load(uint32_t (&w)[NW], const uint16_t *p, bool ok)
+{
+    if constexpr (NW >= 4) {
+#pragma unroll
+        for (int i = 0; i < NW / 4; i++) {
+            uint4 u = make_uint4(0u, 0u, 0u, 0u);
+            if (ok)
+                u = ((const uint4 *)p)[i];
+            w[4 * i] = u.x, w[4 * i + 1] = u.y, w[4 * i + 2] = u.z, w[4 * i + 3] = u.w;
+        }
+    } else {
+        uint2 u = make_uint2(0u, 0u);
+        if (ok)
+            u = *(const uint2 *)p;
+        w[0] = u.x, w[1] = u.y;
+    }
+}
+
+/* (a, b) rounded into one register (a in the low half), and what rounding
+ * left over, rounded again */
+template <int DT>
+static __device__ __forceinline__ void at_split(float a, float b, uint32_t &hi, uint32_t &lo)
+{
+    typedef dt<DT> D;
+    const uint16_t ah = D::st(a), bh = D::st(b);
+    hi = (uint32_t)ah | ((uint32_t)bh << 16);
+    lo = (uint32_t)D::st(a - D::ld(ah)) | ((uint32_t)D::st(b - D::ld(bh)) << 16);
+}
+
+template <int DT, int DH>
+__global__ void __launch_bounds__(GG_AT_WARPS * 32)
+    k_attention_mma(const uint16_t *q, const uint16_t *k, const uint16_t *v, const int32_t *lens,
+                    uint16_t *y, float *part, unsigned *cnt, int Hq, int Hkv, int64_t S, int G,
+                    int nqg, int nsplit, float scale)
+{
+    typedef dt<DT> D;
+    /* KC: K elements a lane reads a position (KW words), KT: mma k-slices
+     * over Dh; DPL: V dims a lane reads a position (VW words) = P V mmas */
+    enum { KC = DH / 4, KW = KC / 2, KT = DH / 16, DPL = DH / 8, VW = DPL / 2 };
+    enum { UNR = DH <= 64 ? 2 : 1 }; /* tiles a warp loads at once */
+    extern __shared__ float smf[];   /* [warps][16][DH], then m, l [warps][16] */
+    const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
+    const int gid = lane >> 2, tig = lane & 3;
+    const int s = (int)blockIdx.x % nsplit;
+    const int grpid = (int)blockIdx.x / nsplit;
+    const int qg = grpid % nqg, bk = grpid / nqg, kh = bk % Hkv;
+    const int64_t b = bk / Hkv;
+    const int grp = Hq / Hkv, h0 = kh * grp + qg * G;
+    const int Ga = grp - qg * G < G ? grp - qg * G : G;
+
+    int64_t len = lens[b];
+    len = len < 0 ? 0 : len > S ? S : len;
+    const int64_t chunk = (len + nsplit - 1) / nsplit;
+    const int64_t j0 = s * chunk < len ? s * chunk : len;
+    const int64_t j1 = j0 + chunk < len ? j0 + chunk : len;
+
+    uint32_t qa[KW], qb[KW]; /* heads gid and gid + 8 */
+    at_load<KW>(qa, q + (b * Hq + h0 + gid) * DH + tig * KC, gid < Ga);
+    at_load<KW>(qb, q + (b * Hq + h0 + gid + 8) * DH + tig * KC, gid + 8 < Ga);
+    float o[DPL][4];
+#pragma unroll
+    for (int t = 0; t < DPL; t++)
+        o[t][0] = o[t][1] = o[t][2] = o[t][3] = 0.0f;
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+
+    const int64_t ld = (int64_t)Hkv * DH;
+    const uint16_t *kb = k + (b * S * Hkv + kh) * DH, *vb = v + (b * S * Hkv + kh) * DH;
+    const int64_t ntile = (j1 - j0 + 15) / 16;
+    for (int64_t tl = wid; tl < ntile; tl += GG_AT_WARPS * UNR) {
+        uint32_t kw[UNR][2][KW], vw[UNR][4][VW];
+#pragma unroll
+        for (int u = 0; u < UNR; u++) {
+            const int64_t p0 = j0 + (tl + u * GG_AT_WARPS) * 16;
+#pragma unroll
+            for (int nt = 0; nt < 2; nt++) {
+                const int64_t pos = p0 + 8 * nt + gid;
+                at_load<KW>(kw[u][nt], kb + pos * ld + tig * KC, pos < j1);
+            }
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int64_t pos = p0 + 2 * tig + (e & 1) + 8 * (e >> 1);
+                at_load<VW>(vw[u][e], vb + pos * ld + gid * DPL, pos < j1);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < UNR; u++) {
+            if (tl + u * GG_AT_WARPS >= ntile) /* the same for the whole warp */
+                break;
+            const int64_t p0 = j0 + (tl + u * GG_AT_WARPS) * 16;
+            float sc[2][4];
+#pragma unroll
+            for (int nt = 0; nt < 2; nt++) {
+                sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0.0f;
+#pragma unroll
+                for (int j = 0; j < KT; j++) {
+                    const uint32_t a[4] = {qa[2 * j], qb[2 * j], qa[2 * j + 1], qb[2 * j + 1]};
+                    const uint32_t bb[2] = {kw[u][nt][2 * j], kw[u][nt][2 * j + 1]};
+                    mma_op<DT>::run(sc[nt], a, bb);
+                }
+            }
+            /* sc[nt][e]: head gid (e < 2) or gid + 8, position p0 + 8 nt +
+             * 2 tig + (e & 1); a tile's first position is valid, so every
+             * row's max over the quad is finite */
+            float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+            for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int64_t pos = p0 + 8 * nt + 2 * tig + (e & 1);
+                    sc[nt][e] = pos < j1 ? sc[nt][e] * scale : -INFINITY;
+                    if (e < 2)
+                        mx0 = fmaxf(mx0, sc[nt][e]);
+                    else
+                        mx1 = fmaxf(mx1, sc[nt][e]);
+                }
+#pragma unroll
+            for (int off = 1; off < 4; off <<= 1) {
+                mx0 = fmaxf(mx0, gg_shfl_xor(mx0, off));
+                mx1 = fmaxf(mx1, gg_shfl_xor(mx1, off));
+            }
+            const float n0 = fmaxf(m0, mx0), n1 = fmaxf(m1, mx1);
+            const float c0 = expf(m0 - n0), c1 = expf(m1 - n1);
+            m0 = n0;
+            m1 = n1;
+            float r0 = 0.0f, r1 = 0.0f;
+#pragma unroll
+            for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    sc[nt][e] = expf(sc[nt][e] - (e < 2 ? n0 : n1));
+                    if (e < 2)
+                        r0 += sc[nt][e];
+                    else
+                        r1 += sc[nt][e];
+                }
+            l0 = l0 * c0 + r0;
+            l1 = l1 * c1 + r1;
+            uint32_t ph[4], pl[4];
+            at_split<DT>(sc[0][0], sc[0][1], ph[0], pl[0]);
+            at_split<DT>(sc[0][2], sc[0][3], ph[1], pl[1]);
+            at_split<DT>(sc[1][0], sc[1][1], ph[2], pl[2]);
+            at_split<DT>(sc[1][2], sc[1][3], ph[3], pl[3]);
+#pragma unroll
+            for (int t = 0; t < DPL; t++) {
+                o[t][0] *= c0;
+                o[t][1] *= c0;
+                o[t][2] *= c1;
+                o[t][3] *= c1;
+                /* positions 2 tig, 2 tig + 1 (and + 8) of dim gid * DPL + t */
+                const unsigned sel = (t & 1) ? 0x7632u : 0x5410u;
+                const uint32_t bb[2] = {__byte_perm(vw[u][0][t / 2], vw[u][1][t / 2], sel),
+                                        __byte_perm(vw[u][2][t / 2], vw[u][3][t / 2], sel)};
+                mma_op<DT>::run(o[t], ph, bb);
+                mma_op<DT>::run(o[t], pl, bb);
+            }
+        }
+    }
+
+    /* the block's 4 warps: each wrote its rows, then one pass merges them */
+    float *so = smf, *sm = smf + GG_AT_WARPS * 16 * DH, *sl = sm + GG_AT_WARPS * 16;
+#pragma unroll
+    for (int off = 1; off < 4; off <<= 1) {
+        l0 += gg_shfl_xor(l0, off);
+        l1 += gg_shfl_xor(l1, off);
+    }
+#pragma unroll
+    for (int t = 0; t < DPL; t++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int row = e < 2 ? gid : gid + 8, d = (2 * tig + (e & 1)) * DPL + t;
+            so[(wid * 16 + row) * DH + d] = o[t][e];
+        }
+    if (tig == 0) {
+        sm[wid * 16 + gid] = m0;
+        sm[wid * 16 + gid + 8] = m1;
+        sl[wid * 16 + gid] = l0;
+        sl[wid * 16 + gid + 8] = l1;
+    }
+    __syncthreads();
+    const int W = DH + 2;
+    for (int oi = tid; oi < Ga * DH; oi += blockDim.x) {
+        const int g = oi / DH, d = oi % DH;
+        float M = -INFINITY;
+#pragma unroll
+        for (int w = 0; w < GG_AT_WARPS; w++)
+            M = fmaxf(M, sm[w * 16 + g]);
+        float O = 0.0f, L = 0.0f;
+#pragma unroll
+        for (int w = 0; w < GG_AT_WARPS; w++) {
+            const float mw = sm[w * 16 + g];
+            const float x = mw == -INFINITY ? 0.0f : expf(mw - M);
+            O += so[(w * 16 + g) * DH + d] * x;
+            L += sl[w * 16 + g] * x;
+        }
+        const int64_t row = b * Hq + h0 + g;
+        if (nsplit == 1) {
+            y[row * DH + d] = D::st(len > 0 ? O / L : 0.0f);
+        } else {
+            float *e = part + (row * nsplit + s) * W;
+            e[d] = O;
+            if (d == 0) {
+                e[DH] = M;
+                e[DH + 1] = L;
+            }
+        }
+    }
+    if (nsplit == 1)
+        return;
+    merge_chunks<DT>(part, cnt, grpid, y, smf, b, Hq, h0, Ga, DH, nsplit, len);
+}
+
+/* 0 when launched, 1 when the shape or device is not the tensor-core
+ * kernel's. */
+template <int DT>
+static int launch_mma(gg_gpu_ctx *c, const gg_tensor *in, const gg_tensor *out, int64_t rows,
+                      int Hq, int Hkv, int64_t S, int Dh, float scale)
+{
+    if constexpr (DT == GG_DT_F32) {
+        (void)c, (void)in, (void)out, (void)rows, (void)Hq, (void)Hkv, (void)S, (void)Dh,
+            (void)scale;
+        return 1;
+    } else {
+        if (!c->mma || c->attn_split_off || (Dh != 32 && Dh != 64 && Dh != 128))
+            return 1;
+        for (int i = 0; i < 3; i++)
+            if (!gg_gpu_aligned16(in[i].data))
+                return 1;
+        const int grp = Hq / Hkv;
+        const int G = grp < GG_AT_GMAX ? grp : GG_AT_GMAX;
+        const int nqg = (grp + G - 1) / G;
+        const int64_t groups = rows * Hkv * nqg;
+        if (groups > INT_MAX)
+            return 1;
+        /* about two blocks a multiprocessor (~200 registers a thread) */
+        const int ns = pick_split(c, rows, Hq, S, Dh, groups, 2);
+        size_t shm = (size_t)GG_AT_WARPS * 16 * (Dh + 2);
+        if (shm < (size_t)G * (ns + 1))
+            shm = (size_t)G * (ns + 1);
+        shm *= sizeof(float);
+        const unsigned grid = (unsigned)(groups * ns);
+        const uint16_t *qp = (const uint16_t *)in[0].data, *kp = (const uint16_t *)in[1].data,
+                       *vp = (const uint16_t *)in[2].data;
+        const int32_t *lp = (const int32_t *)in[3].data;
+        uint16_t *yp = (uint16_t *)out[0].data;
+        if (Dh == 32)
+            k_attention_mma<DT, 32><<<grid, GG_AT_WARPS * 32, shm, c->stream>>>(
+                qp, kp, vp, lp, yp, c->attn_part, c->attn_cnt, Hq, Hkv, S, G, nqg, ns, scale);
+        else if (Dh == 64)
+            k_attention_mma<DT, 64><<<grid, GG_AT_WARPS * 32, shm, c->stream>>>(
+                qp, kp, vp, lp, yp, c->attn_part, c->attn_cnt, Hq, Hkv, S, G, nqg, ns, scale);
+        else
+            k_attention_mma<DT, 128><<<grid, GG_AT_WARPS * 32, shm, c->stream>>>(
+                qp, kp, vp, lp, yp, c->attn_part, c->attn_cnt, Hq, Hkv, S, G, nqg, ns, scale);
+        return 0;
+    }
 }
 
 template <int DT, int TL, int G>
@@ -447,7 +740,7 @@ static int launch_split(gg_gpu_ctx *c, const gg_tensor *in, const gg_tensor *out
     const int64_t groups = rows * Hkv * nqg;
     if (groups > INT_MAX)
         return 1;
-    const int ns = pick_split(c, rows, Hq, S, Dh, groups);
+    const int ns = pick_split(c, rows, Hq, S, Dh, groups, 2);
     /* shared memory: the block's sum, then (reused) the merge's weights */
     size_t shm = (size_t)nw * G * Dh;
     if (shm < (size_t)G * (ns + 1))
@@ -478,9 +771,13 @@ int gg_gpu_attention_split_launch(gg_gpu_ctx *c, gg_dtype dtype, const gg_tensor
     case GG_DT_F32:
         return launch_split<GG_DT_F32>(c, in, out, rows, Hq, Hkv, S, Dh, scale);
     case GG_DT_F16:
-        return launch_split<GG_DT_F16>(c, in, out, rows, Hq, Hkv, S, Dh, scale);
+        return launch_mma<GG_DT_F16>(c, in, out, rows, Hq, Hkv, S, Dh, scale) == 0
+                   ? 0
+                   : launch_split<GG_DT_F16>(c, in, out, rows, Hq, Hkv, S, Dh, scale);
     case GG_DT_BF16:
-        return launch_split<GG_DT_BF16>(c, in, out, rows, Hq, Hkv, S, Dh, scale);
+        return launch_mma<GG_DT_BF16>(c, in, out, rows, Hq, Hkv, S, Dh, scale) == 0
+                   ? 0
+                   : launch_split<GG_DT_BF16>(c, in, out, rows, Hq, Hkv, S, Dh, scale);
     default:
         return 1;
     }

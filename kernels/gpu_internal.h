@@ -74,7 +74,8 @@ struct gg_gpu_ctx {
     unsigned *attn_cnt;
     size_t attn_part_floats, attn_cnt_n;
     int attn_split_off; /* GFXGRAPH_ATTN_SPLIT=0: the one-block-per-head kernel */
-    int linear_mma;     /* linear's tensor-core small-M kernel runs here (NVIDIA sm_80+) */
+    int mma;            /* mma.sync runs here (NVIDIA sm_80+): linear's and attention's
+                         * tensor-core kernels */
 #if defined(GG_BLAS_CUBLAS)
     cublasHandle_t blas;
 #elif defined(GG_BLAS_ROCBLAS)
@@ -207,6 +208,42 @@ template <int DT, bool VEC> struct unit {
         } else {
             p[i] = D::st(in[0]);
         }
+    }
+};
+
+
+/* ---- tensor cores (NVIDIA sm_80+) ------------------------------------------------ */
+
+/* c += a . b, one mma.sync m16n8k16 with f32 accumulation: a the 4 registers
+ * of a 16x16 f16/bf16 A fragment, b the 2 of a 16x8 B fragment, c the 4
+ * floats of the 16x8 C fragment (PTX ISA, "Matrix Fragments for
+ * mma.m16n8k16").  Elsewhere (AMD, older NVIDIA) it does nothing: launchers
+ * check gg_gpu_ctx.mma first. */
+template <int DT> struct mma_op;
+template <> struct mma_op<GG_DT_F16> {
+    static __device__ __forceinline__ void run(float *c, const uint32_t *a, const uint32_t *b)
+    {
+#if defined(GFXGRAPH_HIP_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+        (void)c, (void)a, (void)b;
+#endif
+    }
+};
+template <> struct mma_op<GG_DT_BF16> {
+    static __device__ __forceinline__ void run(float *c, const uint32_t *a, const uint32_t *b)
+    {
+#if defined(GFXGRAPH_HIP_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+        (void)c, (void)a, (void)b;
+#endif
     }
 };
 

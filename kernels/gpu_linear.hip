@@ -29,9 +29,9 @@
 int gg_gpu_linear_ctx_init(gg_gpu_ctx *c, int cc_major)
 {
 #if defined(GFXGRAPH_HIP_CUDA)
-    c->linear_mma = cc_major >= 8;
+    c->mma = cc_major >= 8;
 #else
-    c->linear_mma = 0;
+    c->mma = 0;
 #endif
 #if defined(GG_BLAS_CUBLAS)
     /* cuBLAS recommends a 32 MiB workspace on Hopper and later, 4 MiB before.
@@ -183,34 +183,6 @@ __global__ void __launch_bounds__(256)
  * two.  K a multiple of 8 and 16-byte aligned operands (the launcher checks). */
 #define GG_LMMA_WARPS 8
 #define GG_LMMA_UNROLL 2
-template <int DT> struct mma_op;
-template <> struct mma_op<GG_DT_F16> {
-    static __device__ __forceinline__ void run(float *c, const uint32_t *a, const uint32_t *b)
-    {
-#if defined(GFXGRAPH_HIP_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-#else
-        (void)c, (void)a, (void)b;
-#endif
-    }
-};
-template <> struct mma_op<GG_DT_BF16> {
-    static __device__ __forceinline__ void run(float *c, const uint32_t *a, const uint32_t *b)
-    {
-#if defined(GFXGRAPH_HIP_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-#else
-        (void)c, (void)a, (void)b;
-#endif
-    }
-};
-
 /* 32 bytes (16 elements) of row r at k, or zeros past K (K a multiple of 8:
  * each 16-byte half is all in or all out) or for a row not in [0, rows). */
 static __device__ __forceinline__ void lmma_load(uint32_t (&w)[8], const uint16_t *p, int64_t r,
@@ -449,7 +421,7 @@ static int launch_linear_mma(gg_gpu_ctx *c, const void *x, const void *w, const 
         (void)c, (void)x, (void)w, (void)b, (void)y, (void)M, (void)K, (void)N;
         return 0;
     } else {
-        if (!c->linear_mma || M > 16 || K % 8 != 0 || !gg_gpu_aligned16(x) ||
+        if (!c->mma || M > 16 || K % 8 != 0 || !gg_gpu_aligned16(x) ||
             !gg_gpu_aligned16(w))
             return 0;
         const unsigned grid = (unsigned)((N + 15) / 16);
