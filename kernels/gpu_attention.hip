@@ -12,6 +12,10 @@
  * launch, captured or not, starts from zero) merges the chunks in one pass
  * and writes y.
  *
+ * On NVIDIA sm_80+ in f16/bf16 with Dh 32, 64 or 128 the block is 4 warps
+ * doing the products on tensor cores (k_attention_mma), the same chunking,
+ * partials and merge; elsewhere the CUDA-core kernel (k_attention_split).
+ *
  * Chunks split the row's len (read on the device, clamped to [0, S]), not S:
  * every chunk gets the same share whatever len is.  The chunk count is picked
  * on the host from S and the device's multiprocessor count so the grid fills
@@ -34,7 +38,7 @@
 #define GG_AS_THREADS 256
 #define GG_AS_GMAX 8         /* q heads a block serves */
 #define GG_AS_MIN_CHUNK 64   /* positions: below 2 chunks of this, one pass */
-#define GG_AS_MAX_SPLIT 256  /* chunks of a row (the merge's shared memory) */
+#define GG_AS_MAX_SPLIT 256  /* chunks of a row (the merge: 8 a lane) */
 #define GG_AS_PART_FLOATS ((size_t)1 << 20) /* 4 MiB of partials per context */
 #define GG_AS_COUNTERS ((size_t)16384)
 
@@ -132,18 +136,27 @@ static __device__ __forceinline__ void merge_chunks(const float *part, unsigned 
      * chunks costs an L2 round trip per chunk: ~7 us at 32 chunks. */
     const int WS = nsplit + 1;
     for (int g = wid; g < Ga; g += nw) {
+        /* a lane's chunks (nsplit <= GG_AS_MAX_SPLIT = 8 warps of 32): max
+         * and sum loaded together, one round trip */
         const float *e = part + (b * Hq + h0 + g) * nsplit * W;
-        float M = -INFINITY;
-        for (int i = lane; i < nsplit; i += warpSize)
-            M = fmaxf(M, ld_cg(e + (int64_t)i * W + Dh));
+        float mv[8], lv[8], M = -INFINITY;
+#pragma unroll
+        for (int r = 0; r < 8; r++) {
+            const int i = lane + r * warpSize;
+            mv[r] = i < nsplit ? ld_cg(e + (int64_t)i * W + Dh) : -INFINITY;
+            lv[r] = i < nsplit ? ld_cg(e + (int64_t)i * W + Dh + 1) : 0.0f;
+            M = fmaxf(M, mv[r]);
+        }
         M = gg_warp_max(M);
         float L = 0.0f;
-        for (int i = lane; i < nsplit; i += warpSize) {
-            const float mi = ld_cg(e + (int64_t)i * W + Dh);
+#pragma unroll
+        for (int r = 0; r < 8; r++) {
+            const int i = lane + r * warpSize;
             /* an empty chunk has max -inf: weight 0 */
-            const float w = mi == -INFINITY ? 0.0f : expf(mi - M);
-            sm[g * WS + i] = w;
-            L += w == 0.0f ? 0.0f : w * ld_cg(e + (int64_t)i * W + Dh + 1);
+            const float w = mv[r] == -INFINITY ? 0.0f : expf(mv[r] - M);
+            if (i < nsplit)
+                sm[g * WS + i] = w;
+            L += w == 0.0f ? 0.0f : w * lv[r];
         }
         L = gg_warp_sum(L);
         if (lane == 0)
@@ -156,7 +169,7 @@ static __device__ __forceinline__ void merge_chunks(const float *part, unsigned 
         const float *e = part + row * nsplit * W + d;
         const float *wg = sm + g * WS;
         float O = 0.0f;
-#pragma unroll 16
+#pragma unroll 32
         for (int i = 0; i < nsplit; i++)
             O += ld_cg(e + (int64_t)i * W) * wg[i];
         y[row * Dh + d] = dt<DT>::st(len > 0 ? O / wg[nsplit] : 0.0f);
@@ -368,14 +381,14 @@ __global__ void __launch_bounds__(GG_AS_THREADS, G <= 4 ? 2 : 1)
 }
 
 /* The chunk count for a launch: enough blocks for about per_sm a
- * multiprocessor, chunks of at least GG_AS_MIN_CHUNK positions, partials
+ * multiprocessor, chunks of at least min_chunk positions, partials
  * within the scratch; 1 (one pass) when any of that leaves less than 2. */
 static int pick_split(const gg_gpu_ctx *c, int64_t rows, int Hq, int64_t S, int Dh,
-                      int64_t groups, int per_sm)
+                      int64_t groups, int per_sm, int min_chunk)
 {
     const int64_t target = per_sm * (int64_t)c->sms;
     int64_t ns = (target + groups - 1) / groups;
-    const int64_t by_s = S / GG_AS_MIN_CHUNK;
+    const int64_t by_s = S / min_chunk;
     if (ns > by_s)
         ns = by_s;
     if (ns > GG_AS_MAX_SPLIT)
@@ -651,8 +664,11 @@ static int launch_mma(gg_gpu_ctx *c, const gg_tensor *in, const gg_tensor *out, 
         const int64_t groups = rows * Hkv * nqg;
         if (groups > INT_MAX)
             return 1;
-        /* about two blocks a multiprocessor (~200 registers a thread) */
-        const int ns = pick_split(c, rows, Hq, S, Dh, groups, 2);
+        /* about two blocks a multiprocessor (~200 registers a thread), and
+         * chunks of at least what the block's warps load in one go (fewer
+         * chunks to merge where the context is short) */
+        const int ns = pick_split(c, rows, Hq, S, Dh, groups, 2,
+                                  16 * GG_AT_WARPS * (Dh <= 64 ? 2 : 1));
         size_t shm = (size_t)GG_AT_WARPS * 16 * (Dh + 2);
         if (shm < (size_t)G * (ns + 1))
             shm = (size_t)G * (ns + 1);
@@ -740,7 +756,7 @@ static int launch_split(gg_gpu_ctx *c, const gg_tensor *in, const gg_tensor *out
     const int64_t groups = rows * Hkv * nqg;
     if (groups > INT_MAX)
         return 1;
-    const int ns = pick_split(c, rows, Hq, S, Dh, groups, 2);
+    const int ns = pick_split(c, rows, Hq, S, Dh, groups, 2, GG_AS_MIN_CHUNK);
     /* shared memory: the block's sum, then (reused) the merge's weights */
     size_t shm = (size_t)nw * G * Dh;
     if (shm < (size_t)G * (ns + 1))
