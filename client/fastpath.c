@@ -533,6 +533,29 @@ int client_fp_submit(gg_client *c, uint64_t program, int batch, int branch,
     return 0;
 }
 
+void client_fp_drain(gg_client *c, int64_t deadline_ms)
+{
+    client_fp_region *r = c->fp;
+    if (!r || c->fp_mode != CLIENT_FP_ACTIVE)
+        return;
+    uint32_t want = (uint32_t)(r->next_seq - 1);
+    const gg_fp_header *h = r->hdr;
+    for (unsigned i = 1; __atomic_load_n(&h->sq_head, __ATOMIC_ACQUIRE) != want; i++) {
+        if (fp_state(r) == GG_FP_STATE_CLOSED)
+            return;
+        if (i < FP_YIELD_EVERY) {
+            fp_cpu_relax();
+            continue;
+        }
+        /* the daemon takes a descriptor in microseconds; a slow one gets
+         * the CPU back */
+        if (deadline_ms >= 0 && client_now_ms() >= deadline_ms)
+            return;
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = 20000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 /* The slot of an outstanding ticket into *out; 0, or -ENOENT / -EBUSY with
  * the error set. */
 static int fp_slot_of(gg_client *c, uint64_t ticket, client_fp_slot **out)

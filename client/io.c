@@ -451,6 +451,7 @@ int client_call_locked_fd(gg_client *c, const char *method, const void *params, 
     if (rc < 0)
         return rc;
     int64_t deadline = client_deadline(c);
+    client_fp_drain(c, deadline);
     msgpack_packer pk;
     uint32_t msgid = client_req_begin(c, &pk, method);
     msgpack_pack_array(&pk, 1);
@@ -477,6 +478,7 @@ int client_call_locked(gg_client *c, const char *method, const void *params, siz
     if (rc < 0)
         return rc;
     int64_t deadline = client_deadline(c);
+    client_fp_drain(c, deadline);
     msgpack_packer pk;
     uint32_t msgid = client_req_begin(c, &pk, method);
     if (params && len) {

@@ -287,6 +287,60 @@ static void measured_case(void)
     CHECK_EQ(h_daemon_stop(&d), 0);
 }
 
+/* A program released while its replays are still queued: each queued
+ * replay still runs (the library sends the release after the daemon has
+ * taken every submission), and the last job's end frees the entry it
+ * measured, which must be the last thing it does with it (the daemon stays
+ * up and answers; the sanitizer build catches a use after free). */
+static void release_queued_case(void)
+{
+    h_section("a program released with its timed replays queued");
+    const char *args[] = {"--set", "replay-mode=adaptive", "--set", "adaptive-samples=3",
+                          "--set", "adaptive-recheck=4", NULL};
+    h_daemon d;
+    if (h_daemon_start(&d, args, NULL) < 0)
+        return;
+    gg_client *a = gg_client_new();
+    tbuf x, y;
+    memset(&x, 0, sizeof x);
+    memset(&y, 0, sizeof y);
+    uint64_t p = 0;
+    if (CHECK(gg_client_connect(a, d.sock, "release-queued") == 0) &&
+        tbuf_new(a, &x, ROWS * D) && tbuf_new(a, &y, ROWS * D)) {
+        for (int round = 0; round < 6; round++) {
+            if (!(p = t_define_silu2x(a, "adaptr", x.id, y.id, D)))
+                break;
+            uint64_t t[8];
+            int n = 0;
+            for (int i = 0; i < 8; i++)
+                if (gg_client_submit(a, p, 1 + (i + round) % 4, 0, NULL, &t[n]) == 0)
+                    n++;
+            CHECKF(n == 8, "round %d: 8 replays submitted (%d)", round, n);
+            CHECKF(gg_client_program_release(a, p) == 0, "round %d: release: %s", round,
+                   gg_client_last_error(a));
+            int ok = 0;
+            for (int i = 0; i < n; i++) {
+                gg_replay_result r;
+                int wr = gg_client_wait(a, t[i], &r);
+                if (!CHECKF(wr == 0, "round %d: replay %d: %s", round, i,
+                            gg_client_last_error(a)))
+                    break;
+                ok++;
+            }
+            CHECKF(ok == n, "round %d: every queued replay answered (%d of %d)", round, ok, n);
+        }
+        /* still serving */
+        uint64_t q = t_define_silu2x(a, "after", x.id, y.id, D);
+        gg_replay_result r;
+        if (CHECK(q != 0))
+            replay_ok(a, q, &x, &y, 3, &r);
+    }
+    gg_client_close(a);
+    tbuf_free(&x);
+    tbuf_free(&y);
+    CHECK_EQ(h_daemon_stop(&d), 0);
+}
+
 static void standard_case(void)
 {
     h_section("replay-mode standard: always the graph, no choice in stats");
@@ -321,6 +375,7 @@ int main(void)
     eager_wins_case();
     graph_wins_case();
     measured_case();
+    release_queued_case();
     standard_case();
     return h_finish();
 }

@@ -487,6 +487,10 @@ void gg_exec_kick(gg_exec *x, gg_session *s)
 /* Undo what submitting pinned; free the job. */
 static void exec_job_end(gg_exec *x, gg_job *j)
 {
+    /* before the unpins: the last one may free the entry (a released
+     * program, an evicted graph) */
+    if (j->adapt_run && j->nentries)
+        gg_adapt_end(&j->entries[0]->adapt, j->adapt_round, j->adapt_run);
     for (int i = 0; i < j->nentries; i++)
         gg_cache_unpin(x->core->cache, j->entries[i]);
     if (j->prog)
@@ -497,8 +501,6 @@ static void exec_job_end(gg_exec *x, gg_job *j)
         j->signal_ev->users--;
     if (j->tmp_scratch)
         gg_exec_release_graph(x, NULL, j->tmp_scratch);
-    if (j->adapt_run && j->nentries)
-        gg_adapt_end(&j->entries[0]->adapt, j->adapt_round, j->adapt_run);
     gg_session *s = j->sess;
     gg_list_del(&j->live_link);
     if (j->ops->ended)

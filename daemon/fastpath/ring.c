@@ -1,11 +1,11 @@
 /* A region's submission thread: take descriptors, run cache hits, complete.
  *
  * Happy path (a cache hit): the thread sees sq_tail move, copies the
- * descriptor out of shared memory once, publishes sq_head, checks the copy
- * and looks the program and its graph up under the core lock, pins them,
- * launches the graph on the session's stream, writes the completion
- * record's fields and queues the device write of its seq word behind the
- * graph.  The client, spinning on that word, sees the device's write; no
+ * descriptor out of shared memory once, checks the copy and looks the
+ * program and its graph up under the core lock, pins them, launches the
+ * graph on the session's stream, writes the completion record's fields,
+ * queues the device write of its seq word behind the graph and publishes
+ * sq_head.  The client, spinning on that word, sees the device's write; no
  * daemon thread waits for the GPU.  The device's completion callback then
  * unpins and counts.  No socket, no MessagePack, no allocation.
  *
@@ -638,10 +638,13 @@ void *gg_fp_thread_main(void *arg)
         gg_fp_sqe d;
         fp_copy_sqe(&d, &r->sq[sl->index]);
         r->head = seq;
-        atomic_store_explicit((_Atomic uint32_t *)&h->sq_head, (uint32_t)seq, memory_order_release);
         sl->seq = seq;
         atomic_store_explicit(&sl->busy, 1, memory_order_relaxed);
         fp_take(r, sl, &d);
+        /* after fp_take: the descriptor now has its place in the session's
+         * order (launched, queued or answered), so a client that sees
+         * sq_head pass it knows a socket request it sends next comes after */
+        atomic_store_explicit((_Atomic uint32_t *)&h->sq_head, (uint32_t)seq, memory_order_release);
         last = gg_fp_now_us();
         empty_wakes = 0;
     }
