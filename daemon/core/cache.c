@@ -211,19 +211,35 @@ void gg_cache_unpin(gg_cache *c, gg_cache_entry *e)
     cache_make_room(c, 0, 0);   /* over the limits while this was pinned */
 }
 
+/* Bytes evicting e gives back (0: it cannot go now). */
+static uint64_t cache_reclaimable(const gg_cache_entry *e, const gg_cache_entry *keep)
+{
+    if (e == keep || e->state != GG_ENTRY_READY || e->pins)
+        return 0;
+    uint64_t n = e->footprint;
+    /* the last graph of a parked record takes its arena with it */
+    const gg_parked *pk = e->parked;
+    if (pk && pk->live == 1 && pk->arena && pk->arena->refs == 1 && pk->arena->base)
+        n += pk->arena->bytes;
+    return n;
+}
+
 uint64_t gg_cache_evict_bytes(gg_cache *c, const gg_cache_entry *keep, uint64_t bytes)
 {
+    /* all or nothing: graphs are not thrown away for room they cannot make */
+    uint64_t can = 0;
+    for (gg_list *l = c->lru.next; l != &c->lru && can < bytes; l = l->next)
+        can += cache_reclaimable(gg_container_of(l, gg_cache_entry, lru_link), keep);
+    if (can < bytes)
+        return 0;
     uint64_t freed = 0;
     for (gg_list *l = c->lru.next, *nx; l != &c->lru && freed < bytes; l = nx) {
         nx = l->next;
         gg_cache_entry *e = gg_container_of(l, gg_cache_entry, lru_link);
-        if (e == keep || e->state != GG_ENTRY_READY || e->pins)
+        uint64_t n = cache_reclaimable(e, keep);
+        if (!n)
             continue;
-        freed += e->footprint;
-        /* the last graph of a parked record takes its arena with it */
-        const gg_parked *pk = e->parked;
-        if (pk && pk->live == 1 && pk->arena && pk->arena->refs == 1 && pk->arena->base)
-            freed += pk->arena->bytes;
+        freed += n;
         cache_evict(c, e, "VRAM cap at capture");
     }
     return freed;

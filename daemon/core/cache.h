@@ -121,7 +121,8 @@ unsigned gg_cache_evict_matching(gg_cache *c, bool (*match)(const gg_cache_entry
                                  const void *arg, unsigned *evicted, unsigned *deferred);
 /* Evict least recently used unpinned graphs other than keep until at
  * least bytes of footprint are freed (vram-cap at capture, exec.c);
- * returns the footprint freed. */
+ * returns the footprint freed: 0, with nothing evicted, when all such
+ * graphs together hold less than bytes. */
 uint64_t gg_cache_evict_bytes(gg_cache *c, const gg_cache_entry *keep, uint64_t bytes);
 unsigned gg_cache_count(const gg_cache *c);
 unsigned gg_cache_capacity(const gg_cache *c);
