@@ -547,64 +547,113 @@ __global__ void __launch_bounds__(LB)
     typedef rowgeo<WARP> G;
     __shared__ float sh[32];
     const int nu = cols / U::N, lane = G::lane(), width = G::width();
-    float xv[R > 0 ? R : 1][U::N];
-    for (int64_t r = G::first(); r < rows; r += G::step()) {
-        const T *xr = x + r * cols;
-        T *yr = y + r * cols;
-        float m = -INFINITY;
-        if constexpr (R > 0) {
-#pragma unroll
-            for (int j = 0; j < R; j++)
-                if (lane + j * width < nu) {
-                    U::load(xr, lane + j * width, xv[j]);
-#pragma unroll
-                    for (int k = 0; k < U::N; k++)
-                        m = fmaxf(m, xv[j][k]);
-                }
-        } else {
-            for (int i = lane; i < nu; i += width) {
-                U::load(xr, i, xv[0]);
-#pragma unroll
-                for (int k = 0; k < U::N; k++)
-                    m = fmaxf(m, xv[0][k]);
-            }
-        }
-        m = G::max(m, sh);
-        float s = 0.0f;
-        if constexpr (R > 0) {
+    if constexpr (R == 4 && !WARP) {
+        /* the longest rows held (4 units a thread at up to 1024 threads):
+         * kept as stored, not as floats, and the exponentials computed
+         * twice, so a block needs half the registers and two rows share a
+         * multiprocessor (one row at a time left [2048, 32000] f16 at 67% of
+         * the copy rate) */
+        typename U::raw raw[R];
+        for (int64_t r = G::first(); r < rows; r += G::step()) {
+            const T *xr = x + r * cols;
+            T *yr = y + r * cols;
 #pragma unroll
             for (int j = 0; j < R; j++)
                 if (lane + j * width < nu)
-#pragma unroll
-                    for (int k = 0; k < U::N; k++) {
-                        xv[j][k] = expf(xv[j][k] - m);
-                        s += xv[j][k];
-                    }
-        } else {
-            for (int i = lane; i < nu; i += width) {
-                U::load(xr, i, xv[0]);
-#pragma unroll
-                for (int k = 0; k < U::N; k++)
-                    s += expf(xv[0][k] - m);
-            }
-        }
-        const float inv = 1.0f / G::sum(s, sh);
-        if constexpr (R > 0) {
+                    raw[j] = U::load_raw(xr, lane + j * width);
+            float m = -INFINITY;
 #pragma unroll
             for (int j = 0; j < R; j++)
                 if (lane + j * width < nu) {
+                    float v[U::N];
+                    U::cvt(raw[j], v);
 #pragma unroll
                     for (int k = 0; k < U::N; k++)
-                        xv[j][k] *= inv;
-                    U::store(yr, lane + j * width, xv[j]);
+                        m = fmaxf(m, v[k]);
                 }
-        } else {
-            for (int i = lane; i < nu; i += width) {
-                U::load(xr, i, xv[0]);
+            m = G::max(m, sh);
+            float sum = 0.0f;
 #pragma unroll
-                for (int k = 0; k < U::N; k++)
-                    xv[0][k] = expf(xv[0][k] - m) * inv;
-                U::store(yr, i, xv[0]);
+            for (int j = 0; j < R; j++)
+                if (lane + j * width < nu) {
+                    float v[U::N];
+                    U::cvt(raw[j], v);
+#pragma unroll
+                    for (int k = 0; k < U::N; k++)
+                        sum += expf(v[k] - m);
+                }
+            const float inv = 1.0f / G::sum(sum, sh);
+#pragma unroll
+            for (int j = 0; j < R; j++)
+                if (lane + j * width < nu) {
+                    float v[U::N];
+                    U::cvt(raw[j], v);
+#pragma unroll
+                    for (int k = 0; k < U::N; k++)
+                        v[k] = expf(v[k] - m) * inv;
+                    U::store(yr, lane + j * width, v);
+                }
+        }
+    } else {
+        float xv[R > 0 ? R : 1][U::N];
+        for (int64_t r = G::first(); r < rows; r += G::step()) {
+            const T *xr = x + r * cols;
+            T *yr = y + r * cols;
+            float m = -INFINITY;
+            if constexpr (R > 0) {
+#pragma unroll
+                for (int j = 0; j < R; j++)
+                    if (lane + j * width < nu) {
+                        U::load(xr, lane + j * width, xv[j]);
+#pragma unroll
+                        for (int k = 0; k < U::N; k++)
+                            m = fmaxf(m, xv[j][k]);
+                    }
+            } else {
+                for (int i = lane; i < nu; i += width) {
+                    U::load(xr, i, xv[0]);
+#pragma unroll
+                    for (int k = 0; k < U::N; k++)
+                        m = fmaxf(m, xv[0][k]);
+                }
+            }
+            m = G::max(m, sh);
+            float s = 0.0f;
+            if constexpr (R > 0) {
+#pragma unroll
+                for (int j = 0; j < R; j++)
+                    if (lane + j * width < nu)
+#pragma unroll
+                        for (int k = 0; k < U::N; k++) {
+                            xv[j][k] = expf(xv[j][k] - m);
+                            s += xv[j][k];
+                        }
+            } else {
+                for (int i = lane; i < nu; i += width) {
+                    U::load(xr, i, xv[0]);
+#pragma unroll
+                    for (int k = 0; k < U::N; k++)
+                        s += expf(xv[0][k] - m);
+                }
+            }
+            const float inv = 1.0f / G::sum(s, sh);
+            if constexpr (R > 0) {
+#pragma unroll
+                for (int j = 0; j < R; j++)
+                    if (lane + j * width < nu) {
+#pragma unroll
+                        for (int k = 0; k < U::N; k++)
+                            xv[j][k] *= inv;
+                        U::store(yr, lane + j * width, xv[j]);
+                    }
+            } else {
+                for (int i = lane; i < nu; i += width) {
+                    U::load(xr, i, xv[0]);
+#pragma unroll
+                    for (int k = 0; k < U::N; k++)
+                        xv[0][k] = expf(xv[0][k] - m) * inv;
+                    U::store(yr, i, xv[0]);
+                }
             }
         }
     }
