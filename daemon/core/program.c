@@ -874,14 +874,23 @@ int gg_program_parse(const gg_define_env *env, const msgpack_object *params, gg_
     const msgpack_object *nodes = proto_map_get(params, "nodes");
     const msgpack_object *branches = proto_map_get(params, "branches");
     /* calls copy their callees' tensors into this program's table */
-    uint32_t call_tensors = 0, call_nodes;
+    uint32_t call_tensors = 0, call_nodes, call_nodes_all = 0;
     if (nodes && (rc = prog_calls_count(env, p, nodes, &call_tensors, &call_nodes, e)) < 0)
         goto fail;
+    if (nodes)
+        call_nodes_all = call_nodes;
     if (branches && branches->type == MSGPACK_OBJECT_ARRAY)
-        for (uint32_t b = 0; b < branches->via.array.size && b < GG_MAX_BRANCHES; b++)
+        for (uint32_t b = 0; b < branches->via.array.size && b < GG_MAX_BRANCHES; b++) {
             if ((rc = prog_calls_count(env, p, &branches->via.array.ptr[b], &call_tensors,
                                        &call_nodes, e)) < 0)
                 goto fail;
+            call_nodes_all += call_nodes;
+        }
+    if (call_nodes_all > GG_MAX_CALL_NODES) {
+        rc = proto_fail(e, -EINVAL, "the programs this one calls bring %u nodes over all its "
+                        "branches; at most %d", call_nodes_all, GG_MAX_CALL_NODES);
+        goto fail;
+    }
     if (tensors->via.map.size + call_tensors > GG_MAX_TENSORS) {
         rc = proto_fail(e, -EINVAL, "with the tensors of the programs it calls this program has "
                         "%u tensors; at most %d", tensors->via.map.size + call_tensors,

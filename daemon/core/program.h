@@ -16,6 +16,9 @@
 #define GG_MAX_BRANCHES 64
 #define GG_MAX_BATCH 65536
 #define GG_MAX_TENSOR_BYTES (1ULL << 40)
+/* Nodes that call nodes may copy into one program, all branches together:
+ * a define of a few bytes is checked on the loop, and must stay cheap. */
+#define GG_MAX_CALL_NODES 8192
 
 typedef struct {
     char name[64];

@@ -208,14 +208,19 @@ static int define_end(gg_call *c, void *state, int rc)
 
 const gg_offload gg_method_program_define_offload = {define_begin, define_work, define_end};
 
-/* A define that is small enough to check on the loop: the same halves. */
+/* A define that is small enough to check on the loop reads the core
+ * directly: a snapshot of every id would cost more than the define. */
 int gg_method_program_define(gg_call *c)
 {
-    void *state;
-    int rc = define_begin(c, &state);
+    if (!c->params)
+        return proto_fail(&c->err, -EINVAL, "program.define needs {name, tensors, nodes}");
+    int rc = define_check(c->params, &c->err);
     if (rc < 0)
         return rc;
-    return define_end(c, state, define_work(state, c->params, &c->err));
+    gg_program *p;
+    if ((rc = gg_program_define(c->core, c->sess, c->params, &p, &c->err)) < 0)
+        return rc;
+    return define_answer(c, p);
 }
 
 static int define_answer(gg_call *c, gg_program *p)
