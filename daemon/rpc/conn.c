@@ -892,8 +892,11 @@ static bool conn_offload(gg_conn *c, size_t off, size_t len)
     uv_read_stop((uv_stream_t *)&c->pipe);
     uv_timer_stop(&c->req_timer);
     if ((rc = uv_queue_work(core->loop, &j->work, conn_job_work, conn_job_done)) < 0) {
-        conn_job_work(&j->work);    /* cannot fail with these arguments; still answered */
-        conn_job_done(&j->work, 0);
+        /* libuv refuses only a NULL work callback: a broken build, not
+         * anything a client can cause; and the core lock held here rules
+         * out finishing the job inline */
+        gg_error("uv_queue_work: %s", uv_strerror(rc));
+        abort();
     }
     return true;
 
