@@ -355,18 +355,19 @@ static void test_evict_in_use(gg_client *own)
     if (!admin)
         goto out;
     uint64_t before = t_stat(admin, "evictions");
-    /* The evict lands while the replay runs (it pins its graph).  On a
-     * loaded machine the replay may not have begun yet: then the graph
-     * goes at once, and the round is tried again, waiting longer. */
+    /* The evict lands while the replay runs (it pins its graph), half a
+     * replay after the submission.  On a loaded machine the replay may not
+     * have begun yet, or have ended: then the graph goes at once, and the
+     * round is tried again the same way. */
     uint64_t ticket = 0;
     const msgpack_object *r;
     bool deferred = false;
-    for (int round = 0; round < 4 && !deferred; round++) {
+    for (int round = 0; round < 6 && !deferred; round++) {
         if (round && !CHECK(gg_client_program_prepare(own, prog, 0, NULL, -1, &ready, NULL) == 0))
             break;
         if (!CHECK(gg_client_submit(own, prog, 8, -1, NULL, &ticket) == 0))
             break;
-        h_sleep_ms((one > 40 ? 20 : (int)one / 2) << round);
+        h_sleep_ms(one > 40 ? 20 : (int)(one / 2));
         if (!CHECK(evict_name(admin, "slow", &r) == 0))
             break;
         CHECK_EQ(h_getu(r, "matched"), 1);
