@@ -30,6 +30,9 @@ void gg_core_init(gg_core *core, uv_loop_t *loop, const gg_config *cfg)
     core->loop = loop;
     core->cfg = cfg;
     core->started_ms = gg_now_ms();
+    struct timespec wall;
+    clock_gettime(CLOCK_REALTIME, &wall);
+    core->started_unix = (double)wall.tv_sec + (double)wall.tv_nsec / 1e9;
     core->next_id = 1;
     gg_idmap_init(&core->buffers);
     gg_idmap_init(&core->programs);

@@ -55,6 +55,7 @@ struct gg_core {
     struct gg_cache *cache;
     gg_stats stats;
     uint64_t started_ms;
+    double started_unix;            /* the wall clock then (enabled_at), read once */
 
     bool stopping;                  /* set by the owner when a stop begins */
     bool device_lost;

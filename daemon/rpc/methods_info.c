@@ -104,9 +104,8 @@ int gg_method_hello(gg_call *c)
     return 0;
 }
 
-/* The seed's enabled_at: when graph replay was enabled, as Unix time (the
- * daemon's start, read back from its uptime); nil while graphs are off
- * (mode 0). */
+/* enabled_at: when graph replay was enabled, as Unix time (the daemon's
+ * start, the wall clock read once then); nil while graphs are off (mode 0). */
 static void info_pack_enabled_at(msgpack_packer *pk, const gg_core *core)
 {
     proto_pack_key(pk, "enabled_at");
@@ -114,10 +113,7 @@ static void info_pack_enabled_at(msgpack_packer *pk, const gg_core *core)
         msgpack_pack_nil(pk);
         return;
     }
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    double now = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-    msgpack_pack_double(pk, now - (double)(gg_now_ms() - core->started_ms) / 1000.0);
+    msgpack_pack_double(pk, core->started_unix);
 }
 
 static void stats_pack_session(msgpack_packer *pk, const gg_session *s)

@@ -277,7 +277,8 @@ def stats(socket=None):
     """The daemon's ``stats`` map (PROTOCOL.md section 10: capture_count,
     replay_count, fallback_count, validation_failures, avg_replay_us,
     sessions, cache, ...), plus ``enabled_at`` (when gfxgraph.enable() was
-    called, seconds since the epoch, or None) and ``local`` (this process's
+    called, seconds since the epoch, or None; the daemon's own enabled_at,
+    its start, is ``daemon_enabled_at``) and ``local`` (this process's
     counters: captures routed through the daemon, captures that fell back to
     PyTorch's CUDA graph and the ops that caused it).  Raises Error when the
     daemon cannot be reached."""
@@ -286,6 +287,9 @@ def stats(socket=None):
     for k in ("capture_count", "replay_count", "fallback_count", "validation_failures"):
         out.setdefault(k, 0)
     out.setdefault("avg_replay_us", 0.0)
+    # enabled_at is this process's enable(); the daemon's own (its start)
+    # stays readable under another name
+    out["daemon_enabled_at"] = r.get("enabled_at")
     out["enabled_at"] = local["enabled_at"]
     out["local"] = _local_copy()
     return out
