@@ -1,12 +1,11 @@
 #!/usr/bin/env python3
-"""The seed's workloads, device time per replay, fused and unfused, beside
-a torch.cuda.CUDAGraph of the same PyTorch code, in one run (issue 10,
-outcome 3):
+"""Three reference workloads, device time per replay, fused and unfused,
+beside a torch.cuda.CUDAGraph of the same PyTorch code, in one run:
 
     decode_chain      32 x (layernorm -> gelu tanh), batch 1, d 1024, f16
     mlp_bs32_d1024    linear 1024->4096 -> gelu -> linear 4096->1024, batch 32, f32
     mlp_bs128_d2048   linear 2048->8192 -> gelu -> linear 8192->2048, batch 128, f32
-    (and the two MLPs in f16, not seed workloads)
+    (and the two MLPs in f16, beside the reference ones)
 
 (bench_python.py's definitions; f32 without TF32 on both sides.)  Two
 daemons are started from BUILD: one with the default launch plans (fused)
@@ -22,7 +21,7 @@ PyTorch's own CUDA graph and through the daemon, then in alternating blocks
 and reports p50/mean of each, the ratio daemon/torch at p50, the program's
 nodes and kernels (launches per replay, from stats), and the daemon
 output's relative L2 error against PyTorch eager on a fresh input.
-Targets (issue 10): decode_chain <= 0.5, the MLPs <= 1.0, fused.
+Targets: decode_chain <= 0.5, the MLPs <= 1.0, fused.
 
     bench_fuse.py [--build DIR] [--json FILE] [--steps N] [--blocks N] [--commit SHA]
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The Python package on a GPU, against a `gfxgraphd --backend hip`:
 
-(a) the seed's workloads (tests/gpu/python/test_torch_cudagraph.py's
+(a) the three reference workloads (tests/gpu/python/test_torch_cudagraph.py's
     definitions: the decode chain, layernorm -> gelu(tanh) x 32, batch 1,
     d 1024, f16; mlp_bs32_d1024 and mlp_bs128_d2048, linear -> gelu ->
     linear with a 4x hidden, f32 without TF32 as in the test, plus f16 rows)
@@ -97,7 +97,7 @@ def start_daemon(build):
     return p, sock, tmp
 
 
-# ---- (a) the seed's workloads ----------------------------------------------
+# ---- (a) the three reference workloads ----------------------------------------------
 
 def workloads_a(torch, gfxgraph, sock, steps, blocks, warmup, out):
     nn = torch.nn

@@ -1,4 +1,4 @@
-/* Issue 10 (hold under abuse), items 1, 2, 6 and 7 over raw sockets:
+/* Holding under abuse, over raw sockets:
  *   backpressure: a client that pipelines a million small requests and never
  *     reads leaves the daemon's RSS under baseline + 64 MiB (reading pauses
  *     at max-queued-bytes), gets every answer once it reads, and RSS returns

@@ -1,4 +1,4 @@
-/* Issue 13 outcome 7: buffers by file descriptor.  buffer.register {fd:
+/* Buffers by file descriptor.  buffer.register {fd:
  * true} takes the descriptor that came (SCM_RIGHTS) with the request's own
  * bytes; holding it is the permission.
  *

@@ -1,5 +1,5 @@
-/* The seed's keys in health and stats (issue 13 item 6): health answers
- * `summary`, the seed's one-line `details` string, beside today's `details`
+/* The Python API's keys in health and stats: health answers
+ * `summary`, the one-line `details` string of gfxgraph's Python API, beside today's `details`
  * map (unchanged), and `enabled_at` (Unix time graphs were enabled: the
  * daemon's start), which stats answers too; with graphs off (GFXGRAPH=0)
  * enabled_at is nil. */

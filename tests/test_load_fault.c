@@ -1,4 +1,4 @@
-/* Issue 10 item 9: load and faults together, every result checked.
+/* Load and faults together, every result checked.
  *
  * Each client is a forked process with its own gg_client, its own shm
  * buffers x, c, y ([4, 64] f32) and its own program y = x*2 + c (scale, add;

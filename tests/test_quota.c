@@ -1,4 +1,4 @@
-/* Issue 10 item 3: per-uid quotas.  Each would fail on the code before:
+/* Per-uid quotas.  Each case is a regression test:
  *  - 200 registrations of 4 KiB of a sparse 1 TiB shm object all succeed
  *    (the cpu backend mapped the whole object: ENOMEM after ~126);
  *  - max-buffers-per-uid, max-mapped-bytes-per-uid, max-programs-per-uid,

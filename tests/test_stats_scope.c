@@ -1,5 +1,4 @@
-/* Issue 10 item 4: scoped, bounded stats.  Each would fail on the code
- * before:
+/* Scoped, bounded stats.  Each case is a regression test:
  *  - a caller (nobody) sees only its own uid's sessions and cache rows
  *    (scope "uid"): not root's client name, pid or program names;
  *  - root sees every uid's (scope "all"); so does a member of admin-group;

@@ -1,4 +1,4 @@
-/* GFXGRAPH=validate, honestly (issue 13 item 6), on the cpu backend:
+/* GFXGRAPH=validate on the cpu backend:
  *  - equal values agree, +-inf and NaN in the same places included: an
  *    output holding them validates (it failed before, disabling the graph),
  *    and so does an f16 output that overflows to inf (60000 x 2);

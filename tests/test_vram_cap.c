@@ -1,5 +1,5 @@
-/* vram-cap held against the device's real memory at capture time (issue 13
- * item 6), on the cpu backend with injected sizes (GFXGRAPH_CPU_MEMORY:
+/* vram-cap held against the device's real memory at capture time, on the
+ * cpu backend with injected sizes (GFXGRAPH_CPU_MEMORY:
  * TOTAL:USED, the daemon's scratch counted against the rest as a GPU
  * runtime counts it):
  *  - hello and health report the injected total and free memory;

@@ -17,9 +17,9 @@
 #include "fastpath.h"
 
 #define INFO_DEVINFO_MAX_AGE_MS 1000
-/* A stats cache row's packed size at most: 19 keys (~185 bytes), a
- * program name (64), a failure reason (160), 14 numbers (9 each) and two
- * short strings (replay-mode adaptive's, 10 bytes each). */
+/* A stats cache row's packed size at most: up to 21 keys with their
+ * numbers and short strings (about 340 bytes), a program name (64) and a
+ * failure reason (160): about 565 bytes. */
 #define STATS_ROW_MAX 640
 
 static void info_pack_device(msgpack_packer *pk, const gg_core *core)
@@ -230,7 +230,7 @@ static void health_done(gg_job *j, const gg_replay_outcome *out)
     rpc->devinfo_ms = gg_now_ms();
     const gg_device_info *d = &core->devinfo;
     msgpack_packer *pk = gg_rpc_reply_begin(j->sess, (uint32_t)j->tag);
-    /* the seed's details string, one line, beside the details map */
+    /* the Python API's details string, one line, beside the details map */
     char summary[300];
     if (ok)
         snprintf(summary, sizeof(summary), "Graph capture/replay OK, output verified");

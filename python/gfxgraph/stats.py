@@ -252,7 +252,7 @@ def call(method, sock=None, timeout=30.0):
         c.close()
 
 
-# ---- the seed's stats / health_check --------------------------------------
+# ---- stats / health_check -----------------------------------------------
 
 # Local counters of this process (gfxgraph.enable()'s CUDA-graph routing).
 local = {

@@ -1,5 +1,5 @@
 # make demo's script (tests/scripts/demo.sh) against this build: both runs
-# match the reference and the daemon counts no errors (issue 13 item 6).
+# match the reference and the daemon counts no errors.
 # Not under the sanitizers: the demo's d = 1024 MLP on unoptimised
 # reference kernels takes minutes there, and every path it takes is
 # covered by the client tests.

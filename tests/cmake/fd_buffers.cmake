@@ -1,4 +1,4 @@
-# Issue 13 outcome 7: buffers by file descriptor (buffer.register fd: true):
+# Buffers by file descriptor (buffer.register fd: true):
 # memfd and shm descriptors registered and written by replays, every refusal,
 # descriptors no request takes closed (the daemon's count back at its
 # baseline), a shrink gives EFAULT; and, as root, a daemon running as nobody

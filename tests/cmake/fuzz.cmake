@@ -1,4 +1,4 @@
-# The handler-level fuzz target (issue 10 item 8): the real server on the
+# The handler-level fuzz target: the real server on the
 # cpu backend in-process, every method through the dispatch table, replays
 # executed (tests/fuzz/fuzz_handlers.c).  libFuzzer comes with clang only.
 # `make fuzz` / `make test` build it (and fuzz_proto) in build-fuzz with

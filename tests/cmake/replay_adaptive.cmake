@@ -1,4 +1,4 @@
-# replay-mode adaptive (issue 10): the choice's bookkeeping with made-up
+# replay-mode adaptive: the choice's bookkeeping with made-up
 # timings (unit), and the daemon's choices, stats and remembered decisions
 # with adaptive-timing's fixed figures (integration).
 add_executable(test_adapt ${GG_TESTS_DIR}/test_adapt.c)

@@ -459,7 +459,7 @@ def test_main(args):
             "avg_replay_us", "enabled_at"]
     check(all(k in st for k in keys) and st["capture_count"] >= 6 and st["replay_count"] > 0
           and st["enabled_at"] is None and "local" in st,
-          "stats(): the seed's keys %r" % {k: st.get(k) for k in keys})
+          "stats(): the Python API's keys %r" % {k: st.get(k) for k in keys})
     check(len(session_of(st, c.session)) == 1 and session_of(st, c.session)[0]["programs"] == 1
           and session_of(st, c.session)[0]["buffers"] == 4,
           "stats(): this session with its 1 program and 4 buffers: %r"

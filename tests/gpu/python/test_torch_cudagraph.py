@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """gfxgraph.enable(): unchanged torch.cuda.CUDAGraph code routed through the
-daemon (run.sh starts a hip daemon).  The seed's three workloads (decode
+daemon (run.sh starts a hip daemon).  The three reference workloads (decode
 chain: layernorm -> gelu(tanh) x 8 at d 1024, batch 1; mlp_bs32_d1024;
 mlp_bs128_d2048), each captured the usual way (warm-up on a side stream,
 torch.cuda.graph, copy into the static input, replay), must be routed to
