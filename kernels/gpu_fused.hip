@@ -227,6 +227,243 @@ template <int DT> static void fz_norm_launch(gg_gpu_ctx *c, const fz_norm_args &
         fz_norm_launch_v<DT, false>(c, a);
 }
 
+/* ---- row chains: up to 16 norm(-> activation) stages, the row in registers ---------- */
+
+typedef struct {
+    const void *w, *b;         /* b NULL: rmsnorm */
+    void *h, *y;               /* NULL: not written */
+    float eps, p;
+    int rms, act;
+} fz_rc_stage;
+
+typedef struct {
+    const void *x;
+    int64_t rows;
+    int cols, n;
+    fz_rc_stage st[GG_ROWCHAIN_MAX_STAGES];
+} fz_rc_args;
+
+/* The sum of v over the block, for every thread.  Two shared slots used in
+ * turn: a slot is written again only two reductions later, after a barrier
+ * every reader of its last use has passed, so one barrier a reduction does
+ * (a chain's stages are mostly these barriers at decode sizes). */
+static __device__ __forceinline__ float fz_rc_sum(float v, float (*sh)[32], int &slot)
+{
+    v = gg_warp_sum(v);
+    const int lane = threadIdx.x % warpSize, wid = threadIdx.x / warpSize;
+    const int nw = blockDim.x / warpSize;
+    if (lane == 0)
+        sh[slot][wid] = v;
+    __syncthreads();
+    float t = 0.0f;
+    for (int i = 0; i < nw; i++)
+        t += sh[slot][i];
+    slot ^= 1;
+    return t;
+}
+
+/* One block a row; a thread holds the same R units of the row through every
+ * stage, so a stage's input is the previous stage's output as rounded to the
+ * storage dtype (what the unfused nodes would read back), never re-read.
+ * The next stage's w and b are loaded before this stage's reductions, which
+ * hides their latency.  Each thread writes only the units it read, so an
+ * output over x (exactly) is safe. */
+template <int DT, bool VEC, int R>
+__global__ void __launch_bounds__(1024) k_rowchain(fz_rc_args a)
+{
+    typedef typename dt<DT>::T T;
+    typedef unit<DT, VEC> U;
+    __shared__ float sh[2][32];
+    int slot = 0;
+    const int nu = a.cols / U::N, width = blockDim.x;
+    for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
+        const int64_t base = row * a.cols;
+        float v[R][U::N];
+        typename U::raw wc[R], bc[R];
+#pragma unroll
+        for (int j = 0; j < R; j++) {
+            const int i = threadIdx.x + j * width;
+            if (i < nu) {
+                U::load((const T *)a.x + base, i, v[j]);
+                wc[j] = U::load_raw((const T *)a.st[0].w, i);
+                bc[j] = a.st[0].rms ? wc[j] : U::load_raw((const T *)a.st[0].b, i);
+            }
+        }
+        for (int k = 0; k < a.n; k++) {
+            const fz_rc_stage &s = a.st[k];
+            typename U::raw wn[R], bn[R];
+            if (k + 1 < a.n) {
+                const fz_rc_stage &t = a.st[k + 1];
+#pragma unroll
+                for (int j = 0; j < R; j++) {
+                    const int i = threadIdx.x + j * width;
+                    if (i < nu) {
+                        wn[j] = U::load_raw((const T *)t.w, i);
+                        bn[j] = t.rms ? wn[j] : U::load_raw((const T *)t.b, i);
+                    }
+                }
+            }
+            float mean = 0.0f;
+            if (!s.rms) {
+                float sum = 0.0f;
+#pragma unroll
+                for (int j = 0; j < R; j++)
+                    if (threadIdx.x + j * width < nu) {
+#pragma unroll
+                        for (int e = 0; e < U::N; e++)
+                            sum += v[j][e];
+                    }
+                mean = fz_rc_sum(sum, sh, slot) / (float)a.cols;
+            }
+            float q = 0.0f;
+#pragma unroll
+            for (int j = 0; j < R; j++)
+                if (threadIdx.x + j * width < nu) {
+#pragma unroll
+                    for (int e = 0; e < U::N; e++) {
+                        const float d = v[j][e] - mean;
+                        q += d * d;
+                    }
+                }
+            const float rstd = 1.0f / sqrtf(fz_rc_sum(q, sh, slot) / (float)a.cols + s.eps);
+            T *hr = s.h ? (T *)s.h + base : NULL;
+            T *yr = s.y ? (T *)s.y + base : NULL;
+#pragma unroll
+            for (int j = 0; j < R; j++) {
+                const int i = threadIdx.x + j * width;
+                if (i >= nu)
+                    continue;
+                float wv[U::N], bv[U::N], o[U::N];
+                U::cvt(wc[j], wv);
+                U::cvt(bc[j], bv);
+#pragma unroll
+                for (int e = 0; e < U::N; e++) {
+                    const float t = s.rms ? v[j][e] * rstd * wv[e]
+                                          : (v[j][e] - mean) * rstd * wv[e] + bv[e];
+                    o[e] = fz_rnd<DT>(t);
+                }
+                if (hr)
+                    U::store(hr, i, o);
+                if (s.act) {
+#pragma unroll
+                    for (int e = 0; e < U::N; e++)
+                        o[e] = fz_rnd<DT>(fz_act(s.act, o[e], s.p));
+                }
+                if (yr)
+                    U::store(yr, i, o);
+#pragma unroll
+                for (int e = 0; e < U::N; e++)
+                    v[j][e] = o[e];
+            }
+            if (k + 1 < a.n) {
+#pragma unroll
+                for (int j = 0; j < R; j++) {
+                    wc[j] = wn[j];
+                    bc[j] = bn[j];
+                }
+            }
+        }
+    }
+}
+
+template <int DT, bool VEC> static bool fz_rc_launch_v(gg_gpu_ctx *c, const fz_rc_args &a)
+{
+    const int nu = a.cols / unit<DT, VEC>::N;
+    const int cap = c->max_threads < 1024 ? c->max_threads : 1024;
+    int t = 64;
+    while (t < nu && t * 2 <= cap)
+        t *= 2;
+    const unsigned grid = (unsigned)(a.rows < (1 << 20) ? a.rows : (1 << 20));
+    const int per = (nu + t - 1) / t;
+    if (per <= 1)
+        k_rowchain<DT, VEC, 1><<<grid, t, 0, c->stream>>>(a);
+    else if (per <= 2)
+        k_rowchain<DT, VEC, 2><<<grid, t, 0, c->stream>>>(a);
+    else if (per <= 4)
+        k_rowchain<DT, VEC, 4><<<grid, t, 0, c->stream>>>(a);
+    else
+        return false;
+    return true;
+}
+
+template <int DT> static int fz_rowchain(gg_gpu_ctx *c, const gg_rowchain *ch)
+{
+    const gg_tensor_desc *xd = &ch->x.desc;
+    const int64_t cols = xd->dims[xd->ndim - 1];
+    if (cols > INT_MAX)
+        return gg_gpu_fail(-EINVAL, "fused.row_chain: rows of %lld values", (long long)cols);
+    fz_rc_args a;
+    memset(&a, 0, sizeof a);
+    a.x = ch->x.data;
+    a.cols = (int)cols;
+    a.rows = gg_desc_numel(xd) / cols;
+    a.n = ch->n;
+    bool vec = cols % dt<DT>::VEC == 0 && gg_gpu_aligned16(a.x);
+    for (int k = 0; k < ch->n; k++) {
+        const gg_rowchain_stage *s = &ch->st[k];
+        fz_rc_stage *d = &a.st[k];
+        d->w = s->w.data;
+        d->b = s->rms ? NULL : s->b.data;
+        d->h = s->h.data;
+        d->y = s->y.data;
+        d->eps = (float)s->eps;
+        d->p = (float)s->p;
+        d->rms = s->rms;
+        d->act = s->act;
+        const void *p[] = {d->w, d->b, d->h, d->y};
+        for (int i = 0; i < 4; i++)
+            vec = vec && (!p[i] || gg_gpu_aligned16(p[i]));
+    }
+    const gg_op_def *op = gg_ops_rowchain();
+    if (vec ? fz_rc_launch_v<DT, true>(c, a) : fz_rc_launch_v<DT, false>(c, a))
+        return gg_gpu_launched(op);
+    /* a row longer than registers hold: the stages one by one, as norm_act
+     * kernels, a dropped output passing through the last y (gg_rowchain) */
+    for (int k = 0; k < ch->n; k++) {
+        gg_tensor in[3], out[2];
+        gg_op_attrs at;
+        int nout;
+        gg_rowchain_stage_launch(ch, k, in, out, &nout, &at);
+        fz_norm_args n;
+        memset(&n, 0, sizeof n);
+        n.x = in[0].data;
+        n.w = ch->st[k].w.data;
+        n.b = ch->st[k].rms ? NULL : ch->st[k].b.data;
+        n.h = nout > 1 ? out[1].data : NULL;
+        n.y = out[0].data;
+        n.rows = a.rows;
+        n.cols = a.cols;
+        n.eps = a.st[k].eps;
+        n.p = a.st[k].p;
+        n.rms = a.st[k].rms;
+        n.act = a.st[k].act;
+        fz_norm_launch<DT>(c, n);
+        int rc = gg_gpu_launched(op);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+extern "C" int gg_gpu_rowchain_launch(gg_gpu_ctx *c, const gg_rowchain *ch)
+{
+    char why[160];
+    if (!c || !ch)
+        return gg_gpu_fail(-EINVAL, "gg_gpu_rowchain_launch: NULL argument");
+    if (gg_rowchain_check(ch, why, sizeof why) < 0)
+        return gg_gpu_fail(-EINVAL, "%s", why);
+    switch (ch->x.desc.dtype) {
+    case GG_DT_F32:
+        return fz_rowchain<GG_DT_F32>(c, ch);
+    case GG_DT_F16:
+        return fz_rowchain<GG_DT_F16>(c, ch);
+    case GG_DT_BF16:
+        return fz_rowchain<GG_DT_BF16>(c, ch);
+    default:
+        return gg_gpu_fail(-EINVAL, "fused.row_chain: dtype %d", (int)ch->x.desc.dtype);
+    }
+}
+
 /* ---- elementwise: epilogues and chains ------------------------------------------ */
 
 typedef struct {

@@ -39,6 +39,11 @@ void *gg_gpu_ctx_stream(const gg_gpu_ctx *ctx);
 int gg_gpu_op_launch(gg_gpu_ctx *ctx, const gg_op_def *op, const gg_tensor *in, int nin,
                      const gg_tensor *out, int nout, const gg_op_attrs *attrs);
 
+/* Enqueue a row chain (ops.h, gg_rowchain) as one kernel: a block a row,
+ * the row in registers through every stage (rows too long for that run the
+ * stages one by one).  0, or -EINVAL (with the reason), -EIO. */
+int gg_gpu_rowchain_launch(gg_gpu_ctx *ctx, const gg_rowchain *chain);
+
 /* 1 when this build has a kernel for op in dtype dt. */
 int gg_gpu_op_supported(const gg_op_def *op, gg_dtype dt);
 

@@ -196,6 +196,44 @@ int gg_ops_fused_kind(const gg_op_def *op);
 double gg_ew_pack(const gg_ew_steps *s);
 int gg_ew_unpack(double v, gg_ew_steps *s);   /* 0, or -EINVAL */
 
+/* ---- row chains (ops_fused.c; the planner's "fused.row_chain") -------------
+ * A run of up to GG_ROWCHAIN_MAX_STAGES row-local stages, each a layernorm or
+ * rmsnorm with an optional activation (what fused.norm_act computes), stage
+ * k + 1 normalizing stage k's output; every stage has x's shape and the rows
+ * are x's leading dims.  Its operands do not fit an op's GG_MAX_OPERANDS, so
+ * a chain is this descriptor, launched by the device's rowchain_launch.
+ * A stage's y.data may be NULL (for any stage but the last): nothing after
+ * the chain reads it, so a kernel keeping the row in registers need not
+ * write it (a reference passes it through the last y's memory instead).
+ * h.data, when set, receives the normed value before the activation. */
+#define GG_ROWCHAIN_MAX_STAGES 16
+typedef struct {
+    gg_tensor w, b;              /* b.data NULL: no bias (rmsnorm) */
+    gg_tensor h, y;
+    double eps, p;               /* the node attributes; p: the scale activation's factor */
+    int rms, act;                /* act: GG_ACT_* */
+} gg_rowchain_stage;
+typedef struct {
+    gg_tensor x;
+    int n;
+    gg_rowchain_stage st[GG_ROWCHAIN_MAX_STAGES];
+} gg_rowchain;
+/* The op that names a chain's launch in a plan (messages, program.list); it
+ * runs only through gg_rowchain_*: its cpu and check are NULL. */
+const gg_op_def *gg_ops_rowchain(void);
+/* 0 when c is a chain a backend may run: 1..GG_ROWCHAIN_MAX_STAGES stages of
+ * float tensors of one dtype, every h and y x's shape, w and b a row, the last
+ * y set; else -EINVAL with the reason in err. */
+int gg_rowchain_check(const gg_rowchain *c, char *err, size_t errlen);
+/* Stage k as a fused.norm_act launch (inputs prev, w[, b]; outputs y[, h]),
+ * prev being stage k - 1's output (x for stage 0) and a NULL y the last
+ * stage's: running the stages in order through the references gives the
+ * unfused node sequence's bytes.  Returns nin; *nout set. */
+int gg_rowchain_stage_launch(const gg_rowchain *c, int k, gg_tensor *in, gg_tensor *out,
+                             int *nout, gg_op_attrs *attrs);
+/* The chain through the CPU references, stage by stage. */
+void gg_rowchain_run_cpu(const gg_rowchain *c);
+
 /* Internal to the op library (ops_*.c define GG_OPS_IMPL before including
  * this header): inline conversions for the hot loops, and the per-op CPU
  * references the table points at.  The exported gg_f16_to_f32() etc. are the

@@ -242,3 +242,87 @@ int gg_ew_unpack(double d, gg_ew_steps *s)
     }
     return 0;
 }
+
+/* ---- row chains ------------------------------------------------------------------ */
+
+static const gg_op_def rc_def = {.name = "fused.row_chain", .id = GG_OP_FUSED_BASE + 100,
+                                 .nin_min = 1, .nin_max = 1, .nout = 1};
+
+const gg_op_def *gg_ops_rowchain(void)
+{
+    return &rc_def;
+}
+
+static bool rc_same(const gg_tensor_desc *a, const gg_tensor_desc *b)
+{
+    if (a->dtype != b->dtype || a->ndim != b->ndim)
+        return false;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->dims[i] != b->dims[i])
+            return false;
+    return true;
+}
+
+int gg_rowchain_check(const gg_rowchain *c, char *err, size_t errlen)
+{
+    if (!c || c->n < 1 || c->n > GG_ROWCHAIN_MAX_STAGES)
+        return fz_fail(err, errlen, "row chain: %d stages (1..%d)", c ? c->n : 0,
+                       GG_ROWCHAIN_MAX_STAGES);
+    const gg_tensor_desc *x = &c->x.desc;
+    if (!c->x.data || !gg_dtype_is_float(x->dtype) || x->ndim < 1 || x->ndim > GG_MAX_DIMS ||
+        gg_desc_numel(x) < 1)
+        return fz_fail(err, errlen, "row chain: x must be a non-empty f32, f16 or bf16 tensor");
+    const int64_t cols = x->dims[x->ndim - 1];
+    for (int k = 0; k < c->n; k++) {
+        const gg_rowchain_stage *s = &c->st[k];
+        if (!s->y.data && k == c->n - 1)
+            return fz_fail(err, errlen, "row chain: the last stage's y has no data");
+        if ((s->y.data && !rc_same(&s->y.desc, x)) || (s->h.data && !rc_same(&s->h.desc, x)))
+            return fz_fail(err, errlen, "row chain: stage %d's outputs do not have x's shape",
+                           k);
+        const gg_tensor *wb[2] = {&s->w, &s->b};
+        for (int i = 0; i < (s->rms ? 1 : 2); i++)
+            if (!wb[i]->data || wb[i]->desc.dtype != x->dtype ||
+                gg_desc_numel(&wb[i]->desc) != cols)
+                return fz_fail(err, errlen, "row chain: stage %d's %s must be %lld values of "
+                               "x's dtype", k, i ? "b" : "w", (long long)cols);
+        if (s->act < GG_ACT_NONE || s->act > GG_ACT_SCALE)
+            return fz_fail(err, errlen, "row chain: stage %d: unknown activation %d", k,
+                           s->act);
+    }
+    return 0;
+}
+
+int gg_rowchain_stage_launch(const gg_rowchain *c, int k, gg_tensor *in, gg_tensor *out,
+                             int *nout, gg_op_attrs *attrs)
+{
+    const gg_rowchain_stage *s = &c->st[k], *last = &c->st[c->n - 1];
+    if (k == 0)
+        in[0] = c->x;
+    else
+        in[0] = c->st[k - 1].y.data ? c->st[k - 1].y : last->y;
+    in[1] = s->w;
+    int nin = 2;
+    if (!s->rms)
+        in[nin++] = s->b;
+    out[0] = s->y.data ? s->y : last->y;
+    *nout = 1;
+    if (s->h.data)
+        out[(*nout)++] = s->h;
+    memset(attrs, 0, sizeof *attrs);
+    attrs->v[0] = s->eps;
+    attrs->v[1] = s->rms ? 1.0 : 0.0;
+    attrs->v[2] = s->act;
+    attrs->v[3] = s->p;
+    return nin;
+}
+
+void gg_rowchain_run_cpu(const gg_rowchain *c)
+{
+    for (int k = 0; k < c->n; k++) {
+        gg_tensor in[3], out[2];
+        gg_op_attrs a;
+        int nout, nin = gg_rowchain_stage_launch(c, k, in, out, &nout, &a);
+        fz_norm_act(in, nin, out, nout, &a);
+    }
+}

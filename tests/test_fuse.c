@@ -26,8 +26,8 @@
 
 #define ROWS 4           /* the largest bucket: buffers hold this many batch rows */
 #define BATCH 3          /* replayed: runs at bucket 4 with a padding row */
-#define MAXT 12
-#define MAXN 8
+#define MAXT 72          /* a row chain of GG_ROWCHAIN_MAX_STAGES + 1 layers */
+#define MAXN 36
 #define ALIGN 256
 
 typedef struct {
@@ -129,6 +129,26 @@ static const pcase cases[] = {
      {{"x", T_IN, false, 1, {D}}, {"w", T_IN, false, 1, {D}}, {"h", T_SCR, false, 1, {D}},
       {"y", T_OUT, false, 1, {D}, "w"}},
      {{"rmsnorm", "x,w", "h", NULL, 0}, {"gelu", "h", "y", NULL, 0}}, 0, 2},
+    /* ---- row chains (ops.h, gg_rowchain) ---- */
+    {"row chain of 2: rmsnorm -> rmsnorm, no activation",
+     {{"x", T_IN, true, 1, {D}}, {"w1", T_IN, false, 1, {D}}, {"w2", T_IN, false, 1, {D}},
+      {"t", T_SCR, true, 1, {D}}, {"y", T_OUT, true, 1, {D}}},
+     {{"rmsnorm", "x,w1", "t", "eps", 1e-5}, {"rmsnorm", "t,w2", "y", "eps", 1e-6}}, 0, 1},
+    {"row chain of 3 mixed: rmsnorm -> silu in place over x, layernorm, rmsnorm -> scale "
+     "with h a buffer",
+     {{"x", T_IN, true, 1, {D}}, {"w1", T_IN, false, 1, {D}}, {"w2", T_IN, false, 1, {D}},
+      {"b2", T_IN, false, 1, {D}}, {"w3", T_IN, false, 1, {D}}, {"h1", T_SCR, true, 1, {D}},
+      {"y2", T_OUT, true, 1, {D}}, {"h3", T_OUT, true, 1, {D}}, {"y3", T_OUT, true, 1, {D}}},
+     {{"rmsnorm", "x,w1", "h1", NULL, 0}, {"silu", "h1", "x", NULL, 0},
+      {"layernorm", "x,w2,b2", "y2", "eps", 1e-3}, {"rmsnorm", "y2,w3", "h3", NULL, 0},
+      {"scale", "h3", "y3", "scale", -0.75}}, 0, 1},
+    {"row chain: a scratch stage output read after the chain is still written",
+     {{"x", T_IN, true, 1, {D}}, {"w1", T_IN, false, 1, {D}}, {"b1", T_IN, false, 1, {D}},
+      {"w2", T_IN, false, 1, {D}}, {"h1", T_SCR, true, 1, {D}}, {"t1", T_SCR, true, 1, {D}},
+      {"h2", T_SCR, true, 1, {D}}, {"y2", T_SCR, true, 1, {D}}, {"z", T_OUT, true, 1, {D}}},
+     {{"layernorm", "x,w1,b1", "h1", NULL, 0}, {"gelu", "h1", "t1", NULL, 0},
+      {"rmsnorm", "t1,w2", "h2", NULL, 0}, {"silu", "h2", "y2", NULL, 0},
+      {"add", "t1,y2", "z", NULL, 0}}, 0, 2},
     {"branches plan apart: norm+act | add, rmsnorm split by the branch",
      {{"x", T_IN, true, 1, {D}}, {"r", T_IN, true, 1, {D}}, {"w", T_IN, false, 1, {D}},
       {"h", T_SCR, true, 1, {D}}, {"y", T_OUT, true, 1, {D}}, {"s", T_OUT, true, 1, {D}}},
@@ -138,6 +158,65 @@ static const pcase cases[] = {
 #define NCASES ((int)(sizeof(cases) / sizeof(cases[0])))
 
 static const gg_dtype dtypes[] = {GG_DT_F32, GG_DT_F16, GG_DT_BF16};
+
+/* Decode-like chains, generated: `layers` x (layernorm -> gelu(tanh)), each
+ * layer's own w and b; the intermediates buffers (the client may read every
+ * one, as torch's capture makes them) or scratch.  hazard: one row (no batch
+ * dim), layer 2's w lies where layer 0's output does, so the chain must
+ * break before layer 2 (it reads what layer 0 wrote). */
+#define NGEN 5
+static pcase gen[NGEN];
+static char gen_names[NGEN][MAXT][8];
+static char gen_lists[NGEN][MAXN][2][24];
+
+static void gen_chain(int g, const char *label, int layers, bool buffers, bool hazard,
+                      int want_kernels)
+{
+    pcase *pc = &gen[g];
+    memset(pc, 0, sizeof *pc);
+    pc->label = label;
+    pc->want_kernels = want_kernels;
+    int nt = 0, nn = 0;
+    const bool batch = !hazard;
+    pc->t[nt++] = (tdef){"x", T_IN, batch, 1, {D}};
+    for (int l = 0; l < layers; l++) {
+        const char *pre[4] = {"w", "b", "h", "y"};
+        for (int k = 0; k < 4; k++) {
+            char *nm = gen_names[g][nt];
+            snprintf(nm, sizeof gen_names[g][nt], "%s%d", pre[k], l);
+            int kind = k < 2 ? T_IN
+                       : k == 2 ? (buffers ? T_OUT : T_SCR)
+                                : (buffers || l == layers - 1 ? T_OUT : T_SCR);
+            pc->t[nt] = (tdef){nm, kind, k < 2 ? false : batch, 1, {D}};
+            if (hazard && l == 2 && k == 0)
+                pc->t[nt].alias = "y0";
+            nt++;
+        }
+        char *in0 = gen_lists[g][nn][0], *out0 = gen_lists[g][nn][1];
+        if (l == 0)
+            snprintf(in0, 24, "x,w0,b0");
+        else
+            snprintf(in0, 24, "y%d,w%d,b%d", l - 1, l, l);
+        snprintf(out0, 24, "h%d", l);
+        pc->n[nn++] = (ndef){"layernorm", in0, out0, "eps", 1e-5};
+        char *in1 = gen_lists[g][nn][0], *out1 = gen_lists[g][nn][1];
+        snprintf(in1, 24, "h%d", l);
+        snprintf(out1, 24, "y%d", l);
+        pc->n[nn++] = (ndef){"gelu", in1, out1, "approximate", 1};
+    }
+}
+
+static void gen_cases(void)
+{
+    const int N = GG_ROWCHAIN_MAX_STAGES;
+    gen_chain(0, "row chain of 2 layers, intermediates scratch", 2, false, false, 1);
+    gen_chain(1, "row chain of N layers, every output a buffer (the decode chain)", N, true,
+              false, 1);
+    gen_chain(2, "row chain of N + 1 layers: two launches", N + 1, true, false, 2);
+    gen_chain(3, "row chain of N + 1 layers, intermediates scratch", N + 1, false, false, 2);
+    gen_chain(4, "row chain broken by a hazard: layer 2's w is layer 0's output", 4, true, true,
+              2);
+}
 
 static int ntensors(const pcase *pc)
 {
@@ -456,6 +535,12 @@ int main(void)
             h_section(cases[i].label);
             for (int t = 0; t < 3; t++)
                 run_case(cf, cp, &cases[i], dtypes[t], 0x9e3779b97f4a7c15ull + (uint64_t)(i * 3 + t));
+        }
+        gen_cases();
+        for (int i = 0; i < NGEN; i++) {
+            h_section(gen[i].label);
+            for (int t = 0; t < 3; t++)
+                run_case(cf, cp, &gen[i], dtypes[t], 0x51ed27a3u + (uint64_t)(i * 3 + t));
         }
         test_visible(cf);
     }

@@ -15,6 +15,7 @@
 #include "base/log.h"
 #include "core/arena.h"
 #include "core/core.h"
+#include "core/fuse.h"
 
 static int exec_fault(const gg_core *core, unsigned step, gg_job_result *r, const char *name)
 {
@@ -41,9 +42,18 @@ static int exec_launch_nodes(gg_core *core, gg_dev_stream *s, const gg_program *
     /* the launch plan (core/fuse.h): the nodes, some fused */
     for (int i = 0; i < br->nplan; i++) {
         const gg_pnode *n = &br->plan[i];
-        gg_tensor in[GG_MAX_OPERANDS], out[GG_MAX_OPERANDS];
-        int nin = gg_program_bind(p, n, rows, scratch, in, out);
-        int rc = dev->ops->op_launch(dev, s, n->op, in, nin, out, n->nout, &n->attrs);
+        int rc;
+        if (n->op == gg_ops_rowchain()) {
+            /* its stages do not fit an op's operands: their own launch */
+            gg_rowchain ch;
+            rc = gg_fuse_bind_chain(p, br, n, rows, scratch, &ch);
+            if (rc == 0)
+                rc = dev->ops->rowchain_launch(dev, s, &ch);
+        } else {
+            gg_tensor in[GG_MAX_OPERANDS], out[GG_MAX_OPERANDS];
+            int nin = gg_program_bind(p, n, rows, scratch, in, out);
+            rc = dev->ops->op_launch(dev, s, n->op, in, nin, out, n->nout, &n->attrs);
+        }
         if (rc < 0) {
             snprintf(why, whylen, "launch %d of %d (%s): %s", i, br->nplan, n->op->name,
                      dev->ops->last_error(dev));
@@ -66,7 +76,7 @@ static int exec_warmup(gg_core *core, gg_job *j, gg_cache_entry *e, gg_dev_strea
     int rc = 0;
     for (int i = 0; i < br->nplan && rc == 0; i++) {
         const gg_pnode *n = &br->plan[i];
-        if (!dev->ops->op_needs_warmup(dev, n->op))
+        if (n->op == gg_ops_rowchain() || !dev->ops->op_needs_warmup(dev, n->op))
             continue;
         gg_tensor in[GG_MAX_OPERANDS], out[GG_MAX_OPERANDS];
         void *tmp[GG_MAX_OPERANDS] = {NULL};

@@ -329,6 +329,73 @@ static int fz_ew_chain(const fz_ctx *c, int i, gg_pnode *f)
     return st.n;
 }
 
+/* ---- row chains ------------------------------------------------------------------ */
+
+/* Plan entry e as a row-chain stage: a fused norm_act, or a lone
+ * layernorm/rmsnorm node. */
+static bool fz_stage_of(const gg_pnode *e, gg_pstage *st)
+{
+    bool fused = e->op == gg_ops_fused(GG_FUSED_NORM_ACT);
+    bool rms = fused ? e->attrs.v[1] == 1.0 : fz_is(e, "rmsnorm");
+    if (!fused && !rms && !fz_is(e, "layernorm"))
+        return false;
+    if (e->nin != (rms ? 2 : 3))
+        return false;
+    st->w = e->in[1];
+    st->b = rms ? -1 : e->in[2];
+    st->h = fused && e->nout > 1 ? e->out[1] : -1;
+    st->y = e->out[0];
+    st->eps = e->attrs.v[0];
+    st->rms = rms;
+    st->act = fused ? (int)e->attrs.v[2] : GG_ACT_NONE;
+    st->p = fused ? e->attrs.v[3] : 0.0;
+    return true;
+}
+
+/* Merge the stage entries from plan[j] on into one row chain at plan[j]
+ * while each stage normalizes the one before's output of x's shape and the
+ * whole run stays safe (fz_safe over every stage's writes against every
+ * outside read: x, the weights and biases, so no stage reads what another
+ * writes but through the row it holds).  A stage output nothing after the
+ * run reads is not written.  first[k]: the first node of plan entry k (k
+ * up to n).  Returns how many entries it took (0: fewer than two stages). */
+static int fz_row_chain(const fz_ctx *c, gg_pnode *plan, int j, int n, const int *first,
+                        gg_pstage *st)
+{
+    int wr[2 * GG_ROWCHAIN_MAX_STAGES], rd[1 + 2 * GG_ROWCHAIN_MAX_STAGES];
+    int nw = 0, nr = 1, ns = 0;
+    const int x = plan[j].in[0];
+    rd[0] = x;
+    for (int k = j; k < n && ns < GG_ROWCHAIN_MAX_STAGES; k++) {
+        gg_pstage s;
+        if (!fz_stage_of(&plan[k], &s) || !fz_same_shape(c, s.y, x) ||
+            plan[k].in[0] != (ns ? st[ns - 1].y : x))
+            break;
+        int w0 = nw, r0 = nr;
+        wr[nw++] = s.y;
+        if (s.h >= 0)
+            wr[nw++] = s.h;
+        rd[nr++] = s.w;
+        if (s.b >= 0)
+            rd[nr++] = s.b;
+        if (!fz_safe(c, wr, nw, rd, nr, x, true)) {
+            nw = w0;
+            nr = r0;
+            break;
+        }
+        st[ns++] = s;
+    }
+    if (ns < 2)
+        return 0;
+    /* the chain's values pass in registers: a stage's y is written only for
+     * what reads it after the run (the last one always) */
+    const int end = first[j + ns] - 1;
+    for (int k = 0; k < ns - 1; k++)
+        if (!fz_needed_after(c, st[k].y, end))
+            st[k].y = -1;
+    return ns;
+}
+
 /* ---- the plan ------------------------------------------------------------------ */
 
 int gg_fuse_plan(const gg_program *p, gg_branch *br, bool enabled)
@@ -353,8 +420,13 @@ int gg_fuse_plan(const gg_program *p, gg_branch *br, bool enabled)
             last_read[gg_program_root(p, br->nodes[i].in[k])] = i;
     fz_ctx c = {.p = p, .br = br, .last_read = last_read,
                 .top = p->buckets[p->nbuckets - 1]};
+    int *first = malloc(sizeof(int) * (size_t)(br->nnodes + 1));
+    if (!br->stages)
+        br->stages = calloc((size_t)br->nnodes, sizeof(*br->stages));
     int n = 0;
     for (int i = 0; i < br->nnodes;) {
+        if (first)
+            first[n] = i;
         gg_pnode *f = &br->plan[n++];
         int used = fz_add_rmsnorm(&c, i, f);
         if (!used)
@@ -371,8 +443,59 @@ int gg_fuse_plan(const gg_program *p, gg_branch *br, bool enabled)
         }
         i += used;
     }
+    /* then runs of norm(-> activation) entries into row chains, which
+     * stay in the plan's room: a chain takes at least two entries */
+    if (first && br->stages) {
+        first[n] = br->nnodes;
+        int m = 0, used_st = 0;
+        for (int j = 0; j < n;) {
+            int take = fz_row_chain(&c, br->plan, j, n, first, br->stages + used_st);
+            if (take) {
+                gg_pnode *f = &br->plan[m++];
+                int x = br->plan[j].in[0], y = br->stages[used_st + take - 1].y;
+                fz_node(f, 0, &x, 1, &y, 1);
+                f->op = gg_ops_rowchain();
+                f->attrs.v[0] = used_st;
+                f->attrs.v[1] = take;
+                used_st += take;
+                j += take;
+            } else {
+                br->plan[m++] = br->plan[j++];
+            }
+        }
+        n = m;
+    }
     br->nplan = n;
+    free(first);
     free(last_read);
+    return 0;
+}
+
+int gg_fuse_bind_chain(const gg_program *p, const gg_branch *br, const gg_pnode *n, int rows,
+                       uint8_t *scratch, gg_rowchain *out)
+{
+    int s0 = (int)n->attrs.v[0], ns = (int)n->attrs.v[1];
+    if (n->op != gg_ops_rowchain() || ns < 1 || ns > GG_ROWCHAIN_MAX_STAGES || s0 < 0 ||
+        !br->stages || s0 + ns > br->nnodes)
+        return -EINVAL;
+    memset(out, 0, sizeof(*out));
+    gg_program_bind_tensor(p, n->in[0], rows, scratch, &out->x);
+    out->n = ns;
+    for (int k = 0; k < ns; k++) {
+        const gg_pstage *s = &br->stages[s0 + k];
+        gg_rowchain_stage *d = &out->st[k];
+        gg_program_bind_tensor(p, s->w, rows, scratch, &d->w);
+        if (s->b >= 0)
+            gg_program_bind_tensor(p, s->b, rows, scratch, &d->b);
+        if (s->h >= 0)
+            gg_program_bind_tensor(p, s->h, rows, scratch, &d->h);
+        if (s->y >= 0)
+            gg_program_bind_tensor(p, s->y, rows, scratch, &d->y);
+        d->eps = s->eps;
+        d->p = s->p;
+        d->rms = s->rms;
+        d->act = s->act;
+    }
     return 0;
 }
 

@@ -51,6 +51,7 @@ static void program_free(gg_program *p)
     for (int b = 0; b < p->nbranches; b++) {
         free(p->branches[b].nodes);
         free(p->branches[b].plan);
+        free(p->branches[b].stages);
     }
     free(p->branches);
     free(p->tensors);
@@ -144,6 +145,12 @@ static void prog_bind_one(const gg_program *p, int t, int rows, uint8_t *scratch
     out->desc = prog_desc_at(pt, rows);
     out->data = pt->buf ? pt->buf->ptr + pt->offset
                         : scratch + prog_scratch_offset(p, prog_root(p, t), rows);
+}
+
+void gg_program_bind_tensor(const gg_program *p, int t, int rows, uint8_t *scratch,
+                            gg_tensor *out)
+{
+    prog_bind_one(p, t, rows, scratch, out);
 }
 
 int gg_program_bind(const gg_program *p, const gg_pnode *n, int rows, uint8_t *scratch,

@@ -38,6 +38,14 @@ typedef struct {
     gg_op_attrs attrs;
 } gg_pnode;
 
+/* One stage of a planned row chain (core/fuse.h, ops.h: gg_rowchain):
+ * tensors, -1 for none; y is -1 when nothing after the chain reads it. */
+typedef struct {
+    int w, b, h, y;
+    double eps, p;
+    int rms, act;
+} gg_pstage;
+
 typedef struct {
     gg_pnode *nodes;
     int nnodes;
@@ -45,6 +53,9 @@ typedef struct {
      * ones in their place; capacity nnodes. */
     gg_pnode *plan;
     int nplan;
+    /* The row chains' stages, which plan entries of gg_ops_rowchain() name
+     * by range (attrs v[0] first, v[1] count); capacity nnodes. */
+    gg_pstage *stages;
 } gg_branch;
 
 struct gg_cache_entry;
@@ -138,6 +149,9 @@ size_t gg_program_scratch_bytes(const gg_program *p, int rows);
  * word, i32 [1]) for an op that wants the real batch. */
 int gg_program_bind(const gg_program *p, const gg_pnode *n, int rows, uint8_t *scratch,
                     gg_tensor *in, gg_tensor *out);
+/* Tensor t at `rows` with scratch at base. */
+void gg_program_bind_tensor(const gg_program *p, int t, int rows, uint8_t *scratch,
+                            gg_tensor *out);
 /* The batch word of a run at `rows` with scratch at base: where the daemon
  * stores the request's real batch before each launch (graph or eager) so
  * that padding rows have no side effects; NULL when no node reads it. */

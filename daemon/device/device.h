@@ -114,6 +114,10 @@ typedef struct gg_device_ops {
     /* Enqueue one op (or record it while capturing). */
     int (*op_launch)(gg_device *dev, gg_dev_stream *s, const gg_op_def *op, const gg_tensor *in,
                      int nin, const gg_tensor *out, int nout, const gg_op_attrs *attrs);
+    /* Enqueue a row chain (ops.h, gg_rowchain: the planner's fused.row_chain,
+     * whose operands do not fit op_launch's), or record it while capturing.
+     * cpu: its stages as fused.norm_act launches; hip: one kernel. */
+    int (*rowchain_launch)(gg_device *dev, gg_dev_stream *s, const gg_rowchain *c);
 
     /* Host memory the device writes into (the fast path's shared region):
      * register it, *devptr being the address the device uses for ptr;

@@ -512,6 +512,8 @@ static int cpu_op_launch(gg_device *dev, gg_dev_stream *s, const gg_op_def *op, 
     (void)dev;
     if (nin > GG_MAX_OPERANDS || nout > GG_MAX_OPERANDS)
         return cpu_fail(-EINVAL, "too many operands%s", "");
+    if (!op->cpu)
+        return cpu_fail(-ENOTSUP, "%s does not launch as an op", op->name);
     if (!s->capturing) {
         cpu_launch l = {.op = op, .nin = nin, .nout = nout, .attrs = *attrs};
         memcpy(l.in, in, sizeof(*in) * (size_t)nin);
@@ -536,6 +538,24 @@ static int cpu_op_launch(gg_device *dev, gg_dev_stream *s, const gg_op_def *op, 
     memcpy(l->in, in, sizeof(*in) * (size_t)nin);
     memcpy(l->out, out, sizeof(*out) * (size_t)nout);
     l->attrs = *attrs;
+    return 0;
+}
+
+/* The chain as its stages' fused.norm_act launches, which run (or are
+ * recorded) like any other: the same bytes as the unfused nodes. */
+static int cpu_rowchain_launch(gg_device *dev, gg_dev_stream *s, const gg_rowchain *c)
+{
+    char why[160];
+    if (gg_rowchain_check(c, why, sizeof why) < 0)
+        return cpu_fail(-EINVAL, "%s", why);
+    for (int k = 0; k < c->n; k++) {
+        gg_tensor in[3], out[2];
+        gg_op_attrs a;
+        int nout, nin = gg_rowchain_stage_launch(c, k, in, out, &nout, &a);
+        int rc = cpu_op_launch(dev, s, gg_ops_fused(GG_FUSED_NORM_ACT), in, nin, out, nout, &a);
+        if (rc < 0)
+            return rc;
+    }
     return 0;
 }
 
@@ -626,6 +646,7 @@ static const gg_device_ops cpu_ops = {
     .mem_info = cpu_mem_info,
     .op_needs_warmup = cpu_op_needs_warmup,
     .op_launch = cpu_op_launch,
+    .rowchain_launch = cpu_rowchain_launch,
     .host_register = cpu_host_register,
     .host_unregister = cpu_host_unregister,
     .stream_write_u64 = cpu_stream_write_u64,

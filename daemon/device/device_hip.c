@@ -697,6 +697,26 @@ static int hip_op_launch(gg_device *dev, gg_dev_stream *s, const gg_op_def *op, 
     return 0;
 }
 
+static int hip_rowchain_launch(gg_device *dev, gg_dev_stream *s, const gg_rowchain *c)
+{
+    int rc = hipdev_bind(dev);
+    if (rc < 0)
+        return rc;
+    rc = gg_gpu_rowchain_launch(s->ctx, c);
+    if (rc < 0) {
+        snprintf(hipdev_errbuf, sizeof(hipdev_errbuf), "%s", gg_gpu_last_error());
+        hipError_t e = hipPeekAtLastError();
+        if (e != hipSuccess && hip_sticky(e)) {
+            hip_mark_lost(dev);
+            return -ENODEV;
+        }
+        return rc;
+    }
+    if (s->capturing)
+        s->launches++;
+    return 0;
+}
+
 static bool hip_op_needs_warmup(gg_device *dev, const gg_op_def *op)
 {
     (void)dev;
@@ -750,6 +770,7 @@ static const gg_device_ops hip_ops = {
     .mem_info = hip_mem_info,
     .op_needs_warmup = hip_op_needs_warmup,
     .op_launch = hip_op_launch,
+    .rowchain_launch = hip_rowchain_launch,
     .host_register = hip_host_register,
     .host_unregister = hip_host_unregister,
     .stream_write_u64 = hip_stream_write_u64,
