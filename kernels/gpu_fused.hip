@@ -308,7 +308,7 @@ __global__ void __launch_bounds__(1024) k_rowchain(fz_rc_args a)
                 float sum = 0.0f;
 #pragma unroll
                 for (int j = 0; j < R; j++)
-                    if (threadIdx.x + j * width < nu) {
+                    if ((int)threadIdx.x + j * width < nu) {
 #pragma unroll
                         for (int e = 0; e < U::N; e++)
                             sum += v[j][e];
@@ -318,7 +318,7 @@ __global__ void __launch_bounds__(1024) k_rowchain(fz_rc_args a)
             float q = 0.0f;
 #pragma unroll
             for (int j = 0; j < R; j++)
-                if (threadIdx.x + j * width < nu) {
+                if ((int)threadIdx.x + j * width < nu) {
 #pragma unroll
                     for (int e = 0; e < U::N; e++) {
                         const float d = v[j][e] - mean;

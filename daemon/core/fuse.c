@@ -352,6 +352,25 @@ static bool fz_stage_of(const gg_pnode *e, gg_pstage *st)
     return true;
 }
 
+/* fz_safe for a row chain, but for its writes among themselves: two may
+ * be the same bytes under the same shape (a caching allocator hands a
+ * freed layer's memory to a later one), since a thread writes the same
+ * units of both, in stage order, so the later stage's values stay as the
+ * unfused nodes leave them. */
+static bool fz_chain_safe(const fz_ctx *c, const int *wr, int nw, const int *rd, int nr, int x)
+{
+    for (int w = 0; w < nw; w++) {
+        if (!fz_safe(c, &wr[w], 1, rd, nr, x, true))
+            return false;
+        for (int v = w + 1; v < nw; v++) {
+            int ov = gg_program_overlap(c->p, wr[w], wr[v], c->top);
+            if (ov == 1 || (ov == 2 && !fz_same_shape(c, wr[w], wr[v])))
+                return false;
+        }
+    }
+    return true;
+}
+
 /* Merge the stage entries from plan[j] on into one row chain at plan[j]
  * while each stage normalizes the one before's output of x's shape and the
  * whole run stays safe (fz_safe over every stage's writes against every
@@ -378,7 +397,7 @@ static int fz_row_chain(const fz_ctx *c, gg_pnode *plan, int j, int n, const int
         rd[nr++] = s.w;
         if (s.b >= 0)
             rd[nr++] = s.b;
-        if (!fz_safe(c, wr, nw, rd, nr, x, true)) {
+        if (!fz_chain_safe(c, wr, nw, rd, nr, x)) {
             nw = w0;
             nr = r0;
             break;

@@ -7,7 +7,8 @@
  * take: register-resident and streamed norm rows, the small-M epilogue
  * kernel, the vendor BLAS (cuBLASLt epilogues on NVIDIA) with and without a
  * kept pre-activation, gate_up's one-pass kernel and its split above decode
- * sizes, and chains with broadcast rows.  Without a device: SKIP (77).
+ * sizes, chains with broadcast rows, and row chains (gg_gpu_rowchain_launch)
+ * of up to 16 mixed norm stages.  Without a device: SKIP (77).
  *
  * Tolerance, rel-L2 against the reference: f32 1e-5, f16 3e-3, bf16 1.5e-2
  * (the references round each intermediate as the unfused nodes do; the
@@ -17,6 +18,7 @@
 #include "gpu_ops.h"
 #include "ops.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -279,6 +281,151 @@ static void chain_cases(gg_dtype dt)
     }
 }
 
+/* Row chains (gg_gpu_rowchain_launch) against gg_rowchain_run_cpu: stages
+ * mixing layernorm and rmsnorm with every activation, some keeping h and
+ * some not writing y (nothing reads it: the reference passes it through the
+ * last y, the kernel keeps it in registers), eager and captured. */
+static void rowchain_run(gg_dtype dt, int64_t R, int64_t C, int n)
+{
+    char label[160];
+    snprintf(label, sizeof label, "row_chain %d stages [%lld, %lld] %s", n, (long long)R,
+             (long long)C, dtn(dt));
+    gg_rowchain hc, dc;   /* host (reference) and device */
+    memset(&hc, 0, sizeof hc);
+    memset(&dc, 0, sizeof dc);
+    enum { NB = 1 + 4 * GG_ROWCHAIN_MAX_STAGES };
+    void *host[NB] = {0}, *dev[NB] = {0}, *got = NULL;
+    gg_tensor *ht[NB] = {0}, *dv[NB] = {0};
+    bool out[NB] = {0};
+    int nb = 0;
+    const gg_tensor_desc xd = d2(dt, R, C), rd = d2(dt, C, 0);
+    hipGraph_t graph = NULL;
+    hipGraphExec_t exec = NULL;
+    ht[nb] = &hc.x, dv[nb] = &dc.x, hc.x.desc = dc.x.desc = xd, nb++;
+    hc.n = dc.n = n;
+    for (int k = 0; k < n; k++) {
+        gg_rowchain_stage *h = &hc.st[k], *d = &dc.st[k];
+        h->rms = d->rms = k % 3 == 1;
+        static const int acts[] = {GG_ACT_GELU_TANH, GG_ACT_SILU, GG_ACT_NONE,
+                                   GG_ACT_GELU_ERF, GG_ACT_SCALE};
+        h->act = d->act = acts[k % 5];
+        h->p = d->p = -1.25;
+        h->eps = d->eps = k % 2 ? 1e-6 : 1e-5;
+        ht[nb] = &h->w, dv[nb] = &d->w, h->w.desc = d->w.desc = rd, nb++;
+        if (!h->rms)
+            ht[nb] = &h->b, dv[nb] = &d->b, h->b.desc = d->b.desc = rd, nb++;
+        if (k % 4 == 2)
+            out[nb] = true, ht[nb] = &h->h, dv[nb] = &d->h, h->h.desc = d->h.desc = xd, nb++;
+        if (k % 3 != 0 || k == n - 1)
+            out[nb] = true, ht[nb] = &h->y, dv[nb] = &d->y, h->y.desc = d->y.desc = xd, nb++;
+    }
+    for (int i = 0; i < nb; i++) {
+        size_t b = gg_desc_bytes(&ht[i]->desc);
+        host[i] = malloc(b);
+        if (!host[i] || hipMalloc(&dev[i], b) != hipSuccess) {
+            printf("FAIL: %s: allocation\n", label);
+            g_fail++;
+            goto out;
+        }
+        ht[i]->data = host[i];
+        dv[i]->data = dev[i];
+    }
+    got = malloc(gg_desc_bytes(&xd));
+    for (int r = 0; r < 3 && got; r++) {
+        if (r != 1) {
+            for (int i = 0; i < nb; i++) {
+                if (out[i])
+                    continue;
+                for (int64_t k = 0; k < gg_desc_numel(&ht[i]->desc); k++)
+                    gg_store(host[i], dt, k, frand(-1.5f, 1.5f));
+                if (hipMemcpy(dev[i], host[i], gg_desc_bytes(&ht[i]->desc),
+                              hipMemcpyHostToDevice) != hipSuccess)
+                    goto hip_fail;
+            }
+            gg_rowchain_run_cpu(&hc);
+        }
+        for (int i = 0; i < nb; i++)
+            if (out[i] && hipMemset(dev[i], 0xff, gg_desc_bytes(&ht[i]->desc)) != hipSuccess)
+                goto hip_fail;
+        if (hipDeviceSynchronize() != hipSuccess)
+            goto hip_fail;
+        int rc = 0;
+        if (r == 0) {
+            rc = gg_gpu_rowchain_launch(g_ctx, &dc);
+        } else if (r == 1) {
+            if (hipStreamBeginCapture(g_stream, hipStreamCaptureModeThreadLocal) != hipSuccess)
+                goto hip_fail;
+            rc = gg_gpu_rowchain_launch(g_ctx, &dc);
+            if (hipStreamEndCapture(g_stream, &graph) != hipSuccess || rc ||
+                hipGraphInstantiate(&exec, graph, NULL, NULL, 0) != hipSuccess) {
+                printf("FAIL: %s [capture]: %d %s\n", label, rc, gg_gpu_last_error());
+                g_fail++;
+                goto out;
+            }
+        }
+        if (rc) {
+            printf("FAIL: %s [eager]: %d %s\n", label, rc, gg_gpu_last_error());
+            g_fail++;
+            goto out;
+        }
+        if ((r > 0 && hipGraphLaunch(exec, g_stream) != hipSuccess) ||
+            hipStreamSynchronize(g_stream) != hipSuccess)
+            goto hip_fail;
+        static const char *const ph[3] = {"eager", "graph", "graph, new inputs"};
+        for (int i = 0; i < nb; i++) {
+            if (!out[i])
+                continue;
+            if (hipMemcpy(got, dev[i], gg_desc_bytes(&xd), hipMemcpyDeviceToHost) != hipSuccess)
+                goto hip_fail;
+            int64_t bad;
+            double err = gt_rel_l2(got, host[i], dt, gg_desc_numel(&xd), &bad);
+            if (err <= tolerance(dt)) {
+                g_pass++;
+            } else {
+                printf("FAIL: %s [%s] output buffer %d: rel-L2 %.3g (first non-finite %lld)\n",
+                       label, ph[r], i, err, (long long)bad);
+                g_fail++;
+            }
+        }
+    }
+    goto out;
+hip_fail:
+    printf("FAIL: %s: HIP call failed\n", label);
+    g_fail++;
+out:
+    if (exec)
+        (void)hipGraphExecDestroy(exec);
+    if (graph)
+        (void)hipGraphDestroy(graph);
+    free(got);
+    for (int i = 0; i < nb; i++) {
+        free(host[i]);
+        if (dev[i])
+            (void)hipFree(dev[i]);
+    }
+}
+
+static void rowchain_cases(gg_dtype dt)
+{
+    /* decode d (16-byte units), odd d (one element a unit), a row past what
+     * registers hold (the stages one by one) */
+    static const int64_t R[] = {1, 6, 1, 5, 3}, C[] = {1024, 1024, 37, 37, 20011};
+    static const int S[] = {GG_ROWCHAIN_MAX_STAGES, 3, GG_ROWCHAIN_MAX_STAGES, 2, 5};
+    for (int i = 0; i < 5; i++)
+        rowchain_run(dt, R[i], C[i], S[i]);
+    /* a refused descriptor: a clear error, nothing launched */
+    gg_rowchain bad;
+    memset(&bad, 0, sizeof bad);
+    bad.n = GG_ROWCHAIN_MAX_STAGES + 1;
+    int rc = gg_gpu_rowchain_launch(g_ctx, &bad);
+    if (rc == -EINVAL && strstr(gg_gpu_last_error(), "stages")) {
+        g_pass++;
+    } else {
+        printf("FAIL: row_chain of %d stages: %d %s\n", bad.n, rc, gg_gpu_last_error());
+        g_fail++;
+    }
+}
+
 int main(void)
 {
     int n = 0;
@@ -296,6 +443,7 @@ int main(void)
         norm_cases(dts[i]);
         linear_cases(dts[i]);
         chain_cases(dts[i]);
+        rowchain_cases(dts[i]);
     }
     gg_gpu_ctx_destroy(g_ctx);
     (void)hipStreamDestroy(g_stream);
