@@ -173,8 +173,8 @@ static const gg_dtype dtypes[] = {GG_DT_F32, GG_DT_F16, GG_DT_BF16};
  * break before layer 2 (it reads what layer 0 wrote). */
 #define NGEN 5
 static pcase gen[NGEN];
-static char gen_names[NGEN][MAXT][8];
-static char gen_lists[NGEN][MAXN][2][24];
+static char gen_names[NGEN][MAXT][16];
+static char gen_lists[NGEN][MAXN][2][48];
 
 static void gen_chain(int g, const char *label, int layers, bool buffers, bool hazard,
                       int want_kernels)
@@ -201,14 +201,14 @@ static void gen_chain(int g, const char *label, int layers, bool buffers, bool h
         }
         char *in0 = gen_lists[g][nn][0], *out0 = gen_lists[g][nn][1];
         if (l == 0)
-            snprintf(in0, 24, "x,w0,b0");
+            snprintf(in0, 48, "x,w0,b0");
         else
-            snprintf(in0, 24, "y%d,w%d,b%d", l - 1, l, l);
-        snprintf(out0, 24, "h%d", l);
+            snprintf(in0, 48, "y%d,w%d,b%d", l - 1, l, l);
+        snprintf(out0, 48, "h%d", l);
         pc->n[nn++] = (ndef){"layernorm", in0, out0, "eps", 1e-5};
         char *in1 = gen_lists[g][nn][0], *out1 = gen_lists[g][nn][1];
-        snprintf(in1, 24, "h%d", l);
-        snprintf(out1, 24, "y%d", l);
+        snprintf(in1, 48, "h%d", l);
+        snprintf(out1, 48, "y%d", l);
         pc->n[nn++] = (ndef){"gelu", in1, out1, "approximate", 1};
     }
 }
