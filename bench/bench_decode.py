@@ -116,14 +116,21 @@ def provenance(args, c, torch):
         except Exception:
             return None
     import gfxgraph
+    commit = os.environ.get("GFXGRAPH_GIT_COMMIT")
+    if not commit and os.path.isfile(os.path.join(SRC, "COMMIT")):
+        with open(os.path.join(SRC, "COMMIT")) as f:
+            commit = f.read().strip()
     p = torch.cuda.get_device_properties(0)
     return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
             "host": pysocket.gethostname(), "platform": platform.platform(),
             "python": platform.python_version(), "torch": torch.__version__,
             "cuda": torch.version.cuda, "gpu": p.name,
             "gpu_memory_gib": round(p.total_memory / 2**30, 1),
-            "git_commit": git("rev-parse", "HEAD"),
-            "git_dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+            # a snapshot made with git archive sits inside some other
+            # checkout: its own word (the environment, a COMMIT file) first
+            "git_commit": commit or git("rev-parse", "HEAD"),
+            "git_dirty": None if commit else
+                         bool(git("status", "--porcelain", "--untracked-files=no")),
             "daemon": {"version": c.server_version, "backend": c.backend, "device": c.device,
                        "socket": c.socket, "fastpath": str(c.fastpath_status)},
             "library": gfxgraph.library_path(), "argv": sys.argv}
