@@ -154,22 +154,12 @@ static bool model_replay(gg_client *c, model *m, int batch, gg_replay_result *re
     return bad == 0 && touched == 0;
 }
 
-static gg_client *connect_to(const h_daemon *d, const char *name)
-{
-    gg_client *c = gg_client_new();
-    if (!CHECKF(gg_client_connect(c, d->sock, name) == 0, "connect: %s", gg_client_last_error(c))) {
-        gg_client_close(c);
-        return NULL;
-    }
-    return c;
-}
-
 /* ---- round trip, buckets, oversize --------------------------------------- */
 
 static void test_round_trip(const h_daemon *d)
 {
     h_section("round trip and buckets");
-    gg_client *c = connect_to(d, "replay-test");
+    gg_client *c = t_connect(d, "replay-test");
     if (!c)
         return;
     CHECK_STR(gg_client_backend(c), "cpu");
@@ -271,7 +261,7 @@ static void test_round_trip(const h_daemon *d)
 static void test_oversize(const h_daemon *d)
 {
     h_section("batch above the largest bucket");
-    gg_client *c = connect_to(d, "oversize-test");
+    gg_client *c = t_connect(d, "oversize-test");
     if (!c)
         return;
     const msgpack_object *st = t_stats(c);
@@ -347,7 +337,7 @@ static void test_oversize(const h_daemon *d)
 static void test_prepare(const h_daemon *d)
 {
     h_section("program.prepare");
-    gg_client *c = connect_to(d, "prepare-test");
+    gg_client *c = t_connect(d, "prepare-test");
     if (!c)
         return;
     model m;
@@ -392,7 +382,7 @@ static void test_prepare(const h_daemon *d)
 static void test_branches(const h_daemon *d)
 {
     h_section("branches");
-    gg_client *c = connect_to(d, "branch-test");
+    gg_client *c = t_connect(d, "branch-test");
     if (!c)
         return;
     tbuf x, y;
@@ -469,8 +459,8 @@ static void test_branches(const h_daemon *d)
 static void test_rebind(const h_daemon *d)
 {
     h_section("program.rebind");
-    gg_client *c = connect_to(d, "rebind-test");
-    gg_client *other = connect_to(d, "rebind-other");
+    gg_client *c = t_connect(d, "rebind-test");
+    gg_client *other = t_connect(d, "rebind-other");
     if (!c || !other) {
         gg_client_close(c);
         gg_client_close(other);
@@ -588,7 +578,7 @@ static void test_lru(void)
     const char *args[] = {"--set", "cache-entries=2", NULL};
     if (h_daemon_start(&d, args, NULL) < 0)
         return;
-    gg_client *c = connect_to(&d, "lru");
+    gg_client *c = t_connect(&d, "lru");
     tbuf x, y;
     if (c && tbuf_new(c, &x, 16) && tbuf_new(c, &y, 16)) {
         for (int i = 0; i < 16; i++)
@@ -678,7 +668,7 @@ static void test_idle(void)
     const char *args[] = {"--set", "cache-idle-s=1", NULL};
     if (h_daemon_start(&d, args, NULL) < 0)
         return;
-    gg_client *c = connect_to(&d, "idle");
+    gg_client *c = t_connect(&d, "idle");
     tbuf x, y;
     if (c && tbuf_new(c, &x, 16) && tbuf_new(c, &y, 16)) {
         for (int i = 0; i < 16; i++)
@@ -720,7 +710,7 @@ static void test_graphs_off(void)
     const char *env[] = {"GFXGRAPH=0", NULL};
     if (h_daemon_start(&d, NULL, env) < 0)
         return;
-    gg_client *c = connect_to(&d, "eager-only");
+    gg_client *c = t_connect(&d, "eager-only");
     model m;
     static const int buckets[] = {1, 2, 4, 8};
     if (c && model_buffers(c, &m, 1) && model_define(c, &m, "off", 4, buckets) == 0) {
@@ -753,7 +743,7 @@ static void test_validate(void)
     const char *env[] = {"GFXGRAPH=validate", NULL};
     if (h_daemon_start(&d, NULL, env) < 0)
         return;
-    gg_client *c = connect_to(&d, "validate");
+    gg_client *c = t_connect(&d, "validate");
     model m;
     static const int buckets[] = {1, 2, 4, 8};
     if (c && model_buffers(c, &m, 2) && model_define(c, &m, "checked", 4, buckets) == 0) {
@@ -779,7 +769,7 @@ static void test_validate(void)
                           "GFXGRAPH_TRUSTED_REPLAY_SAMPLE_INTERVAL=3", NULL};
     if (h_daemon_start(&d, NULL, env2) < 0)
         return;
-    c = connect_to(&d, "validate-sampled");
+    c = t_connect(&d, "validate-sampled");
     if (c && model_buffers(c, &m, 4) && model_define(c, &m, "sampled", 4, buckets) == 0) {
         gg_replay_result res;
         for (int i = 0; i < 9; i++)

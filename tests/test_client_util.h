@@ -43,6 +43,18 @@ static inline void tbuf_fill(tbuf *b, float v)
         b->f[i] = v;
 }
 
+/* A client connected to d's socket as name, or NULL after a failed check. */
+static inline gg_client *t_connect(const h_daemon *d, const char *name)
+{
+    gg_client *c = gg_client_new();
+    if (!CHECKF(c && gg_client_connect(c, d->sock, name) == 0, "connect: %s",
+                c ? gg_client_last_error(c) : "no memory")) {
+        gg_client_close(c);
+        return NULL;
+    }
+    return c;
+}
+
 /* stats as an object valid until the next call on c. */
 static inline const msgpack_object *t_stats(gg_client *c)
 {

@@ -21,16 +21,6 @@ typedef struct {
     uint64_t layer, model, top;
 } calls;
 
-static gg_client *connect_to(const h_daemon *d, const char *name)
-{
-    gg_client *c = gg_client_new();
-    if (!CHECKF(gg_client_connect(c, d->sock, name) == 0, "connect: %s", gg_client_last_error(c))) {
-        gg_client_close(c);
-        return NULL;
-    }
-    return c;
-}
-
 /* model: x = 3 * in; call layer (y = silu(x) * 2 + x); out = y + in.
  * top: call model; fin = 0.5 * out. */
 static int define_model(gg_client *c, calls *k, uint64_t callee, int callee_branch,
@@ -131,7 +121,7 @@ static int64_t listed_nodes(gg_client *c, uint64_t id)
 static void test_results(const h_daemon *d)
 {
     h_section("a call runs the callee's nodes at the caller's bucket");
-    gg_client *c = connect_to(d, "call-test");
+    gg_client *c = t_connect(d, "call-test");
     calls k;
     if (!c || !setup(c, &k))
         goto out;
@@ -214,8 +204,8 @@ static void expect_refused(gg_client *c, gg_program_def *p, int code, const char
 static void test_refusals(const h_daemon *d)
 {
     h_section("calls that are refused");
-    gg_client *c = connect_to(d, "call-refusals");
-    gg_client *other = connect_to(d, "call-other");
+    gg_client *c = t_connect(d, "call-refusals");
+    gg_client *other = t_connect(d, "call-other");
     calls k, ko;
     memset(&ko, 0, sizeof ko);
     if (!c || !other || !setup(c, &k) || !setup(other, &ko))

@@ -17,17 +17,6 @@
 
 #include "test_client_util.h"
 
-static gg_client *connect_to(const h_daemon *d, const char *name)
-{
-    gg_client *c = gg_client_new();
-    if (!CHECKF(c && gg_client_connect(c, d->sock, name) == 0, "connect: %s",
-                c ? gg_client_last_error(c) : "no memory")) {
-        gg_client_close(c);
-        return NULL;
-    }
-    return c;
-}
-
 /* y = op(x) over [batch, 8] of dtype, buckets 1 and 4 */
 static uint64_t define_unary(gg_client *c, const char *name, const char *dtype, const char *op,
                              double scale, uint64_t x, uint64_t y)
@@ -55,7 +44,7 @@ static void test_nonfinite_agree(void)
     h_daemon d;
     if (h_daemon_start(&d, NULL, env) < 0)
         return;
-    gg_client *c = connect_to(&d, "nonfinite");
+    gg_client *c = t_connect(&d, "nonfinite");
     tbuf x, y;
     memset(&x, 0, sizeof x);
     memset(&y, 0, sizeof y);
@@ -119,7 +108,7 @@ static void test_failure_answer(void)
     h_daemon d;
     if (h_daemon_start(&d, NULL, env) < 0)
         return;
-    gg_client *c = connect_to(&d, "mismatch");
+    gg_client *c = t_connect(&d, "mismatch");
     tbuf x, y;
     memset(&x, 0, sizeof x);
     memset(&y, 0, sizeof y);
@@ -176,7 +165,7 @@ static uint64_t mode_run(const char *const *args, const char *const *env, int n)
     h_daemon d;
     if (h_daemon_start(&d, args, env) < 0)
         return UINT64_MAX;
-    gg_client *c = connect_to(&d, "modes");
+    gg_client *c = t_connect(&d, "modes");
     tbuf x, y;
     memset(&x, 0, sizeof x);
     memset(&y, 0, sizeof y);

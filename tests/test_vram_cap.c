@@ -21,17 +21,6 @@
 
 enum { D = 262144 };    /* a row of f32: 1 MiB */
 
-static gg_client *connect_to(const h_daemon *d)
-{
-    gg_client *c = gg_client_new();
-    if (!CHECKF(c && gg_client_connect(c, d->sock, "vram") == 0, "connect: %s",
-                c ? gg_client_last_error(c) : "no memory")) {
-        gg_client_close(c);
-        return NULL;
-    }
-    return c;
-}
-
 /* y = 2x through a scratch tensor of [batch, D] (its arena: 4 MiB, for
  * bucket 4); copies more of y into y make another structure */
 static uint64_t define_big(gg_client *c, const char *name, uint64_t x, uint64_t y, int copies)
@@ -90,7 +79,7 @@ static void test_evicts_for_room(void)
     h_daemon d;
     if (!CHECK(h_daemon_start(&d, args, env) == 0))
         return;
-    gg_client *a = connect_to(&d), *c = NULL;
+    gg_client *a = t_connect(&d, "vram"), *c = NULL;
     tbuf x, y;
     memset(&x, 0, sizeof x);
     memset(&y, 0, sizeof y);
@@ -108,7 +97,7 @@ static void test_evicts_for_room(void)
     /* it leaves without releasing it: the graph is parked, with its arena */
     gg_client_close(a);
     a = NULL;
-    c = connect_to(&d);
+    c = t_connect(&d, "vram");
     if (!c)
         goto out;
     const msgpack_object *st = NULL;
@@ -164,7 +153,7 @@ static void test_no_room(void)
     h_daemon d;
     if (!CHECK(h_daemon_start(&d, args, env) == 0))
         return;
-    gg_client *c = connect_to(&d);
+    gg_client *c = t_connect(&d, "vram");
     tbuf x, y;
     memset(&x, 0, sizeof x);
     memset(&y, 0, sizeof y);
