@@ -243,118 +243,199 @@ typedef struct {
     fz_rc_stage st[GG_ROWCHAIN_MAX_STAGES];
 } fz_rc_args;
 
+/* A warp's sum, for every lane.  On NVIDIA the width is 32 on every device,
+ * so the butterfly unrolls and a warp's index is a shift; warpSize is a
+ * run-time value there, which made each reduction a loop and an integer
+ * division on the stage's critical path.  Same additions in the same order
+ * as gg_warp_sum. */
+#if defined(GFXGRAPH_HIP_CUDA)
+#define FZ_RC_WARP 32
+#else
+#define FZ_RC_WARP warpSize
+#endif
+static __device__ __forceinline__ float fz_rc_warp_sum(float v)
+{
+#if defined(GFXGRAPH_HIP_CUDA)
+#pragma unroll
+    for (int off = FZ_RC_WARP / 2; off > 0; off >>= 1)
+        v += gg_shfl_xor(v, off);
+    return v;
+#else
+    return gg_warp_sum(v);
+#endif
+}
+
 /* The sum of v over the block, for every thread.  Two shared slots used in
  * turn: a slot is written again only two reductions later, after a barrier
  * every reader of its last use has passed, so one barrier a reduction does
  * (a chain's stages are mostly these barriers at decode sizes). */
-static __device__ __forceinline__ float fz_rc_sum(float v, float (*sh)[32], int &slot)
+template <int B>
+static __device__ __forceinline__ float fz_rc_sum(float v, float (*sh)[32], int &slot, int nw)
 {
-    v = gg_warp_sum(v);
-    const int lane = threadIdx.x % warpSize, wid = threadIdx.x / warpSize;
-    const int nw = blockDim.x / warpSize;
+    v = fz_rc_warp_sum(v);
+    const int lane = threadIdx.x % FZ_RC_WARP, wid = threadIdx.x / FZ_RC_WARP;
     if (lane == 0)
         sh[slot][wid] = v;
     __syncthreads();
+    /* B / 32 bounds the warps of a block of at most B threads: the loop
+     * unrolls and its reads issue together, a slot past the block's warps
+     * read but counted as 0 (t + 0 is t: the sum is that of the nw slots) */
     float t = 0.0f;
-    for (int i = 0; i < nw; i++)
-        t += sh[slot][i];
+#pragma unroll
+    for (int i = 0; i < B / 32; i++) {
+        const float x = sh[slot][i];
+        t += i < nw ? x : 0.0f;
+    }
     slot ^= 1;
     return t;
+}
+
+/* s / n, exactly as the division rounds: a power of two's reciprocal is
+ * exact, so the product is the same float, without the division's
+ * refinement and slow-path test on the critical path. */
+static __device__ __forceinline__ float fz_rc_div(float s, float n, float inv)
+{
+    return inv != 0.0f ? s * inv : s / n;
+}
+
+/* The activation on a whole register row: one branch a stage rather than a
+ * switch per value, so the values' independent chains (tanh's exp and
+ * reciprocal) interleave instead of running one basic block at a time. */
+template <int DT, int ACT, int M>
+static __device__ __forceinline__ void fz_rc_act(float (&o)[M], float p)
+{
+#pragma unroll
+    for (int e = 0; e < M; e++)
+        o[e] = fz_rnd<DT>(fz_act(ACT, o[e], p));
 }
 
 /* One block a row; a thread holds the same R units of the row through every
  * stage, so a stage's input is the previous stage's output as rounded to the
  * storage dtype (what the unfused nodes would read back), never re-read.
  * The next stage's w and b are loaded before this stage's reductions, which
- * hides their latency.  Each thread writes only the units it read, so an
- * output over x (exactly) is safe. */
-template <int DT, bool VEC, int R>
-__global__ void __launch_bounds__(1024) k_rowchain(fz_rc_args a)
+ * hides their latency.  A stage's fields are read once into registers, and
+ * the per-value work branches once a stage (layernorm or rmsnorm, the
+ * activation), never per value.  Each thread writes only the units it read,
+ * so an output over x (exactly) is safe. */
+template <int DT, bool VEC, int R, int B>
+__global__ void __launch_bounds__(B) k_rowchain(fz_rc_args a)
 {
     typedef typename dt<DT>::T T;
     typedef unit<DT, VEC> U;
+    enum { M = R * U::N };
     __shared__ float sh[2][32];
     int slot = 0;
     const int nu = a.cols / U::N, width = blockDim.x;
+    const int nw = (width + FZ_RC_WARP - 1) / FZ_RC_WARP;
+    const float n = (float)a.cols;
+    const float inv = (a.cols & (a.cols - 1)) == 0 ? 1.0f / n : 0.0f;
+    bool in[R];
+#pragma unroll
+    for (int j = 0; j < R; j++)
+        in[j] = (int)threadIdx.x + j * width < nu;
     for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
         const int64_t base = row * a.cols;
-        float v[R][U::N];
-        typename U::raw wc[R], bc[R];
+        /* the row as [R * U::N]: unit j's values at j * U::N; values of
+         * units past the row stay 0 and are neither summed nor stored */
+        float v[M];
+        typename U::raw wc[R] = {}, bc[R] = {};
+#pragma unroll
+        for (int e = 0; e < M; e++)
+            v[e] = 0.0f;
 #pragma unroll
         for (int j = 0; j < R; j++) {
             const int i = threadIdx.x + j * width;
-            if (i < nu) {
-                U::load((const T *)a.x + base, i, v[j]);
+            if (in[j]) {
+                U::load((const T *)a.x + base, i, v + j * U::N);
                 wc[j] = U::load_raw((const T *)a.st[0].w, i);
                 bc[j] = a.st[0].rms ? wc[j] : U::load_raw((const T *)a.st[0].b, i);
             }
         }
         for (int k = 0; k < a.n; k++) {
             const fz_rc_stage &s = a.st[k];
-            typename U::raw wn[R], bn[R];
+            const int rms = s.rms;
+            typename U::raw wn[R] = {}, bn[R] = {};
             if (k + 1 < a.n) {
-                const fz_rc_stage &t = a.st[k + 1];
+                const T *tw = (const T *)a.st[k + 1].w, *tb = (const T *)a.st[k + 1].b;
+                const bool trms = a.st[k + 1].rms;
 #pragma unroll
                 for (int j = 0; j < R; j++) {
                     const int i = threadIdx.x + j * width;
-                    if (i < nu) {
-                        wn[j] = U::load_raw((const T *)t.w, i);
-                        bn[j] = t.rms ? wn[j] : U::load_raw((const T *)t.b, i);
+                    if (in[j]) {
+                        wn[j] = U::load_raw(tw, i);
+                        bn[j] = trms ? wn[j] : U::load_raw(tb, i);
                     }
                 }
             }
             float mean = 0.0f;
-            if (!s.rms) {
+            if (!rms) {
                 float sum = 0.0f;
 #pragma unroll
-                for (int j = 0; j < R; j++)
-                    if ((int)threadIdx.x + j * width < nu) {
-#pragma unroll
-                        for (int e = 0; e < U::N; e++)
-                            sum += v[j][e];
-                    }
-                mean = fz_rc_sum(sum, sh, slot) / (float)a.cols;
+                for (int e = 0; e < M; e++)
+                    sum += v[e];
+                mean = fz_rc_div(fz_rc_sum<B>(sum, sh, slot, nw), n, inv);
             }
             float q = 0.0f;
 #pragma unroll
             for (int j = 0; j < R; j++)
-                if ((int)threadIdx.x + j * width < nu) {
+                if (in[j]) {
 #pragma unroll
                     for (int e = 0; e < U::N; e++) {
-                        const float d = v[j][e] - mean;
+                        const float d = v[j * U::N + e] - mean;
                         q += d * d;
                     }
                 }
-            const float rstd = 1.0f / sqrtf(fz_rc_sum(q, sh, slot) / (float)a.cols + s.eps);
-            T *hr = s.h ? (T *)s.h + base : NULL;
-            T *yr = s.y ? (T *)s.y + base : NULL;
+            const float rstd = 1.0f / sqrtf(fz_rc_div(fz_rc_sum<B>(q, sh, slot, nw), n, inv) + s.eps);
+            float wv[M], bv[M];
 #pragma unroll
             for (int j = 0; j < R; j++) {
-                const int i = threadIdx.x + j * width;
-                if (i >= nu)
-                    continue;
-                float wv[U::N], bv[U::N], o[U::N];
-                U::cvt(wc[j], wv);
-                U::cvt(bc[j], bv);
+                U::cvt(wc[j], wv + j * U::N);
+                U::cvt(bc[j], bv + j * U::N);
+            }
+            if (rms) {
 #pragma unroll
-                for (int e = 0; e < U::N; e++) {
-                    const float t = s.rms ? v[j][e] * rstd * wv[e]
-                                          : (v[j][e] - mean) * rstd * wv[e] + bv[e];
-                    o[e] = fz_rnd<DT>(t);
-                }
-                if (hr)
-                    U::store(hr, i, o);
-                if (s.act) {
+                for (int e = 0; e < M; e++)
+                    v[e] = fz_rnd<DT>(v[e] * rstd * wv[e]);
+            } else {
+#pragma unroll
+                for (int e = 0; e < M; e++)
+                    v[e] = fz_rnd<DT>((v[e] - mean) * rstd * wv[e] + bv[e]);
+            }
+            if (s.h) {
+#pragma unroll
+                for (int j = 0; j < R; j++)
+                    if (in[j])
+                        U::store((T *)s.h + base, threadIdx.x + j * width, v + j * U::N);
+            }
+            const float p = s.p;
+            switch (s.act) {
+            case GG_ACT_GELU_ERF:
+                fz_rc_act<DT, GG_ACT_GELU_ERF>(v, p);
+                break;
+            case GG_ACT_GELU_TANH:
+                fz_rc_act<DT, GG_ACT_GELU_TANH>(v, p);
+                break;
+            case GG_ACT_SILU:
+                fz_rc_act<DT, GG_ACT_SILU>(v, p);
+                break;
+            case GG_ACT_SCALE:
+                fz_rc_act<DT, GG_ACT_SCALE>(v, p);
+                break;
+            }
+            if (s.y) {
+#pragma unroll
+                for (int j = 0; j < R; j++)
+                    if (in[j])
+                        U::store((T *)s.y + base, threadIdx.x + j * width, v + j * U::N);
+            }
+            /* units past the row: back to 0, whatever the stage made of them */
+#pragma unroll
+            for (int j = 0; j < R; j++)
+                if (!in[j]) {
 #pragma unroll
                     for (int e = 0; e < U::N; e++)
-                        o[e] = fz_rnd<DT>(fz_act(s.act, o[e], s.p));
+                        v[j * U::N + e] = 0.0f;
                 }
-                if (yr)
-                    U::store(yr, i, o);
-#pragma unroll
-                for (int e = 0; e < U::N; e++)
-                    v[j][e] = o[e];
-            }
             if (k + 1 < a.n) {
 #pragma unroll
                 for (int j = 0; j < R; j++) {
@@ -375,12 +456,18 @@ template <int DT, bool VEC> static bool fz_rc_launch_v(gg_gpu_ctx *c, const fz_r
         t *= 2;
     const unsigned grid = (unsigned)(a.rows < (1 << 20) ? a.rows : (1 << 20));
     const int per = (nu + t - 1) / t;
-    if (per <= 1)
-        k_rowchain<DT, VEC, 1><<<grid, t, 0, c->stream>>>(a);
+    /* B: the block size the kernel is built for.  Under 1024 threads a
+     * thread may use 64 registers, which the row, its weights, the next
+     * stage's and eight interleaved activations overflow (spilled on f16);
+     * short rows (decode) get a build for 256 threads and the room. */
+    if (per <= 1 && t <= 256)
+        k_rowchain<DT, VEC, 1, 256><<<grid, t, 0, c->stream>>>(a);
+    else if (per <= 1)
+        k_rowchain<DT, VEC, 1, 1024><<<grid, t, 0, c->stream>>>(a);
     else if (per <= 2)
-        k_rowchain<DT, VEC, 2><<<grid, t, 0, c->stream>>>(a);
+        k_rowchain<DT, VEC, 2, 1024><<<grid, t, 0, c->stream>>>(a);
     else if (per <= 4)
-        k_rowchain<DT, VEC, 4><<<grid, t, 0, c->stream>>>(a);
+        k_rowchain<DT, VEC, 4, 1024><<<grid, t, 0, c->stream>>>(a);
     else
         return false;
     return true;

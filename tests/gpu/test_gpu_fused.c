@@ -408,10 +408,14 @@ out:
 static void rowchain_cases(gg_dtype dt)
 {
     /* decode d (16-byte units), odd d (one element a unit), a row past what
-     * registers hold (the stages one by one) */
-    static const int64_t R[] = {1, 6, 1, 5, 3}, C[] = {1024, 1024, 37, 37, 20011};
-    static const int S[] = {GG_ROWCHAIN_MAX_STAGES, 3, GG_ROWCHAIN_MAX_STAGES, 2, 5};
-    for (int i = 0; i < 5; i++)
+     * registers hold (the stages one by one); then the wider builds: 4096
+     * (one unit a thread, 512 threads), 12000 (two units, the second past
+     * the row on part of the block), 3001 (four units of one element, the
+     * last past the row everywhere) */
+    static const int64_t R[] = {1, 6, 1, 5, 3, 2, 3, 2};
+    static const int64_t C[] = {1024, 1024, 37, 37, 20011, 4096, 12000, 3001};
+    static const int S[] = {GG_ROWCHAIN_MAX_STAGES, 3, GG_ROWCHAIN_MAX_STAGES, 2, 5, 3, 4, 5};
+    for (int i = 0; i < (int)(sizeof R / sizeof R[0]); i++)
         rowchain_run(dt, R[i], C[i], S[i]);
     /* a refused descriptor: a clear error, nothing launched */
     gg_rowchain bad;
