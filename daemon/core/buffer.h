@@ -4,6 +4,7 @@
 #ifndef GG_BUFFER_H
 #define GG_BUFFER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "proto.h"
@@ -22,6 +23,11 @@ typedef struct gg_buffer {
     char handle[72];         /* shm name, the IPC handle's first bytes in hex, or
                               * "fd:" and the file's name for one passed by fd */
     int users;               /* programs that refer to it */
+    /* The object its memory belongs to and where it starts there
+     * (device buffer_object), when the backend knows: overlap checks
+     * compare two registrations of one object by it (program.c). */
+    bool has_obj;
+    uint64_t obj[2], obj_off;
 } gg_buffer;
 
 /* Look up id for session s: -ENOENT unknown, -EACCES another session's. */

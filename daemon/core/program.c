@@ -200,6 +200,24 @@ int gg_program_layout_rows(const gg_program *p, int rows)
     return rows;
 }
 
+bool gg_program_span(const gg_ptensor *t, int rows, uint64_t obj[2], uint64_t *lo, uint64_t *hi)
+{
+    gg_tensor_desc d = gg_program_desc_at(t, rows);
+    if (t->buf->has_obj) {
+        obj[0] = t->buf->obj[0];
+        obj[1] = t->buf->obj[1];
+        *lo = t->buf->obj_off + t->offset;
+    } else {
+        obj[0] = obj[1] = 0;
+        *lo = (uint64_t)(uintptr_t)t->buf->ptr + t->offset;
+    }
+    *hi = *lo + gg_desc_bytes(&d);
+    return t->buf->has_obj;
+}
+
+/* By the memory, not by the buffer id: one object registered twice is one
+ * memory (PROTOCOL.md, program.define rule 6), and the planner (fuse.c)
+ * keeps apart what this calls apart. */
 static int prog_overlap(const gg_program *p, int a, int b, int rows)
 {
     const gg_ptensor *ta = &p->tensors[a], *tb = &p->tensors[b];
@@ -207,11 +225,12 @@ static int prog_overlap(const gg_program *p, int a, int b, int rows)
         return 2;
     if (!ta->buf && !tb->buf)   /* scratch: apart, or views of one tensor (same bytes) */
         return prog_root(p, a) == prog_root(p, b) ? 2 : 0;
-    if (!ta->buf || ta->buf != tb->buf)
+    if (!ta->buf || !tb->buf)
         return 0;
-    gg_tensor_desc da = gg_program_desc_at(ta, rows), db = gg_program_desc_at(tb, rows);
-    uint64_t a0 = ta->offset, a1 = a0 + gg_desc_bytes(&da);
-    uint64_t b0 = tb->offset, b1 = b0 + gg_desc_bytes(&db);
+    uint64_t oa[2], ob[2], a0, a1, b0, b1;
+    bool ka = gg_program_span(ta, rows, oa, &a0, &a1), kb = gg_program_span(tb, rows, ob, &b0, &b1);
+    if (ka != kb || oa[0] != ob[0] || oa[1] != ob[1])
+        return 0;
     if (a1 <= b0 || b1 <= a0)
         return 0;
     return (a0 == b0 && a1 == b1) ? 2 : 1;

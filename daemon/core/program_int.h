@@ -16,6 +16,11 @@ int gg_program_layout_rows(const gg_program *p, int rows);
 /* Node n's op rule with the batch dims at rows: 0, or -EINVAL with why. */
 int gg_program_node_check_rows(const gg_program *p, const gg_pnode *n, int rows, char *why,
                                size_t whylen);
+/* Where buffer tensor t's bytes lie at rows: [lo, hi) in the object obj
+ * (true: the backend named it, buffer_object) or, with obj zero, in the
+ * device's address space (false).  Two tensors overlap only where both
+ * lie in the same place. */
+bool gg_program_span(const gg_ptensor *t, int rows, uint64_t obj[2], uint64_t *lo, uint64_t *hi);
 /* The tensor named by string object o, or -1. */
 int gg_program_find_tensor(const gg_program *p, const msgpack_object *o);
 /* Define-time rules 5 and 6 (PROTOCOL.md, program.define): a node's outputs

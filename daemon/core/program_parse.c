@@ -304,14 +304,16 @@ int gg_program_padding_overlaps(const gg_program *p, proto_errbuf *e)
         const gg_ptensor *tw = &p->tensors[w];
         if (!written[w] || !tw->buf || tw->batch_dim < 0)
             continue;
-        gg_tensor_desc dw = gg_program_desc_at(tw, top);
-        uintptr_t w0 = (uintptr_t)tw->buf->ptr + tw->offset, w1 = w0 + gg_desc_bytes(&dw);
+        uint64_t ow[2], w0, w1;
+        bool kw = gg_program_span(tw, top, ow, &w0, &w1);
         for (int t = 0; t < p->ntensors && rc == 0; t++) {
             const gg_ptensor *tt = &p->tensors[t];
             if (t == w || !tt->buf)
                 continue;
-            gg_tensor_desc dt = gg_program_desc_at(tt, top);
-            uintptr_t t0 = (uintptr_t)tt->buf->ptr + tt->offset, t1 = t0 + gg_desc_bytes(&dt);
+            uint64_t ot[2], t0, t1;
+            bool kt = gg_program_span(tt, top, ot, &t0, &t1);
+            if (kt != kw || ot[0] != ow[0] || ot[1] != ow[1])
+                continue;   /* other memory */
             if (w1 <= t0 || t1 <= w0 || (w0 == t0 && w1 == t1))
                 continue;
             rc = proto_fail(e, -EINVAL, "tensor '%s' is written with batch rows up to the largest "

@@ -67,6 +67,13 @@ typedef struct gg_device_ops {
     int (*buffer_import)(gg_device *dev, const gg_import_desc *desc, gg_dev_buffer **out,
                          void **ptr, char *err, size_t errlen);
     void (*buffer_release)(gg_device *dev, gg_dev_buffer *buf);
+    /* The object buf's memory belongs to (obj: two words naming it) and
+     * the offset of its first byte in it, for a backend that maps client
+     * objects itself (cpu: the shm object or memfd): two registrations of
+     * one object then compare by object and offset, not by the addresses
+     * of their two mappings.  NULL, or -ENOTSUP: compare device addresses
+     * (hip: one allocation opened twice is one address). */
+    int (*buffer_object)(gg_device *dev, gg_dev_buffer *buf, uint64_t obj[2], uint64_t *off);
 
     int (*scratch_alloc)(gg_device *dev, size_t bytes, void **ptr);
     void (*scratch_free)(gg_device *dev, void *ptr);

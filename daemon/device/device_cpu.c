@@ -58,6 +58,8 @@ struct gg_dev_event {
 struct gg_dev_buffer {
     void *map;
     size_t map_len;
+    uint64_t obj[2];        /* st_dev, st_ino of the object mapped */
+    uint64_t obj_off;       /* where the buffer starts in it */
 };
 
 static __thread char cpu_err[256];
@@ -226,6 +228,14 @@ static int cpu_buffer_import(gg_device *dev, const gg_import_desc *d, gg_dev_buf
             free(b);
             return rc;
         }
+        struct stat st;
+        if (fstat(d->fd, &st) == 0) {
+            b->obj[0] = (uint64_t)st.st_dev;
+            b->obj[1] = (uint64_t)st.st_ino;
+        } else {
+            b->obj[0] = b->obj[1] = 0;  /* unknown: compared by address */
+        }
+        b->obj_off = d->offset;
         *out = b;
         return 0;
     }
@@ -294,6 +304,9 @@ static int cpu_buffer_import(gg_device *dev, const gg_import_desc *d, gg_dev_buf
     }
     b->map = map;
     b->map_len = map_len;
+    b->obj[0] = (uint64_t)st.st_dev;
+    b->obj[1] = (uint64_t)st.st_ino;
+    b->obj_off = d->offset;
     *out = b;
     *ptr = (uint8_t *)map + (d->offset - map_off);
 undo_fd:
@@ -308,6 +321,17 @@ static void cpu_buffer_release(gg_device *dev, gg_dev_buffer *b)
         return;
     munmap(b->map, b->map_len);
     free(b);
+}
+
+static int cpu_buffer_object(gg_device *dev, gg_dev_buffer *b, uint64_t obj[2], uint64_t *off)
+{
+    (void)dev;
+    if (!b || (!b->obj[0] && !b->obj[1]))
+        return -ENOTSUP;
+    obj[0] = b->obj[0];
+    obj[1] = b->obj[1];
+    *off = b->obj_off;
+    return 0;
 }
 
 static int cpu_scratch_alloc(gg_device *dev, size_t bytes, void **ptr)
@@ -622,6 +646,7 @@ static const gg_device_ops cpu_ops = {
     .info = cpu_info,
     .buffer_import = cpu_buffer_import,
     .buffer_release = cpu_buffer_release,
+    .buffer_object = cpu_buffer_object,
     .scratch_alloc = cpu_scratch_alloc,
     .scratch_free = cpu_scratch_free,
     .memset = cpu_memset,

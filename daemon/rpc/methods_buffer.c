@@ -87,6 +87,8 @@ int gg_method_buffer_register(gg_call *c)
     }
     b->id = core->next_id++;
     b->sess = c->sess;
+    b->has_obj = core->dev->ops->buffer_object &&
+                 core->dev->ops->buffer_object(core->dev, b->dev, b->obj, &b->obj_off) == 0;
     b->ptr = ptr;
     b->offset = offset;
     b->size = size;
