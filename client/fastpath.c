@@ -42,6 +42,7 @@
 #define FP_DEFAULT_SPIN_US 200
 #define FP_MAX_SPIN_US 1000000
 #define FP_SLEEP_MS 20          /* longest futex wait: how soon a dead daemon is noticed */
+#define FP_DRAIN_MS 500         /* longest wait for the daemon to take submissions (client_fp_drain) */
 #define FP_CLOCK_EVERY 64       /* spins between clock reads */
 #define FP_YIELD_EVERY 512      /* spins between sched_yield: a 2-core box is not starved */
 
@@ -540,20 +541,27 @@ void client_fp_drain(gg_client *c, int64_t deadline_ms)
         return;
     uint32_t want = (uint32_t)(r->next_seq - 1);
     const gg_fp_header *h = r->hdr;
+    /* Bounded on its own: the daemon takes a descriptor in microseconds,
+     * so one that has not within FP_DRAIN_MS is stuck or gone, and the
+     * request then goes as it is (its own deadline is not spent here). */
+    int64_t end = client_now_ms() + FP_DRAIN_MS;
+    if (deadline_ms >= 0 && deadline_ms < end)
+        end = deadline_ms;
+    r->refs++;      /* fp_alive may read answers, and the region go with the connection */
     for (unsigned i = 1; __atomic_load_n(&h->sq_head, __ATOMIC_ACQUIRE) != want; i++) {
         if (fp_state(r) == GG_FP_STATE_CLOSED)
-            return;
+            break;
         if (i < FP_YIELD_EVERY) {
             fp_cpu_relax();
             continue;
         }
-        /* the daemon takes a descriptor in microseconds; a slow one gets
-         * the CPU back */
-        if (deadline_ms >= 0 && client_now_ms() >= deadline_ms)
-            return;
+        /* a dead daemon never moves sq_head: the socket says so */
+        if (fp_alive(c, r) < 0 || client_now_ms() >= end)
+            break;
         struct timespec ts = {.tv_sec = 0, .tv_nsec = 20000};
         nanosleep(&ts, NULL);
     }
+    fp_unref(r);
 }
 
 /* The slot of an outstanding ticket into *out; 0, or -ENOENT / -EBUSY with

@@ -219,10 +219,12 @@ int client_fp_submit(gg_client *c, uint64_t program, int batch, int branch,
 int client_fp_wait(gg_client *c, uint64_t ticket, gg_replay_result *res);
 /* Mutex held: 1 done, 0 not yet, or a negative errno. */
 int client_fp_poll(gg_client *c, uint64_t ticket);
-/* Mutex held.  Before a socket request: wait (until deadline_ms, -1 none)
- * for the daemon to have taken every descriptor submitted so far (sq_head
- * reaching sq_tail), so that the request comes after them in the session's
- * order, as it would had they gone through the socket (PROTOCOL.md 15). */
+/* Mutex held.  Before a socket request: wait for the daemon to have taken
+ * every descriptor submitted so far (sq_head reaching sq_tail), so that the
+ * request comes after them in the session's order, as it would had they
+ * gone through the socket (PROTOCOL.md 15).  Gives up when the region
+ * closes, the connection is found gone, deadline_ms (-1 none) passes or
+ * half a second has: the request then goes as it is. */
 void client_fp_drain(gg_client *c, int64_t deadline_ms);
 
 /* Copy a str object into dst (truncating), "" when o is not a str. */

@@ -552,6 +552,40 @@ static void test_stop_idle(void)
     }
 }
 
+/* A daemon that dies with a descriptor it never took: the library's wait
+ * for sq_head before a socket request must see the connection gone and
+ * answer, not wait for ever (no timeout is set). */
+static void test_dead_untaken(void)
+{
+    h_section("the daemon killed with a submission it never took: socket calls still return");
+    h_daemon d;
+    if (h_daemon_start(&d, NULL, NULL) < 0)
+        return;
+    tbuf x, y;
+    memset(&x, 0, sizeof x);
+    memset(&y, 0, sizeof y);
+    gg_client *c = fp_client(d.sock, "fp-dead");
+    uint64_t prog = c ? idle_region(c, &x, &y) : 0;
+    if (prog) {
+        kill(d.pid, SIGSTOP);
+        uint64_t t = 0;
+        CHECK(gg_client_submit(c, prog, 1, -1, NULL, &t) == 0);
+        kill(d.pid, SIGKILL);
+        h_daemon_wait_exit(&d, 30000);
+        int64_t t0 = h_now_ms();
+        int rc = gg_client_program_release(c, prog);
+        CHECKF(clean_loss(rc), "program.release fails cleanly (%d: %s)", rc,
+               gg_client_last_error(c));
+        CHECKF(h_now_ms() - t0 < 5000, "and at once (%lld ms)", (long long)(h_now_ms() - t0));
+    }
+    tbuf_free(&x);
+    tbuf_free(&y);
+    gg_client_close(c);
+    unlink(d.log);
+    unlink(d.sock);
+    rmdir(d.dir);
+}
+
 typedef struct {
     slow_prog *s;
     gg_client *c;
@@ -663,5 +697,6 @@ int main(void)
     }
     test_stop_idle();
     test_stop_inflight();
+    test_dead_untaken();
     return h_finish();
 }
