@@ -659,6 +659,105 @@ __global__ void __launch_bounds__(LB)
     }
 }
 
+/* softmax of a row held in registers as stored (R units a thread, a block a
+ * row), in one read and one write with two barriers.  Each thread takes the
+ * exponentials of its own values against its own maximum before any block
+ * result is known, so that work overlaps the loads and the other rows'
+ * reductions; the block then reduces (max), rescales each thread's sum to the
+ * row maximum and reduces it (sum).  exp(x - m) is computed as
+ * exp2(x * log2(e) - m * log2(e)): one fma and the hardware exp2; the rounding
+ * of m * log2(e) is the same for every element of the row and cancels in the
+ * normalisation.  ONE keeps the exponentials (as stored) for the write pass
+ * instead of computing them again: one rounding more for 16-bit types. */
+#if defined(GFXGRAPH_HIP_CUDA)
+#define GG_LB2(t, b) __launch_bounds__(t, b)
+#else
+#define GG_LB2(t, b) __launch_bounds__(t)
+#endif
+template <int DT, bool VEC, int R, bool ONE, int LB, int MINB>
+__global__ void GG_LB2(LB, MINB)
+    k_softmax_held(const typename dt<DT>::T *x, typename dt<DT>::T *y, int64_t rows, int cols)
+{
+    typedef typename dt<DT>::T T;
+    typedef unit<DT, VEC> U;
+    typedef dt<DT> D;
+    const float L2E = 1.4426950408889634f;
+    /* two arrays: a warp may write the next row's maximum while another still
+     * reads this row's sums (the barriers order every other reuse) */
+    __shared__ float shm[32], shs[32];
+    const int nu = cols / U::N, lane = threadIdx.x, width = blockDim.x;
+    const int wl = threadIdx.x % warpSize, wid = threadIdx.x / warpSize;
+    const int nw = blockDim.x / warpSize;
+    typename U::raw raw[R];
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const T *xr = x + r * cols;
+        T *yr = y + r * cols;
+#pragma unroll
+        for (int j = 0; j < R; j++)
+            if (lane + j * width < nu)
+                raw[j] = U::load_raw(xr, lane + j * width);
+        float m = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < R; j++)
+            if (lane + j * width < nu) {
+                float v[U::N];
+                U::cvt(raw[j], v);
+#pragma unroll
+                for (int k = 0; k < U::N; k++)
+                    m = fmaxf(m, v[k]);
+            }
+        /* a thread whose values are all -inf adds zeros (not -inf - -inf) */
+        const float ml = m == -INFINITY ? 0.0f : m * L2E;
+        float s = 0.0f;
+#pragma unroll
+        for (int j = 0; j < R; j++)
+            if (lane + j * width < nu) {
+                float v[U::N];
+                U::cvt(raw[j], v);
+#pragma unroll
+                for (int k = 0; k < U::N; k++) {
+                    v[k] = exp2f(fmaf(v[k], L2E, -ml));
+                    s += v[k];
+                }
+                if constexpr (ONE) {
+                    if constexpr (VEC) {
+#pragma unroll
+                        for (int k = 0; k < U::N; k++)
+                            raw[j].v[k] = D::st(v[k]);
+                    } else {
+                        raw[j] = D::st(v[0]);
+                    }
+                }
+            }
+        float t = gg_warp_max(m);
+        if (wl == 0)
+            shm[wid] = t;
+        __syncthreads();
+        t = gg_warp_max(wl < nw ? shm[wl] : -INFINITY);
+        const float ML = t == -INFINITY ? 0.0f : t * L2E;
+        /* ml <= ML: the factor is at most 1; s == 0 (no values, or all
+         * -inf) stays 0 whatever ML is, a NaN stays NaN */
+        const float f = exp2f(ml - ML);
+        s = s > 0.0f ? s * f : s;
+        t = gg_warp_sum(s);
+        if (wl == 0)
+            shs[wid] = t;
+        __syncthreads();
+        const float inv = 1.0f / gg_warp_sum(wl < nw ? shs[wl] : 0.0f);
+        const float c = ONE ? (m == -INFINITY ? 0.0f : f * inv) : inv;
+#pragma unroll
+        for (int j = 0; j < R; j++)
+            if (lane + j * width < nu) {
+                float v[U::N];
+                U::cvt(raw[j], v);
+#pragma unroll
+                for (int k = 0; k < U::N; k++)
+                    v[k] = ONE ? v[k] * c : exp2f(fmaf(v[k], L2E, -ML)) * c;
+                U::store(yr, lane + j * width, v);
+            }
+    }
+}
+
 /* ---- launchers ---------------------------------------------------------------- */
 
 /* Smallest multiple-of-64 power of two >= work, within [64, cap]. */
@@ -787,6 +886,16 @@ static void launch_norm(gg_gpu_ctx *c, const void *x, const void *w, const void 
         launch_norm_v<DT, RMS, false>(c, x, w, b, y, rows, cols, eps);
 }
 
+static int gg_sm_variant(void)
+{
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("GGX_SM");
+        v = e ? atoi(e) : 1;
+    }
+    return v;
+}
+
 template <int DT, bool VEC>
 static void launch_softmax_v(gg_gpu_ctx *c, const void *x, void *y, int64_t rows, int cols)
 {
@@ -801,6 +910,16 @@ static void launch_softmax_v(gg_gpu_ctx *c, const void *x, void *y, int64_t rows
         k_softmax<DT, VEC, false, 1, 1024><<<g.grid, g.threads, 0, c->stream>>>(xp, yp, rows, cols);
     else if (g.kind == ROW_BLOCK && g.r == 2)
         k_softmax<DT, VEC, false, 2, 1024><<<g.grid, g.threads, 0, c->stream>>>(xp, yp, rows, cols);
+    else if (g.kind == ROW_BLOCK && gg_sm_variant() == 1)
+        k_softmax_held<DT, VEC, 4, false, 1024, 2><<<g.grid, 1024, 0, c->stream>>>(xp, yp, rows, cols);
+    else if (g.kind == ROW_BLOCK && gg_sm_variant() == 2)
+        k_softmax_held<DT, VEC, 8, false, 512, 2><<<g.grid, 512, 0, c->stream>>>(xp, yp, rows, cols);
+    else if (g.kind == ROW_BLOCK && gg_sm_variant() == 3)
+        k_softmax_held<DT, VEC, 16, false, 256, 3><<<g.grid, 256, 0, c->stream>>>(xp, yp, rows, cols);
+    else if (g.kind == ROW_BLOCK && gg_sm_variant() == 4)
+        k_softmax_held<DT, VEC, 8, true, 512, 2><<<g.grid, 512, 0, c->stream>>>(xp, yp, rows, cols);
+    else if (g.kind == ROW_BLOCK && gg_sm_variant() == 5)
+        k_softmax_held<DT, VEC, 4, true, 1024, 2><<<g.grid, 1024, 0, c->stream>>>(xp, yp, rows, cols);
     else if (g.kind == ROW_BLOCK)
         k_softmax<DT, VEC, false, 4, 1024><<<g.grid, g.threads, 0, c->stream>>>(xp, yp, rows, cols);
     else
