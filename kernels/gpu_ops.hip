@@ -911,7 +911,7 @@ static void launch_softmax_v(gg_gpu_ctx *c, const void *x, void *y, int64_t rows
     else if (g.kind == ROW_BLOCK && g.r == 2)
         k_softmax<DT, VEC, false, 2, 1024><<<g.grid, g.threads, 0, c->stream>>>(xp, yp, rows, cols);
     else if (g.kind == ROW_BLOCK && gg_sm_variant() == 1)
-        k_softmax_held<DT, VEC, 4, false, 1024, 2><<<g.grid, 1024, 0, c->stream>>>(xp, yp, rows, cols);
+        k_softmax_held<DT, VEC, 4, false, 1024, 2><<<g.grid, g.threads, 0, c->stream>>>(xp, yp, rows, cols);
     else if (g.kind == ROW_BLOCK && gg_sm_variant() == 2)
         k_softmax_held<DT, VEC, 8, false, 512, 2><<<g.grid, 512, 0, c->stream>>>(xp, yp, rows, cols);
     else if (g.kind == ROW_BLOCK && gg_sm_variant() == 3)
@@ -919,7 +919,7 @@ static void launch_softmax_v(gg_gpu_ctx *c, const void *x, void *y, int64_t rows
     else if (g.kind == ROW_BLOCK && gg_sm_variant() == 4)
         k_softmax_held<DT, VEC, 8, true, 512, 2><<<g.grid, 512, 0, c->stream>>>(xp, yp, rows, cols);
     else if (g.kind == ROW_BLOCK && gg_sm_variant() == 5)
-        k_softmax_held<DT, VEC, 4, true, 1024, 2><<<g.grid, 1024, 0, c->stream>>>(xp, yp, rows, cols);
+        k_softmax_held<DT, VEC, 4, true, 1024, 2><<<g.grid, g.threads, 0, c->stream>>>(xp, yp, rows, cols);
     else if (g.kind == ROW_BLOCK)
         k_softmax<DT, VEC, false, 4, 1024><<<g.grid, g.threads, 0, c->stream>>>(xp, yp, rows, cols);
     else
