@@ -536,8 +536,9 @@ __global__ void __launch_bounds__(LB)
     }
 }
 
-/* softmax over the last dim, max-subtracted; same geometries as k_norm (with
- * registers the exponentials are computed once). */
+/* softmax over the last dim, max-subtracted; the geometries of k_norm (with
+ * registers the exponentials are computed once) but R = 4 on a block, which
+ * is k_softmax_held below. */
 template <int DT, bool VEC, bool WARP, int R, int LB>
 __global__ void __launch_bounds__(LB)
     k_softmax(const typename dt<DT>::T *x, typename dt<DT>::T *y, int64_t rows, int cols)
@@ -547,140 +548,96 @@ __global__ void __launch_bounds__(LB)
     typedef rowgeo<WARP> G;
     __shared__ float sh[32];
     const int nu = cols / U::N, lane = G::lane(), width = G::width();
-    if constexpr (R == 4 && !WARP) {
-        /* the longest rows held (4 units a thread at up to 1024 threads):
-         * kept as stored, not as floats, and the exponentials computed
-         * twice, so a block needs half the registers and two rows share a
-         * multiprocessor (one row at a time left [2048, 32000] f16 at 67% of
-         * the copy rate) */
-        typename U::raw raw[R];
-        for (int64_t r = G::first(); r < rows; r += G::step()) {
-            const T *xr = x + r * cols;
-            T *yr = y + r * cols;
+    float xv[R > 0 ? R : 1][U::N];
+    for (int64_t r = G::first(); r < rows; r += G::step()) {
+        const T *xr = x + r * cols;
+        T *yr = y + r * cols;
+        float m = -INFINITY;
+        if constexpr (R > 0) {
+#pragma unroll
+            for (int j = 0; j < R; j++)
+                if (lane + j * width < nu) {
+                    U::load(xr, lane + j * width, xv[j]);
+#pragma unroll
+                    for (int k = 0; k < U::N; k++)
+                        m = fmaxf(m, xv[j][k]);
+                }
+        } else {
+            for (int i = lane; i < nu; i += width) {
+                U::load(xr, i, xv[0]);
+#pragma unroll
+                for (int k = 0; k < U::N; k++)
+                    m = fmaxf(m, xv[0][k]);
+            }
+        }
+        m = G::max(m, sh);
+        float s = 0.0f;
+        if constexpr (R > 0) {
 #pragma unroll
             for (int j = 0; j < R; j++)
                 if (lane + j * width < nu)
-                    raw[j] = U::load_raw(xr, lane + j * width);
-            float m = -INFINITY;
 #pragma unroll
-            for (int j = 0; j < R; j++)
-                if (lane + j * width < nu) {
-                    float v[U::N];
-                    U::cvt(raw[j], v);
+                    for (int k = 0; k < U::N; k++) {
+                        xv[j][k] = expf(xv[j][k] - m);
+                        s += xv[j][k];
+                    }
+        } else {
+            for (int i = lane; i < nu; i += width) {
+                U::load(xr, i, xv[0]);
 #pragma unroll
-                    for (int k = 0; k < U::N; k++)
-                        m = fmaxf(m, v[k]);
-                }
-            m = G::max(m, sh);
-            float sum = 0.0f;
-#pragma unroll
-            for (int j = 0; j < R; j++)
-                if (lane + j * width < nu) {
-                    float v[U::N];
-                    U::cvt(raw[j], v);
-#pragma unroll
-                    for (int k = 0; k < U::N; k++)
-                        sum += expf(v[k] - m);
-                }
-            const float inv = 1.0f / G::sum(sum, sh);
-#pragma unroll
-            for (int j = 0; j < R; j++)
-                if (lane + j * width < nu) {
-                    float v[U::N];
-                    U::cvt(raw[j], v);
-#pragma unroll
-                    for (int k = 0; k < U::N; k++)
-                        v[k] = expf(v[k] - m) * inv;
-                    U::store(yr, lane + j * width, v);
-                }
+                for (int k = 0; k < U::N; k++)
+                    s += expf(xv[0][k] - m);
+            }
         }
-    } else {
-        float xv[R > 0 ? R : 1][U::N];
-        for (int64_t r = G::first(); r < rows; r += G::step()) {
-            const T *xr = x + r * cols;
-            T *yr = y + r * cols;
-            float m = -INFINITY;
-            if constexpr (R > 0) {
+        const float inv = 1.0f / G::sum(s, sh);
+        if constexpr (R > 0) {
 #pragma unroll
-                for (int j = 0; j < R; j++)
-                    if (lane + j * width < nu) {
-                        U::load(xr, lane + j * width, xv[j]);
-#pragma unroll
-                        for (int k = 0; k < U::N; k++)
-                            m = fmaxf(m, xv[j][k]);
-                    }
-            } else {
-                for (int i = lane; i < nu; i += width) {
-                    U::load(xr, i, xv[0]);
+            for (int j = 0; j < R; j++)
+                if (lane + j * width < nu) {
 #pragma unroll
                     for (int k = 0; k < U::N; k++)
-                        m = fmaxf(m, xv[0][k]);
+                        xv[j][k] *= inv;
+                    U::store(yr, lane + j * width, xv[j]);
                 }
-            }
-            m = G::max(m, sh);
-            float s = 0.0f;
-            if constexpr (R > 0) {
+        } else {
+            for (int i = lane; i < nu; i += width) {
+                U::load(xr, i, xv[0]);
 #pragma unroll
-                for (int j = 0; j < R; j++)
-                    if (lane + j * width < nu)
-#pragma unroll
-                        for (int k = 0; k < U::N; k++) {
-                            xv[j][k] = expf(xv[j][k] - m);
-                            s += xv[j][k];
-                        }
-            } else {
-                for (int i = lane; i < nu; i += width) {
-                    U::load(xr, i, xv[0]);
-#pragma unroll
-                    for (int k = 0; k < U::N; k++)
-                        s += expf(xv[0][k] - m);
-                }
-            }
-            const float inv = 1.0f / G::sum(s, sh);
-            if constexpr (R > 0) {
-#pragma unroll
-                for (int j = 0; j < R; j++)
-                    if (lane + j * width < nu) {
-#pragma unroll
-                        for (int k = 0; k < U::N; k++)
-                            xv[j][k] *= inv;
-                        U::store(yr, lane + j * width, xv[j]);
-                    }
-            } else {
-                for (int i = lane; i < nu; i += width) {
-                    U::load(xr, i, xv[0]);
-#pragma unroll
-                    for (int k = 0; k < U::N; k++)
-                        xv[0][k] = expf(xv[0][k] - m) * inv;
-                    U::store(yr, i, xv[0]);
-                }
+                for (int k = 0; k < U::N; k++)
+                    xv[0][k] = expf(xv[0][k] - m) * inv;
+                U::store(yr, i, xv[0]);
             }
         }
     }
 }
 
 /* softmax of a row held in registers as stored (R units a thread, a block a
- * row), in one read and one write with two barriers.  Each thread takes the
+ * row): one read, one write, two barriers.  Each thread takes the
  * exponentials of its own values against its own maximum before any block
- * result is known, so that work overlaps the loads and the other rows'
- * reductions; the block then reduces (max), rescales each thread's sum to the
- * row maximum and reduces it (sum).  exp(x - m) is computed as
- * exp2(x * log2(e) - m * log2(e)): one fma and the hardware exp2; the rounding
- * of m * log2(e) is the same for every element of the row and cancels in the
- * normalisation.  ONE keeps the exponentials (as stored) for the write pass
- * instead of computing them again: one rounding more for 16-bit types. */
+ * result is known, so that work overlaps the loads and the other resident
+ * row's reductions; the block then reduces the maximum, rescales each
+ * thread's sum to it and reduces the sums.  exp(x - m) is
+ * exp2(x * log2(e) - m * log2(e)): one fma and the hardware exp2 instead of
+ * expf's range reduction (the rounding of m * log2(e) is the same for every
+ * element of the row and cancels in the normalisation).  The write pass
+ * computes the exponentials again: keeping them (as stored) needed 61
+ * registers and spilled.  At 1024 threads two rows share an NVIDIA
+ * multiprocessor only at <= 32 registers, hence the minimum of 2 blocks.
+ * H100, [2048, 32000] f16: 128.9 -> 93.7 us (70% -> 97.5% of the copy rate);
+ * the three-phase kernel it replaces held 48 registers, one row at a time,
+ * and spent its time in expf and four barriers. */
 #if defined(GFXGRAPH_HIP_CUDA)
-#define GG_LB2(t, b) __launch_bounds__(t, b)
+#define GG_LAUNCH_BOUNDS_MIN(t, b) __launch_bounds__(t, b)
 #else
-#define GG_LB2(t, b) __launch_bounds__(t)
+/* HIP's second argument is a count of waves per execution unit, not blocks */
+#define GG_LAUNCH_BOUNDS_MIN(t, b) __launch_bounds__(t)
 #endif
-template <int DT, bool VEC, int R, bool ONE, int LB, int MINB>
-__global__ void GG_LB2(LB, MINB)
+template <int DT, bool VEC, int R>
+__global__ void GG_LAUNCH_BOUNDS_MIN(1024, 2)
     k_softmax_held(const typename dt<DT>::T *x, typename dt<DT>::T *y, int64_t rows, int cols)
 {
     typedef typename dt<DT>::T T;
     typedef unit<DT, VEC> U;
-    typedef dt<DT> D;
     const float L2E = 1.4426950408889634f;
     /* two arrays: a warp may write the next row's maximum while another still
      * reads this row's sums (the barriers order every other reuse) */
@@ -715,19 +672,8 @@ __global__ void GG_LB2(LB, MINB)
                 float v[U::N];
                 U::cvt(raw[j], v);
 #pragma unroll
-                for (int k = 0; k < U::N; k++) {
-                    v[k] = exp2f(fmaf(v[k], L2E, -ml));
-                    s += v[k];
-                }
-                if constexpr (ONE) {
-                    if constexpr (VEC) {
-#pragma unroll
-                        for (int k = 0; k < U::N; k++)
-                            raw[j].v[k] = D::st(v[k]);
-                    } else {
-                        raw[j] = D::st(v[0]);
-                    }
-                }
+                for (int k = 0; k < U::N; k++)
+                    s += exp2f(fmaf(v[k], L2E, -ml));
             }
         float t = gg_warp_max(m);
         if (wl == 0)
@@ -744,7 +690,6 @@ __global__ void GG_LB2(LB, MINB)
             shs[wid] = t;
         __syncthreads();
         const float inv = 1.0f / gg_warp_sum(wl < nw ? shs[wl] : 0.0f);
-        const float c = ONE ? (m == -INFINITY ? 0.0f : f * inv) : inv;
 #pragma unroll
         for (int j = 0; j < R; j++)
             if (lane + j * width < nu) {
@@ -752,7 +697,7 @@ __global__ void GG_LB2(LB, MINB)
                 U::cvt(raw[j], v);
 #pragma unroll
                 for (int k = 0; k < U::N; k++)
-                    v[k] = ONE ? v[k] * c : exp2f(fmaf(v[k], L2E, -ML)) * c;
+                    v[k] = exp2f(fmaf(v[k], L2E, -ML)) * inv;
                 U::store(yr, lane + j * width, v);
             }
     }
@@ -886,16 +831,6 @@ static void launch_norm(gg_gpu_ctx *c, const void *x, const void *w, const void 
         launch_norm_v<DT, RMS, false>(c, x, w, b, y, rows, cols, eps);
 }
 
-static int gg_sm_variant(void)
-{
-    static int v = -1;
-    if (v < 0) {
-        const char *e = getenv("GGX_SM");
-        v = e ? atoi(e) : 1;
-    }
-    return v;
-}
-
 template <int DT, bool VEC>
 static void launch_softmax_v(gg_gpu_ctx *c, const void *x, void *y, int64_t rows, int cols)
 {
@@ -910,18 +845,8 @@ static void launch_softmax_v(gg_gpu_ctx *c, const void *x, void *y, int64_t rows
         k_softmax<DT, VEC, false, 1, 1024><<<g.grid, g.threads, 0, c->stream>>>(xp, yp, rows, cols);
     else if (g.kind == ROW_BLOCK && g.r == 2)
         k_softmax<DT, VEC, false, 2, 1024><<<g.grid, g.threads, 0, c->stream>>>(xp, yp, rows, cols);
-    else if (g.kind == ROW_BLOCK && gg_sm_variant() == 1)
-        k_softmax_held<DT, VEC, 4, false, 1024, 2><<<g.grid, g.threads, 0, c->stream>>>(xp, yp, rows, cols);
-    else if (g.kind == ROW_BLOCK && gg_sm_variant() == 2)
-        k_softmax_held<DT, VEC, 8, false, 512, 2><<<g.grid, 512, 0, c->stream>>>(xp, yp, rows, cols);
-    else if (g.kind == ROW_BLOCK && gg_sm_variant() == 3)
-        k_softmax_held<DT, VEC, 16, false, 256, 3><<<g.grid, 256, 0, c->stream>>>(xp, yp, rows, cols);
-    else if (g.kind == ROW_BLOCK && gg_sm_variant() == 4)
-        k_softmax_held<DT, VEC, 8, true, 512, 2><<<g.grid, 512, 0, c->stream>>>(xp, yp, rows, cols);
-    else if (g.kind == ROW_BLOCK && gg_sm_variant() == 5)
-        k_softmax_held<DT, VEC, 4, true, 1024, 2><<<g.grid, g.threads, 0, c->stream>>>(xp, yp, rows, cols);
     else if (g.kind == ROW_BLOCK)
-        k_softmax<DT, VEC, false, 4, 1024><<<g.grid, g.threads, 0, c->stream>>>(xp, yp, rows, cols);
+        k_softmax_held<DT, VEC, 4><<<g.grid, g.threads, 0, c->stream>>>(xp, yp, rows, cols);
     else
         k_softmax<DT, VEC, false, 0, 1024><<<g.grid, g.threads, 0, c->stream>>>(xp, yp, rows, cols);
 }
