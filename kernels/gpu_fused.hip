@@ -2,7 +2,10 @@
  * core/fuse.c).  Each computes what its node sequence computes, in one
  * pass where the sequence made several, and rounds every intermediate to
  * the storage dtype where the sequence stored it, so that a fused result
- * differs from the unfused one by reduction order only.
+ * differs from the unfused one by reduction order only, with one exception:
+ * cuBLASLt's GELU_BIAS epilogue (linear with its own bias, then the tanh
+ * GELU, from the BLAS row count on) applies the GELU to the unrounded sum
+ * with cuBLASLt's own GELU, within the ops' tolerances of the sequence.
  *
  *   norm_act, add_rmsnorm: one row kernel (k_fnorm): an optional residual
  *     add first (its sum written), layernorm or rmsnorm, an optional
@@ -900,8 +903,10 @@ static int fz_linear_act(gg_gpu_ctx *c, const gg_op_def *op, const gg_tensor *in
     }
 #if defined(GG_BLAS_CUBLAS)
     /* cuBLASLt adds the bias in its epilogue (and the tanh GELU when nothing
-     * needs the value before it); another activation follows in one pass */
-    if (c->linear_mode != GG_GPU_LINEAR_OWN) {
+     * needs the value before it); another activation follows in one pass.
+     * Not for a bias from a separate add node: the sequence rounds the
+     * product before adding it, the epilogue would not. */
+    if (c->linear_mode != GG_GPU_LINEAR_OWN && !sep) {
         const bool lt_act = act == GG_ACT_GELU_TANH && !h;
         void *dst = h ? h : y;
         int rc = fz_lt<DT>(c, in[0].data, in[1].data, b, dst, (int)M, (int)K, (int)N,

@@ -655,7 +655,7 @@ int gg_program_parse(const gg_define_env *env, const msgpack_object *params, gg_
             call_nodes_all += call_nodes;
         }
     if (call_nodes_all > GG_MAX_CALL_NODES) {
-        rc = proto_fail(e, -EINVAL, "the programs this one calls bring %u nodes over all its "
+        rc = proto_fail(e, -EINVAL, "the programs this one calls add %u nodes over all its "
                         "branches; at most %d", call_nodes_all, GG_MAX_CALL_NODES);
         goto fail;
     }
