@@ -74,6 +74,10 @@ struct gg_gpu_ctx {
     unsigned *attn_cnt;
     size_t attn_part_floats, attn_cnt_n;
     int attn_split_off; /* GFXGRAPH_ATTN_SPLIT=0: the one-block-per-head kernel */
+    /* the last chunk-count pick (a scan of up to 256 counts, ~1.3 us on the
+     * host at long contexts) and what it was picked for */
+    int64_t attn_pick_key[5];
+    int attn_pick_ns;
     int mma;            /* mma.sync runs here (NVIDIA sm_80+): linear's and attention's
                          * tensor-core kernels */
 #if defined(GG_BLAS_CUBLAS)

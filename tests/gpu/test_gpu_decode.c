@@ -402,6 +402,13 @@ int main(int argc, char **argv)
             attn_case(dt, 2, 8, 4, 1024, 16, neg, 0.0, &seed);   /* Dh 16 (f32: 4 lanes) */
             attn_case(dt, 2, 16, 2, 1024, 256, neg, 0.0, &seed); /* Dh 256, GQA 8 */
             attn_case(dt, 1, 32, 8, 100, 64, odd, 0.0, &seed);   /* short S: one pass */
+            /* batch 16: the chunk count fitted to whole waves (2 at 2048); odd
+             * lens leave ragged last tiles in the warps' three-tile rings */
+            const int32_t l16[16] = {2048, 1, 0,   2047, 1235, 17,  999,  2048,
+                                     64,   65, 1500, 2000, 33,  1024, 1777, 3};
+            attn_case(dt, 16, 32, 8, 2048, 64, l16, 0.0, &seed);
+            const int32_t l3[3] = {4001, 4096, 77};
+            attn_case(dt, 3, 16, 4, 4096, 32, l3, 0.0, &seed); /* Dh 32, many tiles a warp */
             attn_graph_case(dt, &seed);
         }
         for (int av = 0; av < 2; av++) { /* argmax: odd V (scalar), V 32000 (units) */
