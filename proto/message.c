@@ -367,37 +367,62 @@ static long scan_result(const scan_rd *r, const uint8_t *buf)
     return (long)(r->p - buf);
 }
 
+/* An envelope's start, [type, msgid, ...: a 4-array, its type, a msgid
+ * that fits 32 bits.  false: short, or bad (another form). */
+static bool scan_head(scan_rd *r, int type, uint32_t *msgid)
+{
+    uint64_t id;
+    int b;
+    if ((b = scan_byte(r)) < 0)
+        return false;
+    if (b != 0x94 || (b = scan_byte(r)) < 0 || b != type) {
+        r->bad = b >= 0;
+        return false;
+    }
+    if ((b = scan_byte(r)) < 0 || !scan_uint(r, b, &id))
+        return false;
+    if (id > UINT32_MAX) {
+        r->bad = true;
+        return false;
+    }
+    *msgid = (uint32_t)id;
+    return true;
+}
+
+/* A fixmap's header: its entry count.  false: short, or bad. */
+static bool scan_fixmap(scan_rd *r, int *n)
+{
+    int b = scan_byte(r);
+    if (b < 0)
+        return false;
+    if (b < 0x80 || b > 0x8f) {
+        r->bad = true;
+        return false;
+    }
+    *n = b & 0x0f;
+    return true;
+}
+
 long proto_replay_req_scan(const uint8_t *buf, size_t len, proto_replay_req *q)
 {
     scan_rd r = {.p = buf, .end = buf + len};
     memset(q, 0, sizeof(*q));
-    uint64_t id;
-    int b;
+    int b, n;
     /* [0, msgid, "replay", [ {  */
-    if ((b = scan_byte(&r)) < 0 || b != 0x94 || (b = scan_byte(&r)) < 0 || b != 0x00)
+    if (!scan_head(&r, 0x00, &q->msgid))
         goto out;
-    if ((b = scan_byte(&r)) < 0 || !scan_uint(&r, b, &id))
-        goto out;
-    if (id > UINT32_MAX) {
-        r.bad = true;
+    size_t have = (size_t)(r.end - r.p) < 8 ? (size_t)(r.end - r.p) : 8;
+    if (memcmp(r.p, "\xa6replay\x91", have) != 0) {
+        r.bad = true;               /* another method: known from its first byte off */
         goto out;
     }
-    q->msgid = (uint32_t)id;
     if (!scan_need(&r, 8))
         goto out;
-    if (memcmp(r.p, "\xa6replay\x91", 8) != 0) {
-        r.bad = true;
-        goto out;
-    }
     r.p += 8;
-    if ((b = scan_byte(&r)) < 0)
+    if (!scan_fixmap(&r, &n))
         goto out;
-    if (b < 0x80 || b > 0x8f) {
-        r.bad = true;
-        goto out;
-    }
     unsigned seen = 0;
-    for (int i = 0, n = b & 0x0f; i < n; i++) {
+    for (int i = 0; i < n; i++) {
         const uint8_t *k;
         size_t kn;
         if (!scan_key(&r, &k, &kn))
@@ -470,32 +495,20 @@ long proto_replay_ans_scan(const uint8_t *buf, size_t len, proto_replay_ans *a)
 {
     scan_rd r = {.p = buf, .end = buf + len};
     memset(a, 0, sizeof(*a));
-    uint64_t id;
-    int b;
+    int b, n;
     /* [1, msgid, nil, {  */
-    if ((b = scan_byte(&r)) < 0 || b != 0x94 || (b = scan_byte(&r)) < 0 || b != 0x01)
+    if (!scan_head(&r, 0x01, &a->msgid))
         goto out;
-    if ((b = scan_byte(&r)) < 0 || !scan_uint(&r, b, &id))
-        goto out;
-    if (id > UINT32_MAX) {
-        r.bad = true;
-        goto out;
-    }
-    a->msgid = (uint32_t)id;
     if ((b = scan_byte(&r)) < 0)
         goto out;
     if (b != 0xc0) {
         r.bad = true;
         goto out;
     }
-    if ((b = scan_byte(&r)) < 0)
+    if (!scan_fixmap(&r, &n))
         goto out;
-    if (b < 0x80 || b > 0x8f) {
-        r.bad = true;
-        goto out;
-    }
     unsigned seen = 0;
-    for (int i = 0, n = b & 0x0f; i < n; i++) {
+    for (int i = 0; i < n; i++) {
         const uint8_t *k;
         size_t kn;
         if (!scan_key(&r, &k, &kn) || (b = scan_byte(&r)) < 0)

@@ -392,6 +392,31 @@ static void test_answers(int rounds)
     CHECK(accepted > rounds / 20 && refused > rounds / 20);
 }
 
+/* Other messages are "not that form" (-1) as soon as a byte says so, never
+ * a length: a notification, a response where a request is scanned and the
+ * other way round, another method cut short. */
+static void test_other_forms(void)
+{
+    h_section("other forms: -1 from the first byte that differs");
+    static const uint8_t notify[] = {0x93, 0x02, 0xa5, 'e', 'r', 'r', 'o', 'r', 0x90};
+    static const uint8_t resp[] = {0x94, 0x01, 0x07, 0xc0, 0x80};
+    static const uint8_t req[] = {0x94, 0x00, 0x07, 0xa5, 's', 't', 'a'};
+    proto_replay_req q;
+    proto_replay_ans a;
+    for (size_t n = 1; n <= sizeof notify; n++) {
+        CHECKF(proto_replay_req_scan(notify, n, &q) == -1, "notification, %zu bytes: request", n);
+        CHECKF(proto_replay_ans_scan(notify, n, &a) == -1, "notification, %zu bytes: answer", n);
+    }
+    for (size_t n = 2; n <= sizeof resp; n++)
+        CHECKF(proto_replay_req_scan(resp, n, &q) == -1, "a response, %zu bytes: request", n);
+    for (size_t n = 2; n <= sizeof req; n++)
+        CHECKF(proto_replay_ans_scan(req, n, &a) == -1, "a request, %zu bytes: answer", n);
+    for (size_t n = 4; n <= sizeof req; n++)
+        CHECKF(proto_replay_req_scan(req, n, &q) == -1, "method 'sta...', %zu bytes", n);
+    CHECK_EQ(proto_replay_req_scan(req, 3, &q), 0);      /* the method not begun: more */
+    CHECK_EQ(proto_replay_req_scan(resp, 1, &q), 0);     /* only the array header */
+}
+
 int main(int argc, char **argv)
 {
     h_init("test_proto_scan", 300);
@@ -401,5 +426,6 @@ int main(int argc, char **argv)
     h_note("%d rounds each, seed 0x%llx", rounds, (unsigned long long)rng_state);
     test_requests(rounds);
     test_answers(rounds);
+    test_other_forms();
     return h_finish();
 }
