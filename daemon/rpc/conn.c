@@ -35,7 +35,8 @@
  * buffer.register with fd: true) are kept, each with the stream offset
  * where the read that brought it ended: a request takes the oldest one not
  * wholly before it (gg_conn_take_fd); one whose bytes were all handled
- * without a request taking it is closed and the client told (EBADF). */
+ * without a request taking it is closed and the client told (EBADF);
+ * conn_fd.c holds that part. */
 #include <errno.h>
 #include <fcntl.h>
 #include <malloc.h>
@@ -45,94 +46,13 @@
 #include <unistd.h>
 
 #include "rpc/conn.h"
+#include "rpc/conn_int.h"
 
 #include "base/log.h"
 #include "core/session.h"
 #include "proto.h"
 #include "rpc/dispatch.h"
 
-static bool conn_send_fd(struct gg_conn *c, const char *data, size_t len, int fd);
-
-#define CONN_READ_CHUNK 65536
-#define CONN_MAX_WRITE_QUEUE (64u << 20)
-/* The unpack zone's chunk: a request of any method but program.define
- * unpacks into far less, so one chunk serves them all. */
-#define CONN_ZONE_CHUNK 4096
-/* Response buffers and pooled write requests above this are freed after
- * use (a large stats answer), so an idle connection stays small. */
-#define CONN_KEEP_BYTES 65536
-/* Write requests kept for reuse: more are in flight only while the peer
- * reads slower than we answer. */
-#define CONN_WRITE_POOL 4
-/* A connection being closed gracefully (its queued answers flushed first)
- * is cut off this long after the close began: a peer that never reads
- * cannot keep it (and its slot under max-connections-per-uid) for ever.
- * A constant: long enough for any reader to take the last answers. */
-#define CONN_CLOSE_TIMEOUT_MS 5000
-/* What a queued answer holds besides its bytes: malloc's own header and
- * rounding, counted so the limit is on memory, not on payload. */
-#define CONN_MALLOC_OVERHEAD 32
-/* A request at least this large, of a method that can work off the loop
- * (gg_offload: program.define), is unpacked and worked on by a thread of
- * libuv's pool; below it the loop does it at once (a define of this size
- * is checked in well under a millisecond). */
-#define CONN_OFFLOAD_BYTES 32768
-/* File descriptors (SCM_RIGHTS) held for the requests they came with: a
- * request takes one; a client never needs more than a few ahead. */
-#define CONN_MAX_FDS 16
-
-typedef struct conn_write {
-    uv_write_t req;
-    struct conn_write *next;        /* the connection's free list */
-    char *data;
-    size_t cap;
-} conn_write;
-
-typedef struct gg_conn {
-    uv_pipe_t pipe;                 /* first: the handle's data is the conn */
-    gg_rpc *rpc;
-    struct gg_conn *prev, *next;
-    gg_session *sess;
-    uint8_t *rbuf;
-    size_t rlen, rcap;
-    proto_frame frame;
-    unsigned inflight;
-    bool closing;
-    int handles;                    /* open: freed when the last one closes */
-    uv_timer_t req_timer;           /* request-timeout-ms of a partial request */
-    uv_shutdown_t shutdown_req;
-    msgpack_zone zone;              /* the message being handled unpacks here */
-    /* Answers are packed here and written straight from here: out for the
-     * answer its handler returns, reply for one given later (gg_conn_reply_*),
-     * which may be packed while out holds a half-made answer (a cache hit
-     * the loop ran completes inside its handler). */
-    msgpack_sbuffer out, reply;
-    msgpack_packer out_pk, reply_pk;
-    conn_write *wfree;
-    unsigned nwfree;
-    /* Bytes the queued answers really hold (each write request, its data
-     * buffer's capacity and malloc's overhead): over max-queued-bytes,
-     * reading pauses until the peer has taken enough of them. */
-    size_t queued, queued_peak;
-    bool paused;                    /* reading stopped for the queue */
-    bool pause_logged;
-    bool refused;                   /* refused at accept: holds no slot */
-    bool in_read;                   /* inside the read loop */
-    /* A request is being worked on off the loop (conn_job): nothing else of
-     * this connection is read or handled until it is answered. */
-    bool held;
-    /* Descriptors that came with the connection's bytes, oldest first, each
-     * with the stream offset where the read that brought it ended (its
-     * bytes, so its request, lie before that).  rx counts the bytes read;
-     * rbuf[0] is at stream offset rx - rlen. */
-    struct {
-        int fd;
-        uint64_t upto;
-    } fds[CONN_MAX_FDS];
-    unsigned nfds;
-    uint64_t rx;
-    uint64_t req_start;             /* stream offset of the request being handled */
-} gg_conn;
 
 /* A request worked on by a pool thread (gg_offload): it owns the bytes of
  * the message (the read buffer they were in, taken over) and unpacks them
@@ -217,7 +137,7 @@ static void conn_on_close(uv_handle_t *h)
     conn_put(h->data);
 }
 
-static void conn_close_now(gg_conn *c)
+void conn_close_now(gg_conn *c)
 {
     if (uv_is_closing((uv_handle_t *)&c->pipe))
         return;
@@ -307,7 +227,7 @@ static void conn_write_put(gg_conn *c, conn_write *w)
 
 /* Empty a response buffer for the next answer, freeing it when an answer
  * made it large. */
-static void conn_buf_reset(msgpack_sbuffer *sb)
+void conn_buf_reset(msgpack_sbuffer *sb)
 {
     if (sb->alloc > CONN_KEEP_BYTES) {
         msgpack_sbuffer_destroy(sb);
@@ -651,106 +571,6 @@ static void conn_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 }
 
 static void conn_on_read_locked(uv_stream_t *st, ssize_t n, const uv_buf_t *buf);
-
-/* ---- descriptors from the client ----------------------------------------- */
-
-static void conn_free_handle(uv_handle_t *h)
-{
-    free(h);
-}
-
-/* One descriptor libuv holds for the connection (it reads with recvmsg:
- * the pipe is an IPC one), as a plain fd: taken through a pipe handle of
- * its own, which is then closed with the original. */
-static int conn_accept_fd(gg_conn *c)
-{
-    uv_pipe_t *tmp = malloc(sizeof(*tmp));
-    if (!tmp || uv_pipe_init(c->rpc->core->loop, tmp, 0) < 0) {
-        free(tmp);
-        return -ENOMEM;
-    }
-    int fd = -EBADF;
-    uv_os_fd_t ufd;
-    if (uv_accept((uv_stream_t *)&c->pipe, (uv_stream_t *)tmp) == 0 &&
-        uv_fileno((uv_handle_t *)tmp, &ufd) == 0 && (fd = fcntl(ufd, F_DUPFD_CLOEXEC, 3)) < 0)
-        fd = -errno;
-    uv_close((uv_handle_t *)tmp, conn_free_handle);
-    return fd;
-}
-
-static void conn_fd_notify(gg_conn *c, const char *msg)
-{
-    c->rpc->core->stats.errors++;
-    gg_metrics_error(&c->rpc->core->stats.metrics, -EBADF);
-    conn_buf_reset(&c->out);
-    proto_pack_error_notify(&c->out_pk, -EBADF, msg);
-    gg_conn_send(c, c->out.data, c->out.size);
-    conn_buf_reset(&c->out);
-    gg_log_fields f = {.session = c->sess ? c->sess->id : 0};
-    GG_LOG(GG_LOG_DEBUG, &f, "%s", msg);
-}
-
-/* The descriptors a read brought: held for their requests, up to
- * CONN_MAX_FDS; more are closed and the client told. */
-static void conn_collect_fds(gg_conn *c)
-{
-    unsigned dropped = 0;
-    while (uv_pipe_pending_count(&c->pipe) > 0) {
-        int fd = conn_accept_fd(c);
-        if (fd < 0) {
-            dropped++;
-            continue;
-        }
-        if (c->nfds == CONN_MAX_FDS) {
-            close(fd);
-            dropped++;
-            continue;
-        }
-        c->fds[c->nfds].fd = fd;
-        c->fds[c->nfds].upto = c->rx;
-        c->nfds++;
-    }
-    if (dropped) {
-        char msg[200];
-        snprintf(msg, sizeof(msg), "%u file descriptor(s) could not be held (at most %d wait "
-                 "for their requests on a connection, or the daemon is out of descriptors); "
-                 "closed", dropped, CONN_MAX_FDS);
-        conn_fd_notify(c, msg);
-    }
-}
-
-/* Close the descriptors whose bytes all lie before stream offset upto:
- * the requests they came with were handled without taking them. */
-static void conn_drop_fds_before(gg_conn *c, uint64_t upto)
-{
-    unsigned n = 0;
-    while (n < c->nfds && c->fds[n].upto <= upto) {
-        close(c->fds[n].fd);
-        n++;
-    }
-    if (!n)
-        return;
-    c->nfds -= n;
-    memmove(c->fds, c->fds + n, c->nfds * sizeof(c->fds[0]));
-    char msg[240];
-    snprintf(msg, sizeof(msg), "%u file descriptor(s) came with no request that takes them "
-             "(only buffer.register with fd: true takes one, sent with the request's own "
-             "bytes); closed", n);
-    conn_fd_notify(c, msg);
-}
-
-int gg_conn_take_fd(gg_conn *c)
-{
-    if (!c)
-        return -EBADF;
-    conn_drop_fds_before(c, c->req_start);
-    if (c->nfds == 0)
-        return -EBADF;
-    int fd = c->fds[0].fd;
-    c->nfds--;
-    memmove(c->fds, c->fds + 1, c->nfds * sizeof(c->fds[0]));
-    return fd;
-}
 
 static void conn_job_work(uv_work_t *w)
 {
@@ -1142,40 +962,4 @@ bool gg_conn_closing(const gg_conn *c)
 bool gg_conn_writes_idle(gg_conn *c)
 {
     return c && !c->closing && uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) == 0;
-}
-
-/* Send len bytes with fd attached to the first of them, straight to the
- * socket (the write queue is empty: gg_conn_writes_idle); what the socket
- * does not take at once is queued as usual.  false: the descriptor did not
- * go (the connection is then closed when the socket failed). */
-static bool conn_send_fd(gg_conn *c, const char *data, size_t len, int fd)
-{
-    uv_os_fd_t sfd;
-    if (!gg_conn_writes_idle(c) || uv_fileno((uv_handle_t *)&c->pipe, &sfd) != 0)
-        return false;
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } ctl;
-    memset(&ctl, 0, sizeof(ctl));
-    struct iovec iov = {.iov_base = (void *)data, .iov_len = len};
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
-                         .msg_controllen = sizeof(ctl.buf)};
-    struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-    cm->cmsg_level = SOL_SOCKET;
-    cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-    ssize_t n;
-    do
-        n = sendmsg(sfd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-    while (n < 0 && errno == EINTR);
-    if (n < 0) {
-        if (errno != EAGAIN && errno != EWOULDBLOCK)
-            conn_close_now(c);
-        return false;
-    }
-    if ((size_t)n < len)
-        gg_conn_send(c, data + n, len - (size_t)n);
-    return true;
 }
