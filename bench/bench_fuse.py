@@ -76,38 +76,18 @@ def child(sock, steps, blocks, warmup):
     ggstats = importlib.import_module("gfxgraph.stats")   # the module, not gfxgraph.stats()
     nn = torch.nn
 
-    class Chain(nn.Module):
-        def __init__(self, d=1024, layers=32):
-            super().__init__()
-            self.norms = nn.ModuleList(nn.LayerNorm(d) for _ in range(layers))
-            for n in self.norms:
-                nn.init.normal_(n.weight, 1.0, 0.1)
-                nn.init.normal_(n.bias, 0.0, 0.1)
+    import ref_workloads as rw
 
-        def forward(self, x):
-            for n in self.norms:
-                x = nn.functional.gelu(n(x), approximate="tanh")
-            return x
+    def Chain():
+        return rw.chain(torch)
 
     def mlp(d):
-        return nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Identity(), nn.Linear(4 * d, d))
+        return rw.mlp(torch, d)
 
     def capture(model, x0):
-        static_x = x0.clone()
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            for _ in range(3):
-                model(static_x)
-        torch.cuda.current_stream().wait_stream(s)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            static_y = model(static_x)
-        return g, static_x, static_y
+        return rw.capture(torch, model, x0)
 
-    def rel(a, b):
-        a, b = a.double().flatten(), b.double().flatten()
-        return float((a - b).norm() / b.norm().clamp_min(1e-30))
+    rel = rw.rel
 
     def one(name, model, shape, dtype):
         model = model.cuda().to(dtype).eval()
