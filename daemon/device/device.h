@@ -40,6 +40,11 @@ typedef struct {
     uint64_t mem_free;
     int wave_size;
     int compute_units;
+    /* How this process's GPU work shares the GPU with its clients' own
+     * kernels, where the backend knows: "mps" or "time-sliced" on NVIDIA
+     * (time-sliced: a client kernel right before a replay costs a context
+     * switch); "" where it does not apply. */
+    char gpu_sharing[16];
 } gg_device_info;
 
 typedef struct {

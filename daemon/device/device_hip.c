@@ -37,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "device/device.h"
 #include "gg_hip.h"
@@ -140,6 +141,7 @@ static int hip_info(gg_device *dev, gg_device_info *out)
     }
     hipDeviceGetAttribute(&out->wave_size, hipDeviceAttributeWarpSize, p->device);
     hipDeviceGetAttribute(&out->compute_units, hipDeviceAttributeMultiprocessorCount, p->device);
+    snprintf(out->gpu_sharing, sizeof(out->gpu_sharing), "%s", p->sharing);
     return 0;
 }
 
@@ -786,6 +788,24 @@ bool gg_device_hip_built(void)
     return true;
 }
 
+/* The CUDA runtime joins MPS at initialisation when a control daemon's pipe
+ * is in CUDA_MPS_PIPE_DIRECTORY (by default /tmp/nvidia-mps, which a unit
+ * with PrivateTmp= does not see).  Without it NVIDIA time-slices the GPU
+ * between processes, and every client kernel queued right before a replay
+ * costs a context switch (about 300 us on an H100), so operators are told. */
+static void hipdev_sharing(char *buf, size_t len)
+{
+    buf[0] = '\0';
+#if defined(GFXGRAPH_HIP_CUDA)
+    const char *dir = getenv("CUDA_MPS_PIPE_DIRECTORY");
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/control", dir && *dir ? dir : "/tmp/nvidia-mps");
+    snprintf(buf, len, "%s", access(path, F_OK) == 0 ? "mps" : "time-sliced");
+#else
+    (void)len;
+#endif
+}
+
 int gg_device_hip_open(const gg_config *cfg, gg_device **out, char *err, size_t errlen)
 {
     int n = 0;
@@ -811,6 +831,7 @@ int gg_device_hip_open(const gg_config *cfg, gg_device **out, char *err, size_t 
     dev->priv = p;
     p->device = cfg->device_index;
     p->notify = cfg->completion_hostfn ? HIP_NOTIFY_HOSTFN : HIP_NOTIFY_POLL;
+    hipdev_sharing(p->sharing, sizeof(p->sharing));
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->poll_cond, NULL);
     int rc = hipdev_bind(dev);
@@ -828,8 +849,13 @@ int gg_device_hip_open(const gg_config *cfg, gg_device **out, char *err, size_t 
         hip_destroy(dev);
         return rc;
     }
-    gg_info("hip backend: GPU %d of %d, completion by %s", p->device, n,
-            p->notify == HIP_NOTIFY_POLL ? "event polling" : "host functions");
+    gg_info("hip backend: GPU %d of %d, completion by %s%s%s", p->device, n,
+            p->notify == HIP_NOTIFY_POLL ? "event polling" : "host functions",
+            p->sharing[0] ? ", GPU shared with clients: " : "", p->sharing);
+    if (strcmp(p->sharing, "time-sliced") == 0)
+        gg_warn("no NVIDIA MPS control daemon found: the GPU time-slices between this "
+                  "daemon and its clients, and a client kernel right before a replay costs "
+                  "a context switch; docs/operations.md says how to run under MPS");
     *out = dev;
     return 0;
 }

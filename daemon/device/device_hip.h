@@ -42,6 +42,7 @@ typedef struct {
     bool poller_started, quit;
     int lost;                      /* a sticky error was seen (under lock) */
     char lost_why[256];            /* the first one, set once */
+    char sharing[16];              /* gg_device_info.gpu_sharing, found at open */
 } hip_priv;
 
 struct gg_dev_buffer {

@@ -25,7 +25,7 @@
 static void info_pack_device(msgpack_packer *pk, const gg_core *core)
 {
     const gg_device_info *d = &core->devinfo;
-    msgpack_pack_map(pk, 8);
+    msgpack_pack_map(pk, 8 + (d->gpu_sharing[0] != '\0'));
     proto_pack_kv_str(pk, "name", d->name);
     proto_pack_kv_str(pk, "arch", d->arch);
     proto_pack_kv_str(pk, "runtime", d->runtime);
@@ -34,6 +34,8 @@ static void info_pack_device(msgpack_packer *pk, const gg_core *core)
     proto_pack_kv_u64(pk, "vram_free_mb", d->mem_free >> 20);
     proto_pack_kv_i64(pk, "wave_size", d->wave_size);
     proto_pack_kv_i64(pk, "compute_units", d->compute_units);
+    if (d->gpu_sharing[0])
+        proto_pack_kv_str(pk, "gpu_sharing", d->gpu_sharing);
 }
 
 int gg_method_hello(gg_call *c)
@@ -247,7 +249,7 @@ static void health_done(gg_job *j, const gg_replay_outcome *out)
     proto_pack_kv_u64(pk, "vram_total_mb", d->mem_total >> 20);
     proto_pack_kv_u64(pk, "vram_free_mb", d->mem_free >> 20);
     proto_pack_key(pk, "details");
-    msgpack_pack_map(pk, ok ? 10 : 11);
+    msgpack_pack_map(pk, (ok ? 10 : 11) + (d->gpu_sharing[0] != '\0'));
     proto_pack_kv_str(pk, "backend", core->backend);
     proto_pack_kv_str(pk, "runtime", d->runtime);
     proto_pack_kv_str(pk, "driver", d->driver);
@@ -258,6 +260,8 @@ static void health_done(gg_job *j, const gg_replay_outcome *out)
     proto_pack_kv_u64(pk, "graphs_cached", gg_cache_count(core->cache));
     proto_pack_kv_str(pk, "socket", core->cfg->socket_path);
     proto_pack_kv_str(pk, "version", GG_VERSION);
+    if (d->gpu_sharing[0])
+        proto_pack_kv_str(pk, "gpu_sharing", d->gpu_sharing);
     if (!ok)
         proto_pack_kv_str(pk, "reason", core->unhealthy_reason);
     gg_rpc_reply_end(j->sess);

@@ -22,12 +22,12 @@ from .errors import Error
 from .client import Buffer, Client, Ticket
 from .program import Program
 from .shm import SharedMemory, shared_array, shm_of
-from .stats import health_check, stats
+from .stats import health_check, server_info, stats
 
 __version__ = "0.1.0"
 
 __all__ = ["Error", "Client", "Buffer", "Program", "Ticket", "SharedMemory", "shared_array",
-           "shm_of", "stats", "health_check", "enable", "disable", "is_enabled",
+           "shm_of", "stats", "health_check", "server_info", "enable", "disable", "is_enabled",
            "library_path", "__version__"]
 
 

@@ -21,15 +21,23 @@ counted in ``gfxgraph.stats()["local"]["fallback_count"]`` (with the op in
 it would without gfxgraph.
 
 Ordering with the user's stream: by default (``sync="stream"``) replay()
-synchronises the current stream and returns when the daemon's work is done:
-a step costs the daemon's round trip and no more (H100: a 64-node decode
-chain 143 us per step, PyTorch's own graph + synchronize 146).  With
-``sync="events"`` replay() records an interprocess CUDA event on the current
-stream that the daemon's stream waits for, and the daemon records a second
-one that the current stream waits for, so replay() stays asynchronous like
-a CUDA graph's, at the price of the interprocess events (about 300 us a step
-on the same H100); if the events cannot be registered it falls back to
-``"stream"``.
+records an interprocess CUDA event on the current stream, the daemon's
+stream waits for it on the GPU, and replay() returns when the daemon's work
+is done.  No host synchronisation sits between the work you queued before
+replay() (the static input's ``copy_``) and the daemon's launch: the
+daemon's graph is queued while your copy still runs.  With ``sync="host"``
+replay() synchronises the current stream on the host first (one event and
+one GPU-side wait fewer, one host round trip more: H100, under MPS, the
+step of a 32-row MLP 94.9 us this way against 78.7 us without the host
+wait).  With ``sync="events"`` the daemon also records an event that the
+current stream waits for, and replay() returns at once, asynchronous like a
+CUDA graph's.  Where interprocess events cannot be registered, "stream" and
+"events" fall back to "host" (logged once).
+
+On NVIDIA without MPS the GPU time-slices between your process and the
+daemon's: any kernel of yours right before a replay (the input's copy_)
+costs a context switch, about 300 us on an H100.  enable() logs that once
+when the daemon reports no MPS; docs/python.md says how to run under MPS.
 """
 
 import logging
@@ -46,7 +54,7 @@ _state = {
     "enabled": False,
     "orig": None,            # (CUDAGraph, graph) of PyTorch
     "socket": None,
-    "sync": "events",
+    "sync": "stream",
     "client": None,
     "client_error": None,
     "storages": {},
@@ -87,7 +95,24 @@ def _client(backend="hip"):
                       "work on %s tensors stays with PyTorch", c.backend,
                       "CUDA" if backend == "hip" else "CPU")
             return None
+        _check_sharing()
         return c
+
+
+def _check_sharing():
+    """Say once when the daemon reports that NVIDIA time-slices the GPU
+    between it and this process: then every kernel of this process right
+    before a replay costs a context switch, and MPS is the remedy."""
+    from .stats import server_info
+    try:
+        dev = (server_info(_state["socket"]) or {}).get("device") or {}
+    except Exception:   # noqa: BLE001 -- advice only
+        return
+    if dev.get("gpu_sharing") == "time-sliced":
+        _log_once(("sharing",), "gfxgraph: gfxgraphd reports no NVIDIA MPS: the GPU "
+                  "time-slices between this process and the daemon, so a kernel of yours "
+                  "right before replay() (such as the input's copy_) costs a GPU context "
+                  "switch, about 300 us on an H100; run both under MPS (docs/python.md)")
 
 
 def _fallback(op, why):
@@ -329,20 +354,33 @@ def _make_classes(torch):
                 return
             self._gg_prog = prog
             self._gg_keep = table.keep
-            self._gg_events = self._gg_make_events(c) if _state["sync"] == "events" else None
+            self._gg_events = (self._gg_make_events(c, _state["sync"] == "events")
+                               if _state["sync"] != "host" else None)
             _local["captures"] += 1
 
-        def _gg_make_events(self, c):
+        def _gg_make_events(self, c, post_too):
+            """(pre, its id, post, its id): pre is recorded on the caller's
+            stream before each replay and waited for by the daemon; post
+            (only for sync="events", else None) the other way round."""
+            made = []
             try:
-                pre = torch.cuda.Event(interprocess=True)
-                post = torch.cuda.Event(interprocess=True)
-                pre.record()         # an event must have been recorded to be shared
-                post.record()
+                evs = [torch.cuda.Event(interprocess=True) for _ in range(2 if post_too else 1)]
+                for e in evs:
+                    e.record()       # an event must have been recorded to be shared
                 torch.cuda.current_stream().synchronize()
-                return (pre, c.register_event(pre), post, c.register_event(post))
+                for e in evs:
+                    made.append(c.register_event(e))
+                if post_too:
+                    return (evs[0], made[0], evs[1], made[1])
+                return (evs[0], made[0], None, None)
             except Exception as e:   # noqa: BLE001
+                for eid in made:
+                    try:
+                        c.release_event(eid)
+                    except Exception:   # noqa: BLE001
+                        pass
                 _log_once(("events", type(e).__name__), "gfxgraph: interprocess events are not "
-                          "available (%s): replay() synchronises the stream", e)
+                          "available (%s): replay() synchronises the stream on the host", e)
                 return None
 
         def replay(self):
@@ -353,11 +391,14 @@ def _make_classes(torch):
             s = torch.cuda.current_stream()
             ev = self._gg_events
             try:
-                if ev is not None:
+                if ev is not None and ev[2] is not None:
                     pre, pre_id, post, post_id = ev
                     pre.record(s)
                     p.replay(1, wait_event=pre_id, signal_event=post_id, async_=True)
                     s.wait_event(post)
+                elif ev is not None:
+                    ev[0].record(s)
+                    p.replay(1, wait_event=ev[1])
                 else:
                     s.synchronize()
                     p.replay(1)
@@ -378,7 +419,8 @@ def _make_classes(torch):
                     ev = self._gg_events
                     if ev is not None and not p.client.closed:
                         p.client.release_event(ev[1])
-                        p.client.release_event(ev[3])
+                        if ev[3] is not None:
+                            p.client.release_event(ev[3])
                     p.release()
                 except Error:
                     pass
@@ -413,12 +455,12 @@ def _make_classes(torch):
 
 def enable(socket=None, sync="stream"):
     """Patch torch.cuda.CUDAGraph and torch.cuda.graph (idempotent).
-    socket: the daemon's (None: the default rules).  sync: "events" or
-    "stream" (see the module's doc).  Returns True."""
+    socket: the daemon's (None: the default rules).  sync: "stream",
+    "host" or "events" (see the module's doc).  Returns True."""
     import torch
     import torch.cuda.graphs as tg
-    if sync not in ("events", "stream"):
-        raise Error("EINVAL", "sync must be \"events\" or \"stream\"")
+    if sync not in ("events", "stream", "host"):
+        raise Error("EINVAL", "sync must be \"stream\", \"host\" or \"events\"")
     with _lock:
         _state["socket"] = socket
         _state["sync"] = sync

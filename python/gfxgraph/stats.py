@@ -199,7 +199,7 @@ class _Conn:
                 self.s, self.path = s, p
                 self.buf = bytearray()
                 self.msgid = 0
-                self.call("hello", {"protocol": 1, "client": "gfxgraph-python"})
+                self.hello = self.call("hello", {"protocol": 1, "client": "gfxgraph-python"})
                 return
         code = errno.errorcode.get(getattr(last, "errno", 0) or 0, "ECONNREFUSED")
         raise Error(code, "cannot reach gfxgraphd: tried %s; start it with `gfxgraphd` "
@@ -248,6 +248,17 @@ def call(method, sock=None, timeout=30.0):
     c = _Conn(sock, timeout)
     try:
         return c.call(method)
+    finally:
+        c.close()
+
+
+def server_info(sock=None, timeout=30.0):
+    """The daemon's answer to ``hello`` (PROTOCOL.md: backend, version,
+    device {name, arch, ..., gpu_sharing on NVIDIA}, limits) on a fresh
+    connection."""
+    c = _Conn(sock, timeout)
+    try:
+        return c.hello
     finally:
         c.close()
 

@@ -468,6 +468,10 @@ def test_main(args):
     hk = ["ok", "gpu", "arch", "vram_total_mb", "vram_free_mb", "details"]
     check(all(k in h for k in hk) and h["ok"] is True and h["details"].get("backend") == "cpu",
           "health_check(): %r" % {k: h.get(k) for k in hk})
+    si = gfxgraph.server_info(args.sock)
+    check(si["backend"] == "cpu" and si["device"]["name"] == h["gpu"] and
+          "gpu_sharing" not in si["device"] and "gpu_sharing" not in h["details"],
+          "server_info(): hello's answer, cpu backend, no gpu_sharing: %r" % si["device"])
     h = gfxgraph.health_check(os.path.join(args.tmp, "nobody.sock"))
     check(h["ok"] is False and h["details"]["code"] == "ENOENT",
           "health_check() of no daemon: ok False, code %r" % h["details"].get("code"))

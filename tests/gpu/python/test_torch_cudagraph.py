@@ -7,8 +7,9 @@ torch.cuda.graph, copy into the static input, replay), must be routed to
 the daemon and equal PyTorch's eager result and PyTorch's own CUDA graph
 within tolerance; an op the daemon lacks (relu) in the middle of a region
 falls back to PyTorch's graph, counted and logged once, and is still right;
-sync="stream"; f16; disable()."""
+the sync modes "stream" (the default), "host" and "events"; f16; disable()."""
 import logging
+import os
 
 import gfxgraph
 from _common import check, finish, need_torch_cuda, rel, socket
@@ -128,12 +129,24 @@ check(st["local"]["fallback_count"] == fb0 + 2 and
 relu_logs = [m for m in h.msgs if "aten.relu" in m]
 check(len(relu_logs) == 1, "the relu fallback is logged once: %r" % relu_logs)
 
-gfxgraph.disable()
-gfxgraph.enable(socket=sock, sync="stream")
-run("mlp_bs32_d1024, sync=\"stream\"", mlp(1024), (32, 1024))
+check(gfxgraph.cudagraph._state["sync"] == "stream", "enable()'s default sync is \"stream\"")
+for mode in ("host", "events"):
+    gfxgraph.disable()
+    gfxgraph.enable(socket=sock, sync=mode)
+    run("mlp_bs32_d1024, sync=\"%s\"" % mode, mlp(1024), (32, 1024))
+    run("decode chain, sync=\"%s\"" % mode, Chain(), (1, 1024))
+try:
+    gfxgraph.enable(socket=sock, sync="sometimes")
+    check(False, "enable(sync=\"sometimes\") raises")
+except gfxgraph.Error as e:
+    check(e.code == "EINVAL" and "sync" in str(e), "enable(sync=\"sometimes\"): %s %s" % (e.code, e))
 gfxgraph.disable()
 check(gfxgraph.is_enabled() is False and torch.cuda.CUDAGraph.__module__ != "gfxgraph.cudagraph",
       "disable(): PyTorch's classes are back")
+sh = gfxgraph.server_info(sock)["device"].get("gpu_sharing")
+check(sh in ("mps", "time-sliced") if torch.version.cuda else sh is None,
+      "hello's device.gpu_sharing on this GPU: %r (CUDA_MPS_PIPE_DIRECTORY %r)"
+      % (sh, os.environ.get("CUDA_MPS_PIPE_DIRECTORY")))
 h2 = gfxgraph.health_check(sock)
 check(h2["ok"] is True and h2["gpu"], "health_check(): %r" % {k: h2[k] for k in ("ok", "gpu", "arch")})
 finish("test_torch_cudagraph")
