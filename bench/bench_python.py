@@ -8,9 +8,9 @@
     captured the usual way and stepped with the same code,
         static_x.copy_(x); g.replay(); torch.cuda.synchronize()
     once with PyTorch's own torch.cuda.CUDAGraph (captured before enable())
-    and under gfxgraph.enable(): sync="stream" (the default: the daemon's
-    stream waits for an event of the current stream), and rows for
-    sync="host" (the current stream synchronised on the host first) and
+    and under gfxgraph.enable(): sync="stream" (the default: the current
+    stream synchronised on the host first), and rows for sync="gpu" (the
+    daemon's stream waits for an event of the current stream) and
     sync="events" (asynchronous).  All the graphs live side by side and are stepped in
     alternating blocks so drift falls on both.  Per-step wall time
     (perf_counter_ns) p50/p90/p99; ratio gfxgraph/torch at p50 and p99
@@ -138,11 +138,11 @@ def workloads_a(torch, gfxgraph, sock, steps, blocks, warmup, out):
             ge = capture(model, x)                           # through the daemon
             gfxgraph.enable(socket=sock, sync="events")      # sync is read at capture
             gs = capture(model, x)
-            gfxgraph.enable(socket=sock, sync="host")
+            gfxgraph.enable(socket=sock, sync="gpu")
             gh = capture(model, x)
             gfxgraph.enable(socket=sock)
             modes = {"torch_cudagraph": gt, "gfxgraph": ge, "gfxgraph_events": gs,
-                     "gfxgraph_host": gh}
+                     "gfxgraph_gpu": gh}
             row["routed"] = {k: getattr(v[0], "gfxgraph_program", None) is not None
                              for k, v in modes.items() if k != "torch_cudagraph"}
             if not all(row["routed"].values()):
@@ -189,9 +189,9 @@ def workloads_a(torch, gfxgraph, sock, steps, blocks, warmup, out):
         row["ratio_p99"] = round(e["p99_us"] / t["p99_us"], 3)
         row["ratio_events_p50"] = round(s["p50_us"] / t["p50_us"], 3)
         row["ratio_events_p99"] = round(s["p99_us"] / t["p99_us"], 3)
-        hs = row["steps"]["gfxgraph_host"]
-        row["ratio_host_p50"] = round(hs["p50_us"] / t["p50_us"], 3)
-        row["ratio_host_p99"] = round(hs["p99_us"] / t["p99_us"], 3)
+        hs = row["steps"]["gfxgraph_gpu"]
+        row["ratio_gpu_p50"] = round(hs["p50_us"] / t["p50_us"], 3)
+        row["ratio_gpu_p99"] = round(hs["p99_us"] / t["p99_us"], 3)
         row["target_ratio"] = 1.0
         row["met_p50"] = row["ratio_p50"] <= 1.0
         row["met_p99"] = row["ratio_p99"] <= 1.0
@@ -203,7 +203,7 @@ def workloads_a(torch, gfxgraph, sock, steps, blocks, warmup, out):
             print("FAIL: %s: %d daemon replays in the timing (want %d), %d fallbacks"
                   % (name, row["daemon_replays_in_timing"], want, row["fallbacks_in_timing"]))
         print("%-20s torch p50 %8.1f p99 %8.1f | gfxgraph p50 %8.1f p99 %8.1f (x%.3f / x%.3f) "
-              "| events p50 %8.1f | host p50 %8.1f us" % (name, t["p50_us"], t["p99_us"], e["p50_us"],
+              "| events p50 %8.1f | gpu p50 %8.1f us" % (name, t["p50_us"], t["p99_us"], e["p50_us"],
                                                    e["p99_us"], row["ratio_p50"],
                                                    row["ratio_p99"], s["p50_us"], hs["p50_us"]))
         sys.stdout.flush()

@@ -21,23 +21,24 @@ counted in ``gfxgraph.stats()["local"]["fallback_count"]`` (with the op in
 it would without gfxgraph.
 
 Ordering with the user's stream: by default (``sync="stream"``) replay()
-records an interprocess CUDA event on the current stream, the daemon's
-stream waits for it on the GPU, and replay() returns when the daemon's work
-is done.  No host synchronisation sits between the work you queued before
-replay() (the static input's ``copy_``) and the daemon's launch: the
-daemon's graph is queued while your copy still runs.  With ``sync="host"``
-replay() synchronises the current stream on the host first (one event and
-one GPU-side wait fewer, one host round trip more: H100, under MPS, the
-step of a 32-row MLP 94.9 us this way against 78.7 us without the host
-wait).  With ``sync="events"`` the daemon also records an event that the
-current stream waits for, and replay() returns at once, asynchronous like a
-CUDA graph's.  Where interprocess events cannot be registered, "stream" and
-"events" fall back to "host" (logged once).
+synchronises the current stream on the host, so the work you queued before
+it (the static input's ``copy_``) is done, then replays and returns when
+the daemon's work is done.  With ``sync="gpu"`` replay() records an
+interprocess CUDA event on the current stream instead and the daemon's
+stream waits for it on the GPU: no host round trip, but an interprocess
+event to record and wait for.  With ``sync="events"`` the daemon also
+records an event that the current stream waits for, and replay() returns at
+once, asynchronous like a CUDA graph's.  Measured on an H100 under MPS (one
+run, bench/bench_python.py, a 32-row f32 MLP step with its input copy):
+"stream" 84.6 us, "gpu" 91.4, "events" 94.8, PyTorch's own graph 90.0.
+Where interprocess events cannot be registered, "gpu" and "events" fall
+back to "stream" (logged once).
 
 On NVIDIA without MPS the GPU time-slices between your process and the
 daemon's: any kernel of yours right before a replay (the input's copy_)
-costs a context switch, about 300 us on an H100.  enable() logs that once
-when the daemon reports no MPS; docs/python.md says how to run under MPS.
+costs a context switch, about 300 us on an H100.  The daemon reports which
+(``gpu_sharing`` in hello and health), and the first capture logs it once
+when there is no MPS; docs/python.md says how to run under MPS.
 """
 
 import logging
@@ -355,13 +356,13 @@ def _make_classes(torch):
             self._gg_prog = prog
             self._gg_keep = table.keep
             self._gg_events = (self._gg_make_events(c, _state["sync"] == "events")
-                               if _state["sync"] != "host" else None)
+                               if _state["sync"] != "stream" else None)
             _local["captures"] += 1
 
         def _gg_make_events(self, c, post_too):
             """(pre, its id, post, its id): pre is recorded on the caller's
             stream before each replay and waited for by the daemon; post
-            (only for sync="events", else None) the other way round."""
+            (sync="events" only, else None) the other way round."""
             made = []
             try:
                 evs = [torch.cuda.Event(interprocess=True) for _ in range(2 if post_too else 1)]
@@ -456,11 +457,11 @@ def _make_classes(torch):
 def enable(socket=None, sync="stream"):
     """Patch torch.cuda.CUDAGraph and torch.cuda.graph (idempotent).
     socket: the daemon's (None: the default rules).  sync: "stream",
-    "host" or "events" (see the module's doc).  Returns True."""
+    "gpu" or "events" (see the module's doc).  Returns True."""
     import torch
     import torch.cuda.graphs as tg
-    if sync not in ("events", "stream", "host"):
-        raise Error("EINVAL", "sync must be \"stream\", \"host\" or \"events\"")
+    if sync not in ("stream", "gpu", "events"):
+        raise Error("EINVAL", "sync must be \"stream\", \"gpu\" or \"events\"")
     with _lock:
         _state["socket"] = socket
         _state["sync"] = sync

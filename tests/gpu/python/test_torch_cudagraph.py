@@ -7,7 +7,7 @@ torch.cuda.graph, copy into the static input, replay), must be routed to
 the daemon and equal PyTorch's eager result and PyTorch's own CUDA graph
 within tolerance; an op the daemon lacks (relu) in the middle of a region
 falls back to PyTorch's graph, counted and logged once, and is still right;
-the sync modes "stream" (the default), "host" and "events"; f16; disable()."""
+the sync modes "stream" (the default), "gpu" and "events"; f16; disable()."""
 import logging
 import os
 
@@ -130,7 +130,7 @@ relu_logs = [m for m in h.msgs if "aten.relu" in m]
 check(len(relu_logs) == 1, "the relu fallback is logged once: %r" % relu_logs)
 
 check(gfxgraph.cudagraph._state["sync"] == "stream", "enable()'s default sync is \"stream\"")
-for mode in ("host", "events"):
+for mode in ("gpu", "events"):
     gfxgraph.disable()
     gfxgraph.enable(socket=sock, sync=mode)
     run("mlp_bs32_d1024, sync=\"%s\"" % mode, mlp(1024), (32, 1024))
