@@ -530,6 +530,80 @@ static inline void gg_hip_runtime_string(char *buf, size_t len)
 #endif /* GFXGRAPH_HIP_CUDA */
 
 /* ======================================================================== */
+/* BLASLt: a matmul with a fused epilogue, written in hipBLASLt's dialect.
+ * Only where the build found a BLASLt (GFXGRAPH_HAVE_BLASLT, which
+ * kernels/gpu.cmake defines for the kernel objects alone, never for C):
+ * hipBLASLt on AMD, cuBLASLt (always there) on NVIDIA.  The names are those
+ * of hipBLASLt's public header as ROCm 6.x has it (hipblaslt 0.6+, where
+ * hipDataType and hipblasComputeType_t replaced its own type enums; the
+ * hipblasStatus_t/hipblasOperation_t names come from hipBLAS or, ROCm 6.3+,
+ * hipblas-common).  On NVIDIA each maps onto its cuBLASLt twin: the same
+ * signatures (layouts take uint64_t rows and cols and an int64_t ld on both),
+ * the same attribute value types, and the same epilogue numbers (DEFAULT 1,
+ * BIAS 4, GELU 32, GELU_BIAS 36).  Both GELU epilogues compute the tanh
+ * form 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), never the erf one:
+ * hipBLASLt's own client checks its GELU against that formula, and
+ * tests/gpu/test_gpu_fused checks cuBLASLt's against the tanh reference.  So
+ * the one source in gpu_fused.hip is what an AMD build compiles and what the
+ * NVIDIA build runs.  Only the subset gpu_fused.hip uses is mapped. */
+#if defined(GFXGRAPH_HAVE_BLASLT)
+#if defined(GFXGRAPH_HIP_AMD)
+#if !defined(__cplusplus)
+#error "gg_hip.h: hipblaslt.h is C++; GFXGRAPH_HAVE_BLASLT is for the kernel objects only"
+#endif
+#include <hipblaslt/hipblaslt.h>
+#define GG_BLASLT_NAME "hipblaslt"
+#else
+#include <cublasLt.h>
+#define GG_BLASLT_NAME "cublaslt"
+
+typedef cublasStatus_t hipblasStatus_t;
+typedef cublasOperation_t hipblasOperation_t;
+typedef cublasComputeType_t hipblasComputeType_t;
+typedef cudaDataType_t hipDataType;
+typedef cublasLtHandle_t hipblasLtHandle_t;
+typedef cublasLtMatmulDesc_t hipblasLtMatmulDesc_t;
+typedef cublasLtMatrixLayout_t hipblasLtMatrixLayout_t;
+typedef cublasLtMatmulPreference_t hipblasLtMatmulPreference_t;
+typedef cublasLtMatmulAlgo_t hipblasLtMatmulAlgo_t;
+typedef cublasLtMatmulHeuristicResult_t hipblasLtMatmulHeuristicResult_t;
+typedef cublasLtEpilogue_t hipblasLtEpilogue_t;
+
+#define HIPBLAS_STATUS_SUCCESS CUBLAS_STATUS_SUCCESS
+#define HIPBLAS_OP_N CUBLAS_OP_N
+#define HIPBLAS_OP_T CUBLAS_OP_T
+#define HIPBLAS_COMPUTE_32F CUBLAS_COMPUTE_32F
+#define HIP_R_32F CUDA_R_32F
+#define HIP_R_16F CUDA_R_16F
+#define HIP_R_16BF CUDA_R_16BF
+
+#define HIPBLASLT_EPILOGUE_DEFAULT CUBLASLT_EPILOGUE_DEFAULT
+#define HIPBLASLT_EPILOGUE_BIAS CUBLASLT_EPILOGUE_BIAS
+#define HIPBLASLT_EPILOGUE_GELU CUBLASLT_EPILOGUE_GELU
+#define HIPBLASLT_EPILOGUE_GELU_BIAS CUBLASLT_EPILOGUE_GELU_BIAS
+#define HIPBLASLT_MATMUL_DESC_TRANSA CUBLASLT_MATMUL_DESC_TRANSA
+#define HIPBLASLT_MATMUL_DESC_TRANSB CUBLASLT_MATMUL_DESC_TRANSB
+#define HIPBLASLT_MATMUL_DESC_EPILOGUE CUBLASLT_MATMUL_DESC_EPILOGUE
+#define HIPBLASLT_MATMUL_DESC_BIAS_POINTER CUBLASLT_MATMUL_DESC_BIAS_POINTER
+#define HIPBLASLT_MATMUL_DESC_BIAS_DATA_TYPE CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE
+#define HIPBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES
+
+#define hipblasLtCreate cublasLtCreate
+#define hipblasLtDestroy cublasLtDestroy
+#define hipblasLtMatmulDescCreate cublasLtMatmulDescCreate
+#define hipblasLtMatmulDescDestroy cublasLtMatmulDescDestroy
+#define hipblasLtMatmulDescSetAttribute cublasLtMatmulDescSetAttribute
+#define hipblasLtMatrixLayoutCreate cublasLtMatrixLayoutCreate
+#define hipblasLtMatrixLayoutDestroy cublasLtMatrixLayoutDestroy
+#define hipblasLtMatmulPreferenceCreate cublasLtMatmulPreferenceCreate
+#define hipblasLtMatmulPreferenceDestroy cublasLtMatmulPreferenceDestroy
+#define hipblasLtMatmulPreferenceSetAttribute cublasLtMatmulPreferenceSetAttribute
+#define hipblasLtMatmulAlgoGetHeuristic cublasLtMatmulAlgoGetHeuristic
+#define hipblasLtMatmul cublasLtMatmul
+#endif
+#endif /* GFXGRAPH_HAVE_BLASLT */
+
+/* ======================================================================== */
 /* Device-side helpers for the kernels (HIP/CUDA C++ only).  Everything that
  * differs between the two device dialects goes through these. */
 #if defined(GG_HIP_DEVICE_COMPILER)

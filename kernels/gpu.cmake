@@ -5,8 +5,9 @@
 # gg_gpu exports (PUBLIC): the include dir kernels/ (gg_hip.h, gpu_ops.h,
 # ops.h), GFXGRAPH_HAVE_GPU=1 plus GFXGRAPH_HIP_AMD and __HIP_PLATFORM_AMD__
 # (AMD) or GFXGRAPH_HIP_CUDA (NVIDIA), and the runtime to link: libamdhip64
-# (+ rocBLAS when found), or CUDA::cudart + cuBLAS/cuBLASLt.  A C target that
-# links gg_gpu can include gg_hip.h and call the HIP API by its HIP names.
+# (+ rocBLAS, + hipBLASLt and libstdc++, when found), or CUDA::cudart +
+# cuBLAS/cuBLASLt.  A C target that links gg_gpu can include gg_hip.h and
+# call the HIP API by its HIP names.
 #
 #   hip   hipcc (Debian's 5.2.3 or a ROCm install) compiles each .hip file to
 #         an object through a custom command, one --offload-arch per entry of
@@ -99,13 +100,117 @@ int probe(hipStream_t s, void *ws, const void *a, void *c)
     list(APPEND _gg_hip_incs -I${GFXGRAPH_ROCBLAS_INCLUDE_DIR})
     list(APPEND _gg_hip_libs ${GFXGRAPH_ROCBLAS_LIBRARY})
   endif()
-  message(STATUS "gfxgraph: hipcc ${GFXGRAPH_HIPCC}, archs ${GFXGRAPH_HIP_ARCHS}, rocBLAS ${_gg_rocblas}")
 
   # Warnings as errors like the rest of the project; -fno-exceptions keeps the
   # objects free of C++ runtime references, so C programs link them with cc.
   set(_gg_hip_flags -std=c++17 -fPIC -fno-exceptions -fno-rtti -Wall -Wextra -Werror
     $<$<CONFIG:Debug>:-O0> $<$<NOT:$<CONFIG:Debug>>:-O3>
     $<$<CONFIG:Debug,RelWithDebInfo>:-g>)
+
+  # hipBLASLt for the fused linear's bias/GELU epilogues (gpu_fused.hip):
+  # optional (Debian 12 has no package; ROCm 6.0+ ships it).  auto: used when
+  # its header and library are found (under HIPBLASLT_ROOT, ROCM_PATH or
+  # /opt/rocm; a hipblaslt CMake package found there points at them too) and
+  # a probe making gpu_fused.hip's calls through gg_hip.h compiles with the
+  # kernels' own flags; on: required; off: not used.  Without it the fused
+  # linear runs as the linear alone runs (rocBLAS or the project's kernels)
+  # plus one epilogue kernel.
+  set(GFXGRAPH_HIPBLASLT "auto" CACHE STRING "hipBLASLt epilogues for the fused linear on AMD: auto|on|off")
+  set_property(CACHE GFXGRAPH_HIPBLASLT PROPERTY STRINGS auto on off)
+  set(_gg_blaslt OFF)
+  set(_gg_blaslt_why "GFXGRAPH_HIPBLASLT=off")
+  if(NOT GFXGRAPH_HIPBLASLT STREQUAL "off")
+    find_package(hipblaslt CONFIG QUIET
+      HINTS ENV HIPBLASLT_ROOT ENV ROCM_PATH PATHS /opt/rocm NO_CMAKE_PACKAGE_REGISTRY)
+    set(_hints)
+    if(hipblaslt_DIR)
+      # <prefix>/lib/cmake/hipblaslt (or lib64, or lib/<multiarch>/cmake/hipblaslt)
+      get_filename_component(_p ${hipblaslt_DIR} DIRECTORY)
+      get_filename_component(_p ${_p} DIRECTORY)
+      get_filename_component(_p ${_p} DIRECTORY)
+      list(APPEND _hints ${_p} ${_p}/..)
+    endif()
+    find_path(GFXGRAPH_HIPBLASLT_INCLUDE_DIR hipblaslt/hipblaslt.h
+      HINTS ${_hints} ENV HIPBLASLT_ROOT ENV ROCM_PATH PATHS /opt/rocm PATH_SUFFIXES include)
+    find_library(GFXGRAPH_HIPBLASLT_LIBRARY NAMES hipblaslt
+      HINTS ${_hints} ENV HIPBLASLT_ROOT ENV ROCM_PATH PATHS /opt/rocm PATH_SUFFIXES lib lib64)
+    if(NOT GFXGRAPH_HIPBLASLT_INCLUDE_DIR OR NOT GFXGRAPH_HIPBLASLT_LIBRARY)
+      set(_gg_blaslt_why "hipblaslt/hipblaslt.h or libhipblaslt not found")
+    else()
+      # The probe is the Lt section of gpu_fused.hip in miniature: the names
+      # it uses are ROCm 6.x's (hipDataType, hipblasComputeType_t), which an
+      # older hipBLASLt lacks; -Werror as the kernels have it.
+      set(_probe ${CMAKE_CURRENT_BINARY_DIR}/gg_hipblaslt_probe.hip)
+      file(WRITE ${_probe} [=[
+#include "gg_hip.h"
+int probe(hipStream_t s, void *ws, const void *a, const void *b, void *c)
+{
+    hipblasLtHandle_t h;
+    hipblasLtMatmulDesc_t op;
+    hipblasLtMatrixLayout_t l;
+    hipblasLtMatmulPreference_t pref;
+    hipblasLtMatmulHeuristicResult_t heur;
+    const hipblasOperation_t t = HIPBLAS_OP_T;
+    const hipDataType ty = HIP_R_16BF;
+    const hipblasLtEpilogue_t e = HIPBLASLT_EPILOGUE_GELU_BIAS;
+    const uint64_t n = 1 << 20;
+    const float one = 1.0f;
+    int found = 0, r = 0;
+    if (hipblasLtCreate(&h) != HIPBLAS_STATUS_SUCCESS)
+        return 1;
+    r |= (int)hipblasLtMatmulDescCreate(&op, HIPBLAS_COMPUTE_32F, HIP_R_32F);
+    r |= (int)hipblasLtMatmulDescSetAttribute(op, HIPBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t);
+    r |= (int)hipblasLtMatmulDescSetAttribute(op, HIPBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e);
+    r |= (int)hipblasLtMatmulDescSetAttribute(op, HIPBLASLT_MATMUL_DESC_BIAS_POINTER, &b, sizeof b);
+    r |= (int)hipblasLtMatmulDescSetAttribute(op, HIPBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &ty,
+                                              sizeof ty);
+    r |= (int)hipblasLtMatrixLayoutCreate(&l, HIP_R_16F, 4, 4, 4);
+    r |= (int)hipblasLtMatmulPreferenceCreate(&pref);
+    r |= (int)hipblasLtMatmulPreferenceSetAttribute(pref, HIPBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                    &n, sizeof n);
+    r |= (int)hipblasLtMatmulAlgoGetHeuristic(h, op, l, l, l, l, pref, 1, &heur, &found);
+    r |= (int)hipblasLtMatmul(h, op, &one, a, l, a, l, &one, c, l, c, l, &heur.algo, ws, n, s);
+    r |= (int)hipblasLtMatmulPreferenceDestroy(pref);
+    r |= (int)hipblasLtMatrixLayoutDestroy(l);
+    r |= (int)hipblasLtMatmulDescDestroy(op);
+    r |= (int)hipblasLtDestroy(h);
+    return r != 0 || found < 1;
+}
+]=])
+      # -isystem /usr/include would break libstdc++'s #include_next
+      set(_gg_blaslt_incs)
+      if(NOT GFXGRAPH_HIPBLASLT_INCLUDE_DIR STREQUAL "/usr/include")
+        set(_gg_blaslt_incs -isystem ${GFXGRAPH_HIPBLASLT_INCLUDE_DIR})
+      endif()
+      list(GET GFXGRAPH_HIP_ARCHS 0 _arch0)
+      set(_probe_flags -std=c++17 -fPIC -fno-exceptions -fno-rtti -Wall -Wextra -Werror)
+      execute_process(
+        COMMAND ${GFXGRAPH_HIPCC} ${_probe_flags} --offload-arch=${_arch0}
+                -DGFXGRAPH_HIP_AMD=1 -DGFXGRAPH_HAVE_BLASLT=1 -I${_gg_gpu_dir}
+                ${_gg_blaslt_incs} -c ${_probe} -o ${_probe}.o
+        RESULT_VARIABLE _probe_rc OUTPUT_QUIET ERROR_VARIABLE _probe_err)
+      if(_probe_rc EQUAL 0)
+        set(_gg_blaslt ON)
+      else()
+        set(_gg_blaslt_why "found but the probe did not compile")
+        message(STATUS "gfxgraph: hipBLASLt found but the probe did not compile; not used:\n${_probe_err}")
+      endif()
+    endif()
+    if(GFXGRAPH_HIPBLASLT STREQUAL "on" AND NOT _gg_blaslt)
+      message(FATAL_ERROR "GFXGRAPH_HIPBLASLT=on but no usable hipBLASLt: ${_gg_blaslt_why}")
+    endif()
+  endif()
+  if(_gg_blaslt)
+    list(APPEND _gg_hip_defs -DGFXGRAPH_HAVE_BLASLT=1)
+    list(APPEND _gg_hip_incs ${_gg_blaslt_incs})
+    # hipblaslt.h pulls in the C++ standard library; the C programs linking
+    # gg_gpu get libstdc++ as the NVIDIA build gives it them.
+    list(APPEND _gg_hip_libs ${GFXGRAPH_HIPBLASLT_LIBRARY} stdc++)
+    set(_gg_blaslt_msg "hipBLASLt ${GFXGRAPH_HIPBLASLT_LIBRARY} (fused linear: BIAS/GELU_BIAS epilogues)")
+  else()
+    set(_gg_blaslt_msg "hipBLASLt OFF (${_gg_blaslt_why}; fused linear: the linear's own path + an epilogue kernel)")
+  endif()
+  message(STATUS "gfxgraph: hipcc ${GFXGRAPH_HIPCC}, archs ${GFXGRAPH_HIP_ARCHS}, rocBLAS ${_gg_rocblas}, ${_gg_blaslt_msg}")
 
   set(_gg_objs)
   foreach(_src IN LISTS _gg_gpu_sources)
@@ -151,7 +256,7 @@ elseif(GFXGRAPH_GPU_KIND STREQUAL "cuda")
   enable_language(CUDA)
   find_package(CUDAToolkit REQUIRED)
   message(STATUS "gfxgraph: nvcc ${CMAKE_CUDA_COMPILER} (CUDA ${CUDAToolkit_VERSION}), "
-                 "archs ${CMAKE_CUDA_ARCHITECTURES}")
+                 "archs ${CMAKE_CUDA_ARCHITECTURES}, cuBLAS + cuBLASLt (fused linear epilogues)")
 
   set_source_files_properties(${_gg_gpu_sources} PROPERTIES LANGUAGE CUDA)
   # The objects are built in an OBJECT library and archived by a plain-C
@@ -176,7 +281,11 @@ elseif(GFXGRAPH_GPU_KIND STREQUAL "cuda")
   endif()
   set_property(TARGET gg_gpu_objs PROPERTY COMPILE_OPTIONS ${_cuda_opts})
   target_include_directories(gg_gpu_objs PRIVATE ${_gg_gpu_dir})
-  target_compile_definitions(gg_gpu_objs PRIVATE GFXGRAPH_HAVE_GPU=1 GFXGRAPH_HIP_CUDA=1)
+  # cuBLASLt comes with every CUDA toolkit: the fused linear's epilogues
+  # (gpu_fused.hip, written in hipBLASLt's names; gg_hip.h maps them) are
+  # always built here.  Private: C code never includes the Lt header.
+  target_compile_definitions(gg_gpu_objs PRIVATE GFXGRAPH_HAVE_GPU=1 GFXGRAPH_HIP_CUDA=1
+    GFXGRAPH_HAVE_BLASLT=1)
   target_link_libraries(gg_gpu_objs PRIVATE CUDA::cudart CUDA::cublas CUDA::cublasLt)
 
   add_library(gg_gpu STATIC $<TARGET_OBJECTS:gg_gpu_objs>)

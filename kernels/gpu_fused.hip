@@ -3,17 +3,19 @@
  * pass where the sequence made several, and rounds every intermediate to
  * the storage dtype where the sequence stored it, so that a fused result
  * differs from the unfused one by reduction order only, with one exception:
- * cuBLASLt's GELU_BIAS epilogue (linear with its own bias, then the tanh
+ * the BLASLt GELU_BIAS epilogue (linear with its own bias, then the tanh
  * GELU, from the BLAS row count on) applies the GELU to the unrounded sum
- * with cuBLASLt's own GELU, within the ops' tolerances of the sequence.
+ * with the library's own GELU, within the ops' tolerances of the sequence.
  *
  *   norm_act, add_rmsnorm: one row kernel (k_fnorm): an optional residual
  *     add first (its sum written), layernorm or rmsnorm, an optional
  *     activation; the row stays in registers up to 4 units a thread.
  *   linear_act: the small-M kernel with the bias and activation in its
- *     epilogue; from the BLAS row count on, cuBLASLt with its BIAS or
- *     GELU_BIAS epilogue on NVIDIA (the tanh GELU is the only one cuBLASLt
- *     has), otherwise the linear as it would run plus one epilogue kernel.
+ *     epilogue; from the BLAS row count on, a BLASLt matmul with its BIAS or
+ *     GELU_BIAS epilogue (cuBLASLt on NVIDIA, hipBLASLt on AMD where the
+ *     build found it; one source in hipBLASLt's names, gg_hip.h maps them;
+ *     the tanh GELU is the only one either has), otherwise the linear as it
+ *     would run plus one epilogue kernel.
  *   gate_up: at decode sizes one pass over x computing both dot products
  *     and silu(g) * u; above them the two linears and silu_mul as they
  *     would run (g and u are the program's scratch).
@@ -28,8 +30,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#if defined(GG_BLAS_CUBLAS)
-#include <cublasLt.h>
+#if defined(GFXGRAPH_HAVE_BLASLT)
+#include <pthread.h> /* the Lt handle's one-time creation */
 #endif
 
 /* ---- shared device helpers ----------------------------------------------------- */
@@ -759,7 +761,8 @@ static void fz_small(gg_gpu_ctx *c, const void *x, const void *w, const void *w2
 
 /* Rows up to which the fused small-M kernels run: where gpu_linear.hip's
  * AUTO mode keeps its own small-M kernel (1 row before cuBLAS, 16 before
- * rocBLAS), and with no BLAS up to its own crossover to the tiled GEMM. */
+ * rocBLAS), and with no BLAS up to its own crossover to the tiled GEMM
+ * (hipBLASLt without rocBLAS takes over from there). */
 static int fz_small_rows(int dtype)
 {
 #if defined(GG_BLAS_CUBLAS)
@@ -773,96 +776,112 @@ static int fz_small_rows(int dtype)
 #endif
 }
 
-/* ---- cuBLASLt with an epilogue ------------------------------------------------------ */
+/* ---- BLASLt with an epilogue ------------------------------------------------------- */
 
-#if defined(GG_BLAS_CUBLAS)
-/* One handle for the process: it holds no stream or workspace (those are
- * per call) and cuBLASLt's calls are thread-safe on it.  Created on first
- * use, which the executor's warm-up makes happen before any capture. */
-static cublasLtHandle_t fz_lt_handle(void)
+/* Written once in hipBLASLt's dialect: hipBLASLt on AMD where the build found
+ * it, cuBLASLt on NVIDIA through gg_hip.h's mapping (same calls, same
+ * epilogues).  Without GFXGRAPH_HAVE_BLASLT (an AMD build without hipBLASLt)
+ * the fused linear goes the way the linear alone goes, plus one epilogue
+ * kernel. */
+#if defined(GFXGRAPH_HAVE_BLASLT)
+static hipblasLtHandle_t fz_lt_h;
+static int fz_lt_ok;
+static pthread_once_t fz_lt_once = PTHREAD_ONCE_INIT;
+
+static void fz_lt_init(void)
 {
-    static cublasLtHandle_t h;
-    static int state; /* 0 untried, 1 ready, 2 failed */
-    int s = __atomic_load_n(&state, __ATOMIC_ACQUIRE);
-    if (s == 0) {
-        static int lock;
-        while (__atomic_exchange_n(&lock, 1, __ATOMIC_ACQUIRE))
-            ;
-        if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) == 0) {
-            cublasLtHandle_t nh;
-            int ok = cublasLtCreate(&nh) == CUBLAS_STATUS_SUCCESS;
-            if (ok)
-                h = nh;
-            __atomic_store_n(&state, ok ? 1 : 2, __ATOMIC_RELEASE);
-        }
-        __atomic_store_n(&lock, 0, __ATOMIC_RELEASE);
-        s = __atomic_load_n(&state, __ATOMIC_ACQUIRE);
+    hipblasLtHandle_t h;
+    if (hipblasLtCreate(&h) == HIPBLAS_STATUS_SUCCESS) {
+        fz_lt_h = h;
+        fz_lt_ok = 1;
     }
-    return s == 1 ? h : NULL;
 }
 
-/* y[M,N] = act(x[M,K] w[N,K]^T + b) through cuBLASLt: 0 when launched, 1
- * when cuBLASLt cannot take it (nothing enqueued: the caller goes the
- * other way), -EIO when the launch failed. */
+/* One handle for the process: it holds no stream or workspace (those are
+ * per call) and the Lt calls are thread-safe on it.  Created on first use,
+ * which the executor's warm-up makes happen before any capture; a thread
+ * arriving meanwhile sleeps in pthread_once rather than spinning (creating
+ * a hipBLASLt handle loads its kernel libraries: it can take a while).
+ * NULL when it could not be created. */
+static hipblasLtHandle_t fz_lt_handle(void)
+{
+    if (pthread_once(&fz_lt_once, fz_lt_init) != 0)
+        return NULL;
+    return fz_lt_ok ? fz_lt_h : NULL;
+}
+
+/* y[M,N] = act(x[M,K] w[N,K]^T + b) through the BLASLt: 0 when launched, 1
+ * when it cannot take it (no handle or workspace, an activation it has no
+ * epilogue for, no algorithm for the shape on this device: nothing
+ * enqueued, the caller goes the other way), -EIO when the launch failed.
+ * act is GG_ACT_NONE or GG_ACT_GELU_TANH: the only GELU either library has
+ * is the tanh form (gg_hip.h), so the erf GELU never reaches an epilogue. */
 template <int DT>
 static int fz_lt(gg_gpu_ctx *c, const void *x, const void *w, const void *b, void *y, int M,
                  int K, int N, int act)
 {
-    cublasLtHandle_t lt = fz_lt_handle();
+    hipblasLtHandle_t lt = fz_lt_handle();
     if (!lt || !c->ws)
         return 1;
-    const cudaDataType_t ty = DT == GG_DT_F32 ? CUDA_R_32F : DT == GG_DT_F16 ? CUDA_R_16F
-                                                                             : CUDA_R_16BF;
-    cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
+    const hipDataType ty = DT == GG_DT_F32 ? HIP_R_32F : DT == GG_DT_F16 ? HIP_R_16F : HIP_R_16BF;
+    hipblasLtEpilogue_t epi = HIPBLASLT_EPILOGUE_DEFAULT;
     if (act == GG_ACT_GELU_TANH)
-        epi = b ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+        epi = b ? HIPBLASLT_EPILOGUE_GELU_BIAS : HIPBLASLT_EPILOGUE_GELU;
     else if (act != GG_ACT_NONE)
         return 1;
     else if (b)
-        epi = CUBLASLT_EPILOGUE_BIAS;
-    cublasLtMatmulDesc_t op = NULL;
-    cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
-    cublasLtMatmulPreference_t pref = NULL;
+        epi = HIPBLASLT_EPILOGUE_BIAS;
+    hipblasLtMatmulDesc_t op = NULL;
+    hipblasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
+    hipblasLtMatmulPreference_t pref = NULL;
     int rc = 1;
-    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    size_t ws = c->ws_bytes;
-    cublasLtMatmulHeuristicResult_t heur;
+    const hipblasOperation_t ta = HIPBLAS_OP_T, tb = HIPBLAS_OP_N;
+    const uint64_t ws = c->ws_bytes;
+    hipblasLtMatmulHeuristicResult_t heur;
     int found = 0;
     const float alpha = 1.0f, beta = 0.0f;
-    if (cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS)
+    hipblasStatus_t st;
+    if (hipblasLtMatmulDescCreate(&op, HIPBLAS_COMPUTE_32F, HIP_R_32F) != HIPBLAS_STATUS_SUCCESS)
         return 1;
-    if (cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) ||
-        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) ||
-        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi) ||
-        (b && cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b,
-                                             sizeof b)))
+    /* The bias in the output's dtype, said explicitly: cuBLASLt's default,
+     * and what hipBLASLt takes for f16/bf16/f32 outputs. */
+    if (hipblasLtMatmulDescSetAttribute(op, HIPBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) ||
+        hipblasLtMatmulDescSetAttribute(op, HIPBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) ||
+        hipblasLtMatmulDescSetAttribute(op, HIPBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi) ||
+        (b && (hipblasLtMatmulDescSetAttribute(op, HIPBLASLT_MATMUL_DESC_BIAS_POINTER, &b,
+                                               sizeof b) ||
+               hipblasLtMatmulDescSetAttribute(op, HIPBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &ty,
+                                               sizeof ty))))
         goto out;
     /* column-major: y^T [N, M] = (w as K x N)^T . (x as K x M) */
-    if (cublasLtMatrixLayoutCreate(&la, ty, K, N, K) || cublasLtMatrixLayoutCreate(&lb, ty, K, M, K) ||
-        cublasLtMatrixLayoutCreate(&lc, ty, N, M, N) || cublasLtMatmulPreferenceCreate(&pref) ||
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
-                                             sizeof ws))
+    if (hipblasLtMatrixLayoutCreate(&la, ty, K, N, K) ||
+        hipblasLtMatrixLayoutCreate(&lb, ty, K, M, K) ||
+        hipblasLtMatrixLayoutCreate(&lc, ty, N, M, N) || hipblasLtMatmulPreferenceCreate(&pref) ||
+        hipblasLtMatmulPreferenceSetAttribute(pref, HIPBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                              sizeof ws))
         goto out;
-    if (cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, 1, &heur, &found) !=
-            CUBLAS_STATUS_SUCCESS ||
+    if (hipblasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, 1, &heur, &found) !=
+            HIPBLAS_STATUS_SUCCESS ||
         found < 1)
         goto out;
-    if (cublasLtMatmul(lt, op, &alpha, w, la, x, lb, &beta, y, lc, y, lc, &heur.algo, c->ws, ws,
-                       c->stream) != CUBLAS_STATUS_SUCCESS) {
-        rc = gg_gpu_fail(-EIO, "fused.linear_act: cublasLtMatmul (M=%d K=%d N=%d) failed", M, K, N);
+    st = hipblasLtMatmul(lt, op, &alpha, w, la, x, lb, &beta, y, lc, y, lc, &heur.algo, c->ws,
+                         c->ws_bytes, c->stream);
+    if (st != HIPBLAS_STATUS_SUCCESS) {
+        rc = gg_gpu_fail(-EIO, "fused.linear_act: %s matmul (M=%d K=%d N=%d) failed: status %d",
+                         GG_BLASLT_NAME, M, K, N, (int)st);
         goto out;
     }
     rc = 0;
 out:
     if (pref)
-        cublasLtMatmulPreferenceDestroy(pref);
+        hipblasLtMatmulPreferenceDestroy(pref);
     if (lc)
-        cublasLtMatrixLayoutDestroy(lc);
+        hipblasLtMatrixLayoutDestroy(lc);
     if (lb)
-        cublasLtMatrixLayoutDestroy(lb);
+        hipblasLtMatrixLayoutDestroy(lb);
     if (la)
-        cublasLtMatrixLayoutDestroy(la);
-    cublasLtMatmulDescDestroy(op);
+        hipblasLtMatrixLayoutDestroy(la);
+    hipblasLtMatmulDescDestroy(op);
     return rc;
 }
 #endif
@@ -901,8 +920,8 @@ static int fz_linear_act(gg_gpu_ctx *c, const gg_op_def *op, const gg_tensor *in
                             act, p);
         return fz_launched(op);
     }
-#if defined(GG_BLAS_CUBLAS)
-    /* cuBLASLt adds the bias in its epilogue (and the tanh GELU when nothing
+#if defined(GFXGRAPH_HAVE_BLASLT)
+    /* The BLASLt adds the bias in its epilogue (and the tanh GELU when nothing
      * needs the value before it); another activation follows in one pass.
      * Not for a bias from a separate add node: the sequence rounds the
      * product before adding it, the epilogue would not. */
@@ -1070,7 +1089,7 @@ int gg_gpu_fused_launch(gg_gpu_ctx *c, const gg_op_def *op, int kind, const gg_t
 
 int gg_gpu_fused_needs_warmup(const gg_op_def *op)
 {
-#if defined(GG_BLAS_CUBLAS) || defined(GG_BLAS_ROCBLAS)
+#if defined(GG_BLAS_CUBLAS) || defined(GG_BLAS_ROCBLAS) || defined(GFXGRAPH_HAVE_BLASLT)
     const int k = gg_ops_fused_kind(op);
     return k == GG_FUSED_LINEAR_ACT || k == GG_FUSED_GATE_UP;
 #else

@@ -31,6 +31,11 @@
 #else
 #define GG_BLAS_NAME "none"
 #endif
+/* The BLASLt behind the fused linear's epilogues: gg_hip.h includes it and
+ * names it where the build has one (GFXGRAPH_HAVE_BLASLT). */
+#if !defined(GFXGRAPH_HAVE_BLASLT)
+#define GG_BLASLT_NAME "none"
+#endif
 
 /* ---- op kinds --------------------------------------------------------------- */
 

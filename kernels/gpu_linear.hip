@@ -76,6 +76,18 @@ int gg_gpu_linear_ctx_init(gg_gpu_ctx *c, int cc_major)
         rocblas_destroy_handle(c->blas);
         return gg_gpu_fail(-EIO, "rocBLAS setup failed");
     }
+#elif defined(GFXGRAPH_HAVE_BLASLT)
+    /* hipBLASLt without rocBLAS: the fused linear's Lt matmuls still want
+     * a workspace, allocated here, never during capture. */
+    (void)cc_major;
+    const size_t ws_bytes = (size_t)32 << 20;
+    hipError_t e = hipMalloc(&c->ws, ws_bytes);
+    if (e != hipSuccess) {
+        c->ws = NULL;
+        return gg_gpu_fail(-ENOMEM, "%s workspace (%zu bytes): %s", GG_BLASLT_NAME, ws_bytes,
+                           hipGetErrorString(e));
+    }
+    c->ws_bytes = ws_bytes;
 #else
     (void)c;
     (void)cc_major;
@@ -86,6 +98,11 @@ int gg_gpu_linear_ctx_init(gg_gpu_ctx *c, int cc_major)
 extern "C" const char *gg_gpu_blas(void)
 {
     return GG_BLAS_NAME;
+}
+
+extern "C" const char *gg_gpu_blas_lt(void)
+{
+    return GG_BLASLT_NAME;
 }
 
 void gg_gpu_linear_ctx_fini(gg_gpu_ctx *c)

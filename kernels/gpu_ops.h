@@ -74,9 +74,11 @@ typedef enum {
 int gg_gpu_ctx_set_linear_mode(gg_gpu_ctx *ctx, gg_gpu_linear_mode mode);
 
 /* "hip-amd" or "hip-cuda"; the BLAS behind linear: "cublas", "rocblas" or
- * "none". */
+ * "none"; the BLASLt behind the fused linear's bias/GELU epilogues:
+ * "cublaslt", "hipblaslt" (AMD builds that found it) or "none". */
 const char *gg_gpu_platform(void);
 const char *gg_gpu_blas(void);
+const char *gg_gpu_blas_lt(void);
 
 /* Enqueue on stream (a hipStream_t) a write of value to the 8-byte word at
  * dev_addr (device-visible: e.g. mapped pinned host memory), done once the

@@ -5,10 +5,11 @@
  * output is poisoned with NaN first and compared, but gate_up's g and u,
  * which are staging the kernel may skip.  Covers each path a launch may
  * take: register-resident and streamed norm rows, the small-M epilogue
- * kernel, the vendor BLAS (cuBLASLt epilogues on NVIDIA) with and without a
- * kept pre-activation, gate_up's one-pass kernel and its split above decode
- * sizes, chains with broadcast rows, and row chains (gg_gpu_rowchain_launch)
- * of up to 16 mixed norm stages.  Without a device: SKIP (77).
+ * kernel, the BLASLt epilogues (cuBLASLt on NVIDIA, hipBLASLt on AMD where
+ * built) with and without a kept pre-activation, gate_up's one-pass kernel
+ * and its split above decode sizes, chains with broadcast rows, and row
+ * chains (gg_gpu_rowchain_launch) of up to 16 mixed norm stages.  Without a
+ * device: SKIP (77).
  *
  * Tolerance, rel-L2 against the reference: f32 1e-5, f16 3e-3, bf16 1.5e-2
  * (the references round each intermediate as the unfused nodes do; the
@@ -441,6 +442,13 @@ int main(void)
         gg_gpu_ctx_create((void *)g_stream, &g_ctx) != 0) {
         printf("FAIL: context: %s\n", gg_gpu_last_error());
         return 1;
+    }
+    /* the Lt epilogues are built wherever a BLASLt is: always on NVIDIA */
+    printf("test_gpu_fused: %s, blas %s, blas_lt %s\n", gg_gpu_platform(), gg_gpu_blas(),
+           gg_gpu_blas_lt());
+    if (strcmp(gg_gpu_platform(), "hip-cuda") == 0 && strcmp(gg_gpu_blas_lt(), "cublaslt") != 0) {
+        printf("FAIL: the NVIDIA build has no cuBLASLt epilogues (blas_lt %s)\n", gg_gpu_blas_lt());
+        g_fail++;
     }
     static const gg_dtype dts[] = {GG_DT_F32, GG_DT_F16, GG_DT_BF16};
     for (int i = 0; i < 3; i++) {
