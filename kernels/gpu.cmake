@@ -162,9 +162,7 @@ int probe(hipStream_t s, void *ws, const void *a, const void *b, void *c)
     r |= (int)hipblasLtMatmulDescSetAttribute(op, HIPBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t);
     r |= (int)hipblasLtMatmulDescSetAttribute(op, HIPBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e);
     r |= (int)hipblasLtMatmulDescSetAttribute(op, HIPBLASLT_MATMUL_DESC_BIAS_POINTER, &b, sizeof b);
-    r |= (int)hipblasLtMatmulDescSetAttribute(op, HIPBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &ty,
-                                              sizeof ty);
-    r |= (int)hipblasLtMatrixLayoutCreate(&l, HIP_R_16F, 4, 4, 4);
+    r |= (int)hipblasLtMatrixLayoutCreate(&l, ty, 4, 4, 4);
     r |= (int)hipblasLtMatmulPreferenceCreate(&pref);
     r |= (int)hipblasLtMatmulPreferenceSetAttribute(pref, HIPBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                     &n, sizeof n);

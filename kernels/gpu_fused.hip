@@ -784,6 +784,65 @@ static int fz_small_rows(int dtype)
  * the fused linear goes the way the linear alone goes, plus one epilogue
  * kernel. */
 #if defined(GFXGRAPH_HAVE_BLASLT)
+/* One matmul's descriptors and the heuristic's pick. */
+typedef struct {
+    hipblasLtMatmulDesc_t op;
+    hipblasLtMatrixLayout_t la, lb, lc;
+    hipblasLtMatmulPreference_t pref;
+    hipblasLtMatmulHeuristicResult_t heur;
+} fz_lt_plan;
+
+static void fz_lt_plan_free(fz_lt_plan *p)
+{
+    if (p->pref)
+        hipblasLtMatmulPreferenceDestroy(p->pref);
+    if (p->lc)
+        hipblasLtMatrixLayoutDestroy(p->lc);
+    if (p->lb)
+        hipblasLtMatrixLayoutDestroy(p->lb);
+    if (p->la)
+        hipblasLtMatrixLayoutDestroy(p->la);
+    if (p->op)
+        hipblasLtMatmulDescDestroy(p->op);
+}
+
+/* The descriptors of y[M,N] = epi(x[M,K] w[N,K]^T [+ b]) in ty with f32
+ * compute, and the heuristic's first algorithm within ws workspace bytes:
+ * 0, or 1 when a descriptor could not be made or no algorithm fits (p is
+ * freed by the caller either way).  Column-major, as both libraries see
+ * it: y^T [N, M] = (w as K x N)^T . (x as K x M).  The bias type is left
+ * unset: both then read the bias in the output's dtype (cuBLASLt documents
+ * it; hipBLASLt's matmul takes the D type for every non-fp8 input). */
+static int fz_lt_plan_make(hipblasLtHandle_t lt, fz_lt_plan *p, hipDataType ty,
+                           hipblasLtEpilogue_t epi, const void *b, int M, int K, int N,
+                           uint64_t ws)
+{
+    const hipblasOperation_t ta = HIPBLAS_OP_T, tb = HIPBLAS_OP_N;
+    int found = 0;
+    if (hipblasLtMatmulDescCreate(&p->op, HIPBLAS_COMPUTE_32F, HIP_R_32F) != HIPBLAS_STATUS_SUCCESS) {
+        p->op = NULL;
+        return 1;
+    }
+    if (hipblasLtMatmulDescSetAttribute(p->op, HIPBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) ||
+        hipblasLtMatmulDescSetAttribute(p->op, HIPBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) ||
+        hipblasLtMatmulDescSetAttribute(p->op, HIPBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi) ||
+        (b && hipblasLtMatmulDescSetAttribute(p->op, HIPBLASLT_MATMUL_DESC_BIAS_POINTER, &b,
+                                              sizeof b)))
+        return 1;
+    if (hipblasLtMatrixLayoutCreate(&p->la, ty, K, N, K) ||
+        hipblasLtMatrixLayoutCreate(&p->lb, ty, K, M, K) ||
+        hipblasLtMatrixLayoutCreate(&p->lc, ty, N, M, N) ||
+        hipblasLtMatmulPreferenceCreate(&p->pref) ||
+        hipblasLtMatmulPreferenceSetAttribute(p->pref, HIPBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                              &ws, sizeof ws))
+        return 1;
+    if (hipblasLtMatmulAlgoGetHeuristic(lt, p->op, p->la, p->lb, p->lc, p->lc, p->pref, 1,
+                                        &p->heur, &found) != HIPBLAS_STATUS_SUCCESS ||
+        found < 1)
+        return 1;
+    return 0;
+}
+
 static hipblasLtHandle_t fz_lt_h;
 static int fz_lt_ok;
 static pthread_once_t fz_lt_once = PTHREAD_ONCE_INIT;
@@ -791,10 +850,22 @@ static pthread_once_t fz_lt_once = PTHREAD_ONCE_INIT;
 static void fz_lt_init(void)
 {
     hipblasLtHandle_t h;
-    if (hipblasLtCreate(&h) == HIPBLAS_STATUS_SUCCESS) {
-        fz_lt_h = h;
-        fz_lt_ok = 1;
+    if (hipblasLtCreate(&h) != HIPBLAS_STATUS_SUCCESS)
+        return;
+    /* On a device hipBLASLt ships no kernels for (RDNA2's gfx1030 among
+     * them) a handle may still be made while every heuristic comes back
+     * empty: ask once, for a plain f16 matmul, rather than at every launch.
+     * cuBLASLt always has one. */
+    fz_lt_plan p = {};
+    const int usable = fz_lt_plan_make(h, &p, HIP_R_16F, HIPBLASLT_EPILOGUE_DEFAULT, NULL, 64, 64,
+                                       64, 0) == 0;
+    fz_lt_plan_free(&p);
+    if (!usable) {
+        hipblasLtDestroy(h);
+        return;
     }
+    fz_lt_h = h;
+    fz_lt_ok = 1;
 }
 
 /* One handle for the process: it holds no stream or workspace (those are
@@ -802,7 +873,7 @@ static void fz_lt_init(void)
  * which the executor's warm-up makes happen before any capture; a thread
  * arriving meanwhile sleeps in pthread_once rather than spinning (creating
  * a hipBLASLt handle loads its kernel libraries: it can take a while).
- * NULL when it could not be created. */
+ * NULL when it could not be created or the device has no Lt kernels. */
 static hipblasLtHandle_t fz_lt_handle(void)
 {
     if (pthread_once(&fz_lt_once, fz_lt_init) != 0)
@@ -831,60 +902,30 @@ static int fz_lt(gg_gpu_ctx *c, const void *x, const void *w, const void *b, voi
         return 1;
     else if (b)
         epi = HIPBLASLT_EPILOGUE_BIAS;
-    hipblasLtMatmulDesc_t op = NULL;
-    hipblasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
-    hipblasLtMatmulPreference_t pref = NULL;
-    int rc = 1;
-    const hipblasOperation_t ta = HIPBLAS_OP_T, tb = HIPBLAS_OP_N;
-    const uint64_t ws = c->ws_bytes;
-    hipblasLtMatmulHeuristicResult_t heur;
-    int found = 0;
-    const float alpha = 1.0f, beta = 0.0f;
-    hipblasStatus_t st;
-    if (hipblasLtMatmulDescCreate(&op, HIPBLAS_COMPUTE_32F, HIP_R_32F) != HIPBLAS_STATUS_SUCCESS)
-        return 1;
-    /* The bias in the output's dtype, said explicitly: cuBLASLt's default,
-     * and what hipBLASLt takes for f16/bf16/f32 outputs. */
-    if (hipblasLtMatmulDescSetAttribute(op, HIPBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) ||
-        hipblasLtMatmulDescSetAttribute(op, HIPBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) ||
-        hipblasLtMatmulDescSetAttribute(op, HIPBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi) ||
-        (b && (hipblasLtMatmulDescSetAttribute(op, HIPBLASLT_MATMUL_DESC_BIAS_POINTER, &b,
-                                               sizeof b) ||
-               hipblasLtMatmulDescSetAttribute(op, HIPBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &ty,
-                                               sizeof ty))))
-        goto out;
-    /* column-major: y^T [N, M] = (w as K x N)^T . (x as K x M) */
-    if (hipblasLtMatrixLayoutCreate(&la, ty, K, N, K) ||
-        hipblasLtMatrixLayoutCreate(&lb, ty, K, M, K) ||
-        hipblasLtMatrixLayoutCreate(&lc, ty, N, M, N) || hipblasLtMatmulPreferenceCreate(&pref) ||
-        hipblasLtMatmulPreferenceSetAttribute(pref, HIPBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
-                                              sizeof ws))
-        goto out;
-    if (hipblasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, 1, &heur, &found) !=
-            HIPBLAS_STATUS_SUCCESS ||
-        found < 1)
-        goto out;
-    st = hipblasLtMatmul(lt, op, &alpha, w, la, x, lb, &beta, y, lc, y, lc, &heur.algo, c->ws,
-                         c->ws_bytes, c->stream);
-    if (st != HIPBLAS_STATUS_SUCCESS) {
-        rc = gg_gpu_fail(-EIO, "fused.linear_act: %s matmul (M=%d K=%d N=%d) failed: status %d",
-                         GG_BLASLT_NAME, M, K, N, (int)st);
-        goto out;
+    fz_lt_plan p = {};
+    int rc = fz_lt_plan_make(lt, &p, ty, epi, b, M, K, N, c->ws_bytes);
+    if (rc == 0) {
+        const float alpha = 1.0f, beta = 0.0f;
+        const hipblasStatus_t st =
+            hipblasLtMatmul(lt, p.op, &alpha, w, p.la, x, p.lb, &beta, y, p.lc, y, p.lc,
+                            &p.heur.algo, c->ws, c->ws_bytes, c->stream);
+        if (st != HIPBLAS_STATUS_SUCCESS)
+            rc = gg_gpu_fail(-EIO, "fused.linear_act: %s matmul (M=%d K=%d N=%d) failed: status %d",
+                             GG_BLASLT_NAME, M, K, N, (int)st);
     }
-    rc = 0;
-out:
-    if (pref)
-        hipblasLtMatmulPreferenceDestroy(pref);
-    if (lc)
-        hipblasLtMatrixLayoutDestroy(lc);
-    if (lb)
-        hipblasLtMatrixLayoutDestroy(lb);
-    if (la)
-        hipblasLtMatrixLayoutDestroy(la);
-    hipblasLtMatmulDescDestroy(op);
+    fz_lt_plan_free(&p);
     return rc;
 }
 #endif
+
+extern "C" const char *gg_gpu_blas_lt(void)
+{
+#if defined(GFXGRAPH_HAVE_BLASLT)
+    return fz_lt_handle() ? GG_BLASLT_NAME : "none";
+#else
+    return GG_BLASLT_NAME;
+#endif
+}
 
 /* ---- dispatch -------------------------------------------------------------------- */
 

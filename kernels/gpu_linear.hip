@@ -100,11 +100,6 @@ extern "C" const char *gg_gpu_blas(void)
     return GG_BLAS_NAME;
 }
 
-extern "C" const char *gg_gpu_blas_lt(void)
-{
-    return GG_BLASLT_NAME;
-}
-
 void gg_gpu_linear_ctx_fini(gg_gpu_ctx *c)
 {
 #if defined(GG_BLAS_CUBLAS)

@@ -74,8 +74,10 @@ typedef enum {
 int gg_gpu_ctx_set_linear_mode(gg_gpu_ctx *ctx, gg_gpu_linear_mode mode);
 
 /* "hip-amd" or "hip-cuda"; the BLAS behind linear: "cublas", "rocblas" or
- * "none"; the BLASLt behind the fused linear's bias/GELU epilogues:
- * "cublaslt", "hipblaslt" (AMD builds that found it) or "none". */
+ * "none"; the BLASLt behind the fused linear's bias/GELU epilogues on the
+ * current device: "cublaslt", "hipblaslt" (AMD builds that found it, on a
+ * device it has kernels for) or "none" (the first call makes the Lt handle
+ * and checks it: call it outside capture, like a warm-up). */
 const char *gg_gpu_platform(void);
 const char *gg_gpu_blas(void);
 const char *gg_gpu_blas_lt(void);
