@@ -1,7 +1,7 @@
 /* Per-op device time and achieved bandwidth of the project's kernels, beside
  * the device-to-device copy ceiling measured in the same run.
  *
- *   bench_kernels [--json PATH] [--only SUBSTR] [--trials N] [--commit SHA]
+ *   bench_kernels [--json PATH] [--only SUBSTR[|SUBSTR...]] [--trials N] [--commit SHA]
  *
  * Every case is one op at one shape (f16 unless named): the memory-bound ops
  * at sizes past the L2 cache, linear at decode batches (1..16 rows) for
@@ -75,13 +75,34 @@ static gg_tensor_desc D(gg_dtype dt, int nd, int64_t a, int64_t b, int64_t c, in
     return x;
 }
 
+/* --only: a case runs when its name or shape holds one of the '|'-separated
+ * substrings (shapes hold commas, so '|'). */
+static int only_match(const char *name, const char *shape)
+{
+    for (const char *s = g_only; *s;) {
+        const char *e = strchr(s, '|');
+        const size_t len = e ? (size_t)(e - s) : strlen(s);
+        char sub[96];
+        if (len > 0 && len < sizeof sub) {
+            memcpy(sub, s, len);
+            sub[len] = '\0';
+            if (strstr(name, sub) || strstr(shape, sub))
+                return 1;
+        }
+        if (!e)
+            break;
+        s = e + 1;
+    }
+    return 0;
+}
+
 static bcase *add_case(const char *op, const char *variant, const char *shape)
 {
     if (g_ncases >= MAX_CASES)
         return NULL;
     char name[48];
     snprintf(name, sizeof name, "%s%s%s", op, variant ? ":" : "", variant ? variant : "");
-    if (g_only && !strstr(name, g_only) && !strstr(shape, g_only))
+    if (g_only && !only_match(name, shape))
         return NULL;
     bcase *c = &g_cases[g_ncases++];
     memset(c, 0, sizeof *c);
@@ -99,19 +120,20 @@ static double bytes_of(const gg_tensor_desc *d)
     return (double)gg_desc_bytes(d);
 }
 
-/* y = f(x) or f(a, b) on [rows, cols] */
+/* y = f(x) or f(a, b) on [rows, cols] of dt */
 static void ew_case(const char *op, const char *variant, int nin, int64_t rows, int64_t cols,
-                    int attr_gelu_tanh)
+                    int attr_gelu_tanh, gg_dtype dt)
 {
     char shape[96];
-    snprintf(shape, sizeof shape, "[%lld, %lld] f16", (long long)rows, (long long)cols);
+    snprintf(shape, sizeof shape, "[%lld, %lld] %s", (long long)rows, (long long)cols,
+             gg_dtype_name(dt));
     bcase *c = add_case(op, variant, shape);
     if (!c)
         return;
     c->nin = nin;
     for (int i = 0; i < nin; i++)
-        c->in[i] = D(GG_DT_F16, 2, rows, cols, 0, 0);
-    c->out = D(GG_DT_F16, 2, rows, cols, 0, 0);
+        c->in[i] = D(dt, 2, rows, cols, 0, 0);
+    c->out = D(dt, 2, rows, cols, 0, 0);
     if (attr_gelu_tanh)
         c->attrs.v[gg_ops_attr_index(c->op, "approximate")] = 1;
     c->bytes = (nin + 1) * bytes_of(&c->out);
@@ -183,18 +205,24 @@ static void attention_case(int64_t b, int64_t hq, int64_t hkv, int64_t s, int64_
     c->counted = "K and V read (lens = S)";
 }
 
+/* the elementwise ops on [rows, cols] of dt */
+static void ew_cases(int64_t rows, int64_t cols, gg_dtype dt)
+{
+    ew_case("copy", NULL, 1, rows, cols, 0, dt);
+    ew_case("add", NULL, 2, rows, cols, 0, dt);
+    ew_case("mul", NULL, 2, rows, cols, 0, dt);
+    ew_case("scale", NULL, 1, rows, cols, 0, dt);
+    ew_case("gelu", "erf", 1, rows, cols, 0, dt);
+    ew_case("gelu", "tanh", 1, rows, cols, 1, dt);
+    ew_case("silu", NULL, 1, rows, cols, 0, dt);
+    ew_case("silu_mul", NULL, 2, rows, cols, 0, dt);
+}
+
 static void add_cases(void)
 {
     /* memory-bound ops past L2 (64 MiB and more per operand) */
     const int64_t R = 8192, C = 8192;
-    ew_case("copy", NULL, 1, R, C, 0);
-    ew_case("add", NULL, 2, R, C, 0);
-    ew_case("mul", NULL, 2, R, C, 0);
-    ew_case("scale", NULL, 1, R, C, 0);
-    ew_case("gelu", "erf", 1, R, C, 0);
-    ew_case("gelu", "tanh", 1, R, C, 1);
-    ew_case("silu", NULL, 1, R, C, 0);
-    ew_case("silu_mul", NULL, 2, R, C, 0);
+    ew_cases(R, C, GG_DT_F16);
     norm_case("rmsnorm", 16384, 4096);
     norm_case("layernorm", 16384, 4096);
     norm_case("rmsnorm", 65536, 1024);
@@ -275,6 +303,11 @@ static void add_cases(void)
         linear_case(ms[i], 4096, 4096, GG_GPU_LINEAR_OWN, "own");
         linear_case(ms[i], 4096, 4096, GG_GPU_LINEAR_BLAS, "blas");
     }
+    /* the elementwise ops in the other dtypes, and at an odd size (a scalar
+     * tail past the last whole vector) */
+    ew_cases(R, C, GG_DT_F32);
+    ew_cases(R, C, GG_DT_BF16);
+    ew_cases(R - 1, C + 1, GG_DT_F16);
 }
 
 /* ---- device data ------------------------------------------------------------ */
@@ -554,7 +587,7 @@ int main(int argc, char **argv)
             commit = argv[++i];
         else {
             fprintf(stderr,
-                    "usage: bench_kernels [--json PATH] [--only SUBSTR] [--trials N] "
+                    "usage: bench_kernels [--json PATH] [--only SUBSTR[|SUBSTR...]] [--trials N] "
                     "[--commit SHA]\n");
             return 64;
         }

@@ -666,6 +666,33 @@ static __device__ __forceinline__ uint16_t gg_f32_to_bf16_bits(float f)
     x += 0x7fffu + ((x >> 16) & 1u);
     return (uint16_t)(x >> 16);
 }
+
+/* Two floats to a packed pair (lo in the low half), rounded to nearest even
+ * as the scalar forms above.  NVIDIA sm_80+ converts a pair in one
+ * instruction (cvt.rn.{f16x2,bf16x2}.f32 takes the high half first); a
+ * streaming kernel that converts each element alone spends a fifth of its
+ * instructions on it.  The bf16 pair gives the canonical NaN for a NaN. */
+static __device__ __forceinline__ uint32_t gg_f32x2_to_f16x2_bits(float lo, float hi)
+{
+#if defined(GFXGRAPH_HIP_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    uint32_t r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+#else
+    return (uint32_t)gg_f32_to_f16_bits(lo) | ((uint32_t)gg_f32_to_f16_bits(hi) << 16);
+#endif
+}
+
+static __device__ __forceinline__ uint32_t gg_f32x2_to_bf16x2_bits(float lo, float hi)
+{
+#if defined(GFXGRAPH_HIP_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    uint32_t r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+#else
+    return (uint32_t)gg_f32_to_bf16_bits(lo) | ((uint32_t)gg_f32_to_bf16_bits(hi) << 16);
+#endif
+}
 #endif /* GG_HIP_DEVICE_COMPILER */
 
 #endif /* GG_HIP_H */

@@ -125,7 +125,8 @@ template <> struct dt<GG_DT_F32> {
     static __device__ __forceinline__ T st(float f) { return f; }
 };
 
-/* 16-bit types also convert a packed pair (element 2i in the low half). */
+/* 16-bit types also convert a packed pair (element 2i in the low half), both
+ * ways. */
 template <> struct dt<GG_DT_F16> {
     typedef uint16_t T;
     enum { VEC = 8 };
@@ -135,6 +136,10 @@ template <> struct dt<GG_DT_F16> {
     {
         out[0] = gg_f16_bits_to_f32((uint16_t)(u & 0xffffu));
         out[1] = gg_f16_bits_to_f32((uint16_t)(u >> 16));
+    }
+    static __device__ __forceinline__ uint32_t st2(float lo, float hi)
+    {
+        return gg_f32x2_to_f16x2_bits(lo, hi);
     }
 };
 
@@ -147,6 +152,10 @@ template <> struct dt<GG_DT_BF16> {
     {
         out[0] = __uint_as_float(u << 16);
         out[1] = __uint_as_float(u & 0xffff0000u);
+    }
+    static __device__ __forceinline__ uint32_t st2(float lo, float hi)
+    {
+        return gg_f32x2_to_bf16x2_bits(lo, hi);
     }
 };
 

@@ -371,6 +371,211 @@ __global__ void __launch_bounds__(256)
     }
 }
 
+/* ---- elementwise: variants under GGX_EW (device comparison) ---------------- */
+
+/* The hardware exp2 and reciprocal without denormal handling (one MUFU each;
+ * the non-ftz forms add a range check and two multiplies around each). */
+static __device__ __forceinline__ float ew_ex2(float x)
+{
+#if defined(GFXGRAPH_HIP_CUDA)
+    float r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+    return r;
+#else
+    return exp2f(x);
+#endif
+}
+
+static __device__ __forceinline__ float ew_rcp(float x)
+{
+#if defined(GFXGRAPH_HIP_CUDA)
+    float r;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+    return r;
+#else
+    return __frcp_rn(x);
+#endif
+}
+
+template <int E, int M> static __device__ __forceinline__ float ewm(float a, float b, float p)
+{
+    if constexpr (M == 1 && E == E_GELU_TANH) {
+        /* 0.5 a (1 + tanh u) = a (1 - 1 / (1 + e^2u)), e^2u = 2^(a (c1 + c2 a^2)) */
+        const float c1 = 2.0f * 0.79788456080286536f * 1.4426950408889634f;
+        const float c2 = c1 * 0.044715f;
+        const float t = ew_rcp(1.0f + ew_ex2(a * fmaf(c2, a * a, c1)));
+        return fmaf(-a, t, a);
+    } else if constexpr (M == 1 && (E == E_SILU || E == E_SILU_MUL)) {
+        const float s = a * ew_rcp(1.0f + ew_ex2(a * -1.4426950408889634f));
+        return E == E_SILU ? s : s * b;
+    } else {
+        return ew<E>(a, b, p);
+    }
+}
+
+enum { EWH_PLAIN, EWH_STREAM, EWH_L2PF };
+
+template <int H> static __device__ __forceinline__ uint4 ew_load(const uint4 *p)
+{
+#if defined(GFXGRAPH_HIP_CUDA)
+    if constexpr (H == EWH_STREAM)
+        return __ldcs(p);
+    if constexpr (H == EWH_L2PF) {
+        uint4 r;
+        asm volatile("ld.global.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+                     : "l"(p));
+        return r;
+    }
+#endif
+    return *p;
+}
+
+template <int H> static __device__ __forceinline__ void ew_store(uint4 *p, uint4 v)
+{
+#if defined(GFXGRAPH_HIP_CUDA)
+    if constexpr (H == EWH_STREAM) {
+        __stcs(p, v);
+        return;
+    }
+#endif
+    *p = v;
+}
+
+/* 16 bytes of a (and b) to 16 bytes of y. */
+template <int DT, int E, int M>
+static __device__ __forceinline__ uint4 ew_vec16(uint4 a, uint4 b, float p)
+{
+    typedef dt<DT> D;
+    const uint32_t A[4] = {a.x, a.y, a.z, a.w}, B[4] = {b.x, b.y, b.z, b.w};
+    uint32_t Y[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        if constexpr (sizeof(typename D::T) == 4) {
+            Y[k] = __float_as_uint(ewm<E, M>(__uint_as_float(A[k]), __uint_as_float(B[k]), p));
+        } else {
+            float x[2], z[2] = {0.0f, 0.0f};
+            D::ld2(A[k], x);
+            if (ew_has_b<E>::value)
+                D::ld2(B[k], z);
+            Y[k] = D::st2(ewm<E, M>(x[0], z[0], p), ewm<E, M>(x[1], z[1], p));
+        }
+    }
+    return make_uint4(Y[0], Y[1], Y[2], Y[3]);
+}
+
+/* y = f(a, b) by 16-byte vectors: a thread takes UN vectors TH apart, all
+ * loads before the first store; b has bn elements (== n, or a row of a
+ * multiple of the vector width).  The last block also does the elements past
+ * the last whole vector (fewer than a vector), so an odd size costs no
+ * second launch. */
+template <int DT, int E, int TH, int UN, int H, int M>
+__global__ void __launch_bounds__(TH)
+    k_ew_vec(const typename dt<DT>::T *a, const typename dt<DT>::T *b, typename dt<DT>::T *y,
+             int64_t n, int64_t bn, float p)
+{
+    typedef dt<DT> D;
+    const bool has_b = ew_has_b<E>::value;
+    const int V = D::VEC;
+    const int64_t nv = n / V, bnv = bn / V;
+    const uint4 *av = (const uint4 *)a, *bv = (const uint4 *)b;
+    uint4 *yv = (uint4 *)y;
+    const int64_t tile = (int64_t)TH * UN;
+    for (int64_t i0 = (int64_t)blockIdx.x * tile + threadIdx.x; i0 < nv;
+         i0 += (int64_t)gridDim.x * tile) {
+        uint4 va[UN], vb[UN];
+#pragma unroll
+        for (int u = 0; u < UN; u++) {
+            const int64_t i = i0 + (int64_t)u * TH;
+            vb[u] = make_uint4(0, 0, 0, 0);
+            if (i < nv) {
+                va[u] = ew_load<H>(av + i);
+                if (has_b)
+                    vb[u] = ew_load<H>(bv + (bn == n ? i : i % bnv));
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < UN; u++) {
+            const int64_t i = i0 + (int64_t)u * TH;
+            if (i < nv)
+                ew_store<H>(yv + i, ew_vec16<DT, E, M>(va[u], vb[u], p));
+        }
+    }
+    if (blockIdx.x == gridDim.x - 1) {
+        const int64_t i = nv * V + threadIdx.x;
+        if (i < n) {
+            const float x2 = has_b ? D::ld(b[bn == n ? i : i % bn]) : 0.0f;
+            y[i] = D::st(ewm<E, M>(D::ld(a[i]), x2, p));
+        }
+    }
+}
+
+typedef struct {
+    int th, un, h, m, wave; /* wave: grid of one wave of resident blocks, strided */
+} ew_variant;
+
+static const ew_variant g_ew_variants[] = {
+    {256, 4, 0, 0, 0}, /* 0: the k_eltwise geometry, packed conversions */
+    {256, 4, 0, 0, 0}, /* 1: k_eltwise itself (see launch_ew) */
+    {128, 1, 0, 0, 0}, {128, 2, 0, 0, 0}, {256, 1, 0, 0, 0}, {256, 2, 0, 0, 0},
+    {512, 1, 0, 0, 0}, {128, 1, 0, 1, 0}, {256, 2, 0, 1, 0}, {128, 1, 1, 1, 0},
+    {128, 1, 2, 1, 0}, {256, 2, 1, 1, 0}, {256, 2, 2, 1, 0}, {256, 4, 1, 1, 0},
+    {256, 4, 2, 1, 0}, {128, 4, 0, 1, 0}, {256, 2, 0, 1, 1}, {128, 1, 0, 1, 1},
+    {256, 4, 0, 1, 0}, {64, 2, 0, 1, 0},
+};
+#define GG_EW_NVARIANTS ((int)(sizeof g_ew_variants / sizeof g_ew_variants[0]))
+
+static int ew_variant_index(void)
+{
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("GGX_EW");
+        v = e ? atoi(e) : 1;
+        if (v < 0 || v >= GG_EW_NVARIANTS)
+            v = 1;
+    }
+    return v;
+}
+
+template <int DT, int E, int TH, int UN, int H, int M>
+static void ew_go(gg_gpu_ctx *c, const void *a, const void *b, void *y, int64_t n, int64_t bn,
+                  float p, int wave)
+{
+    typedef typename dt<DT>::T T;
+    const int64_t cap = wave ? (int64_t)c->sms * (2048 / TH) : (int64_t)1 << 20;
+    k_ew_vec<DT, E, TH, UN, H, M>
+        <<<gg_gpu_grid_for(n / dt<DT>::VEC, TH * UN, cap), TH, 0, c->stream>>>(
+            (const T *)a, (const T *)b, (T *)y, n, bn, p);
+}
+
+template <int DT, int E>
+static void ew_vec_launch(gg_gpu_ctx *c, int vi, const void *a, const void *b, void *y, int64_t n,
+                          int64_t bn, float p)
+{
+    const int w = g_ew_variants[vi].wave;
+    switch (vi) {
+    case 0: ew_go<DT, E, 256, 4, 0, 0>(c, a, b, y, n, bn, p, w); break;
+    case 2: ew_go<DT, E, 128, 1, 0, 0>(c, a, b, y, n, bn, p, w); break;
+    case 3: ew_go<DT, E, 128, 2, 0, 0>(c, a, b, y, n, bn, p, w); break;
+    case 4: ew_go<DT, E, 256, 1, 0, 0>(c, a, b, y, n, bn, p, w); break;
+    case 5: ew_go<DT, E, 256, 2, 0, 0>(c, a, b, y, n, bn, p, w); break;
+    case 6: ew_go<DT, E, 512, 1, 0, 0>(c, a, b, y, n, bn, p, w); break;
+    case 7: ew_go<DT, E, 128, 1, 0, 1>(c, a, b, y, n, bn, p, w); break;
+    case 8: ew_go<DT, E, 256, 2, 0, 1>(c, a, b, y, n, bn, p, w); break;
+    case 9: ew_go<DT, E, 128, 1, 1, 1>(c, a, b, y, n, bn, p, w); break;
+    case 10: ew_go<DT, E, 128, 1, 2, 1>(c, a, b, y, n, bn, p, w); break;
+    case 11: ew_go<DT, E, 256, 2, 1, 1>(c, a, b, y, n, bn, p, w); break;
+    case 12: ew_go<DT, E, 256, 2, 2, 1>(c, a, b, y, n, bn, p, w); break;
+    case 13: ew_go<DT, E, 256, 4, 1, 1>(c, a, b, y, n, bn, p, w); break;
+    case 14: ew_go<DT, E, 256, 4, 2, 1>(c, a, b, y, n, bn, p, w); break;
+    case 15: ew_go<DT, E, 128, 4, 0, 1>(c, a, b, y, n, bn, p, w); break;
+    case 16: ew_go<DT, E, 256, 2, 0, 1>(c, a, b, y, n, bn, p, w); break;
+    case 17: ew_go<DT, E, 128, 1, 0, 1>(c, a, b, y, n, bn, p, w); break;
+    case 18: ew_go<DT, E, 256, 4, 0, 1>(c, a, b, y, n, bn, p, w); break;
+    default: ew_go<DT, E, 64, 2, 0, 1>(c, a, b, y, n, bn, p, w); break;
+    }
+}
+
 /* ---- row kernels: layernorm, rmsnorm, softmax ---------------------------------- */
 
 /* Two geometries, picked by the launcher from the row length in units (a
@@ -735,6 +940,11 @@ static void launch_ew(gg_gpu_ctx *c, const void *a, const void *b, void *y, int6
                      n >= V;
     const int threads = 256;
     const int64_t cap = (int64_t)c->sms * 16;
+    const int vi = ew_variant_index();
+    if (vec && vi != 1) {
+        ew_vec_launch<DT, E>(c, vi, a, b, y, n, bn, p);
+        return;
+    }
     if (vec)
         k_eltwise<DT, E, true>
             <<<gg_gpu_grid_for(n / V, threads * GG_EW_UNROLL, 1 << 20), threads, 0, c->stream>>>(
