@@ -286,95 +286,11 @@ template <int E> struct ew_has_b {
     enum { value = (E == E_ADD || E == E_MUL || E == E_SILU_MUL) };
 };
 
-template <int E> static __device__ __forceinline__ float ew(float a, float b, float p)
-{
-    switch (E) {
-    case E_COPY:
-        return a;
-    case E_ADD:
-        return a + b;
-    case E_MUL:
-        return a * b;
-    case E_SCALE:
-        return a * p;
-    case E_GELU_ERF:
-        return 0.5f * a * (1.0f + erff(a * 0.70710678118654752f));
-    case E_GELU_TANH: {
-        /* tanh(u) = 1 - 2 / (1 + e^2u): the hardware exponential, an
-         * absolute error near 1e-7 where 1 + tanh is what is used; tanhf's
-         * polynomial made the kernel compute-bound past L2 */
-        const float k0 = 0.79788456080286536f; /* sqrt(2/pi) */
-        const float u = k0 * (a + 0.044715f * a * a * a);
-        return 0.5f * a * (2.0f - __fdividef(2.0f, 1.0f + __expf(2.0f * u)));
-    }
-    case E_SILU:
-        return __fdividef(a, 1.0f + __expf(-a));
-    case E_SILU_MUL:
-        return __fdividef(a, 1.0f + __expf(-a)) * b;
-    }
-    return a;
-}
-
-/* y[i] = f(a[i], b[i % bn]); bn == n for same-shape operands, the last dim for
- * a row vector broadcast over rows.  VEC: all pointers 16-byte aligned and bn
- * a multiple of the vector width; a thread takes GG_EW_UNROLL vectors a
- * block-width apart, all loads issued before the first store (one 16-byte
- * load in flight a thread left the kernel ~4% under the copy rate past L2);
- * the tail past the last full vector is done scalar. */
-#define GG_EW_UNROLL 4
-template <int DT, int E, bool VEC>
-__global__ void __launch_bounds__(256)
-    k_eltwise(const typename dt<DT>::T *a, const typename dt<DT>::T *b, typename dt<DT>::T *y,
-              int64_t n, int64_t bn, float p)
-{
-    typedef dt<DT> D;
-    typedef typename D::T T;
-    const bool has_b = ew_has_b<E>::value;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    int64_t done = 0;
-    if (VEC) {
-        const int V = D::VEC;
-        typedef vec_t<T, V> VT;
-        const int64_t nv = n / V, bnv = bn / V;
-        const int64_t tile = (int64_t)blockDim.x * GG_EW_UNROLL;
-        for (int64_t i0 = (int64_t)blockIdx.x * tile + threadIdx.x; i0 < nv;
-             i0 += (int64_t)gridDim.x * tile) {
-            VT va[GG_EW_UNROLL], vb[GG_EW_UNROLL];
-#pragma unroll
-            for (int u = 0; u < GG_EW_UNROLL; u++) {
-                const int64_t i = i0 + u * (int64_t)blockDim.x;
-                if (i < nv) {
-                    va[u] = ((const VT *)a)[i];
-                    if (has_b)
-                        vb[u] = ((const VT *)b)[bn == n ? i : i % bnv];
-                }
-            }
-#pragma unroll
-            for (int u = 0; u < GG_EW_UNROLL; u++) {
-                const int64_t i = i0 + u * (int64_t)blockDim.x;
-                if (i < nv) {
-                    VT vy;
-#pragma unroll
-                    for (int k = 0; k < V; k++)
-                        vy.v[k] = D::st(
-                            ew<E>(D::ld(va[u].v[k]), has_b ? D::ld(vb[u].v[k]) : 0.0f, p));
-                    ((VT *)y)[i] = vy;
-                }
-            }
-        }
-        done = nv * V;
-    }
-    for (int64_t i = done + tid; i < n; i += stride) {
-        float bv = has_b ? D::ld(b[bn == n ? i : i % bn]) : 0.0f;
-        y[i] = D::st(ew<E>(D::ld(a[i]), bv, p));
-    }
-}
-
-/* ---- elementwise: variants under GGX_EW (device comparison) ---------------- */
-
-/* The hardware exp2 and reciprocal without denormal handling (one MUFU each;
- * the non-ftz forms add a range check and two multiplies around each). */
+/* The hardware exp2 and reciprocal, one MUFU instruction each: the forms
+ * with denormal handling (__expf, __fdividef) add a range test and two
+ * multiplies around each, and at the copy rate silu and gelu tanh then spent
+ * ~1.5% more time than copy.  Flushing denormals changes nothing here: an
+ * exp2 that small is added to 1, and the reciprocal's input is >= 1. */
 static __device__ __forceinline__ float ew_ex2(float x)
 {
 #if defined(GFXGRAPH_HIP_CUDA)
@@ -397,54 +313,38 @@ static __device__ __forceinline__ float ew_rcp(float x)
 #endif
 }
 
-template <int E, int M> static __device__ __forceinline__ float ewm(float a, float b, float p)
+template <int E> static __device__ __forceinline__ float ew(float a, float b, float p)
 {
-    if constexpr (M == 1 && E == E_GELU_TANH) {
-        /* 0.5 a (1 + tanh u) = a (1 - 1 / (1 + e^2u)), e^2u = 2^(a (c1 + c2 a^2)) */
-        const float c1 = 2.0f * 0.79788456080286536f * 1.4426950408889634f;
+    switch (E) {
+    case E_COPY:
+        return a;
+    case E_ADD:
+        return a + b;
+    case E_MUL:
+        return a * b;
+    case E_SCALE:
+        return a * p;
+    case E_GELU_ERF:
+        return 0.5f * a * (1.0f + erff(a * 0.70710678118654752f));
+    case E_GELU_TANH: {
+        /* 0.5 a (1 + tanh u) = a (1 - 1 / (1 + e^2u)), e^2u = 2^(a (c1 + c2 a^2));
+         * tanhf's polynomial made the kernel compute-bound past L2 */
+        const float c1 = 2.0f * 0.79788456080286536f * 1.4426950408889634f; /* sqrt(2/pi) */
         const float c2 = c1 * 0.044715f;
         const float t = ew_rcp(1.0f + ew_ex2(a * fmaf(c2, a * a, c1)));
         return fmaf(-a, t, a);
-    } else if constexpr (M == 1 && (E == E_SILU || E == E_SILU_MUL)) {
-        const float s = a * ew_rcp(1.0f + ew_ex2(a * -1.4426950408889634f));
-        return E == E_SILU ? s : s * b;
-    } else {
-        return ew<E>(a, b, p);
     }
+    case E_SILU:
+        return a * ew_rcp(1.0f + ew_ex2(a * -1.4426950408889634f));
+    case E_SILU_MUL:
+        return a * ew_rcp(1.0f + ew_ex2(a * -1.4426950408889634f)) * b;
+    }
+    return a;
 }
 
-enum { EWH_PLAIN, EWH_STREAM, EWH_L2PF };
-
-template <int H> static __device__ __forceinline__ uint4 ew_load(const uint4 *p)
-{
-#if defined(GFXGRAPH_HIP_CUDA)
-    if constexpr (H == EWH_STREAM)
-        return __ldcs(p);
-    if constexpr (H == EWH_L2PF) {
-        uint4 r;
-        asm volatile("ld.global.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-                     : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-                     : "l"(p));
-        return r;
-    }
-#endif
-    return *p;
-}
-
-template <int H> static __device__ __forceinline__ void ew_store(uint4 *p, uint4 v)
-{
-#if defined(GFXGRAPH_HIP_CUDA)
-    if constexpr (H == EWH_STREAM) {
-        __stcs(p, v);
-        return;
-    }
-#endif
-    *p = v;
-}
-
-/* 16 bytes of a (and b) to 16 bytes of y. */
-template <int DT, int E, int M>
-static __device__ __forceinline__ uint4 ew_vec16(uint4 a, uint4 b, float p)
+/* 16 bytes of a (and b) to 16 bytes of y; 16-bit types convert packed pairs
+ * both ways. */
+template <int DT, int E> static __device__ __forceinline__ uint4 ew_vec16(uint4 a, uint4 b, float p)
 {
     typedef dt<DT> D;
     const uint32_t A[4] = {a.x, a.y, a.z, a.w}, B[4] = {b.x, b.y, b.z, b.w};
@@ -452,24 +352,25 @@ static __device__ __forceinline__ uint4 ew_vec16(uint4 a, uint4 b, float p)
 #pragma unroll
     for (int k = 0; k < 4; k++) {
         if constexpr (sizeof(typename D::T) == 4) {
-            Y[k] = __float_as_uint(ewm<E, M>(__uint_as_float(A[k]), __uint_as_float(B[k]), p));
+            Y[k] = __float_as_uint(ew<E>(__uint_as_float(A[k]), __uint_as_float(B[k]), p));
         } else {
             float x[2], z[2] = {0.0f, 0.0f};
             D::ld2(A[k], x);
             if (ew_has_b<E>::value)
                 D::ld2(B[k], z);
-            Y[k] = D::st2(ewm<E, M>(x[0], z[0], p), ewm<E, M>(x[1], z[1], p));
+            Y[k] = D::st2(ew<E>(x[0], z[0], p), ew<E>(x[1], z[1], p));
         }
     }
     return make_uint4(Y[0], Y[1], Y[2], Y[3]);
 }
 
-/* y = f(a, b) by 16-byte vectors: a thread takes UN vectors TH apart, all
- * loads before the first store; b has bn elements (== n, or a row of a
- * multiple of the vector width).  The last block also does the elements past
- * the last whole vector (fewer than a vector), so an odd size costs no
- * second launch. */
-template <int DT, int E, int TH, int UN, int H, int M>
+/* y[i] = f(a[i], b[i % bn]) by 16-byte vectors: bn == n for same-shape
+ * operands, else the last dim (a multiple of the vector width) for a row
+ * vector broadcast over rows.  A thread takes UN vectors TH apart, all loads
+ * before the first store (ew_geometry says why these sizes); the last block
+ * also does the elements past the last whole vector (fewer than a vector),
+ * so an odd size costs no second launch. */
+template <int DT, int E, int TH, int UN>
 __global__ void __launch_bounds__(TH)
     k_ew_vec(const typename dt<DT>::T *a, const typename dt<DT>::T *b, typename dt<DT>::T *y,
              int64_t n, int64_t bn, float p)
@@ -489,90 +390,38 @@ __global__ void __launch_bounds__(TH)
             const int64_t i = i0 + (int64_t)u * TH;
             vb[u] = make_uint4(0, 0, 0, 0);
             if (i < nv) {
-                va[u] = ew_load<H>(av + i);
+                va[u] = av[i];
                 if (has_b)
-                    vb[u] = ew_load<H>(bv + (bn == n ? i : i % bnv));
+                    vb[u] = bv[bn == n ? i : i % bnv];
             }
         }
 #pragma unroll
         for (int u = 0; u < UN; u++) {
             const int64_t i = i0 + (int64_t)u * TH;
             if (i < nv)
-                ew_store<H>(yv + i, ew_vec16<DT, E, M>(va[u], vb[u], p));
+                yv[i] = ew_vec16<DT, E>(va[u], vb[u], p);
         }
     }
     if (blockIdx.x == gridDim.x - 1) {
         const int64_t i = nv * V + threadIdx.x;
         if (i < n) {
             const float x2 = has_b ? D::ld(b[bn == n ? i : i % bn]) : 0.0f;
-            y[i] = D::st(ewm<E, M>(D::ld(a[i]), x2, p));
+            y[i] = D::st(ew<E>(D::ld(a[i]), x2, p));
         }
     }
 }
 
-typedef struct {
-    int th, un, h, m, wave; /* wave: grid of one wave of resident blocks, strided */
-} ew_variant;
-
-static const ew_variant g_ew_variants[] = {
-    {256, 4, 0, 0, 0}, /* 0: the k_eltwise geometry, packed conversions */
-    {256, 4, 0, 0, 0}, /* 1: k_eltwise itself (see launch_ew) */
-    {128, 1, 0, 0, 0}, {128, 2, 0, 0, 0}, {256, 1, 0, 0, 0}, {256, 2, 0, 0, 0},
-    {512, 1, 0, 0, 0}, {128, 1, 0, 1, 0}, {256, 2, 0, 1, 0}, {128, 1, 1, 1, 0},
-    {128, 1, 2, 1, 0}, {256, 2, 1, 1, 0}, {256, 2, 2, 1, 0}, {256, 4, 1, 1, 0},
-    {256, 4, 2, 1, 0}, {128, 4, 0, 1, 0}, {256, 2, 0, 1, 1}, {128, 1, 0, 1, 1},
-    {256, 4, 0, 1, 0}, {64, 2, 0, 1, 0},
-};
-#define GG_EW_NVARIANTS ((int)(sizeof g_ew_variants / sizeof g_ew_variants[0]))
-
-static int ew_variant_index(void)
-{
-    static int v = -1;
-    if (v < 0) {
-        const char *e = getenv("GGX_EW");
-        v = e ? atoi(e) : 1;
-        if (v < 0 || v >= GG_EW_NVARIANTS)
-            v = 1;
-    }
-    return v;
-}
-
-template <int DT, int E, int TH, int UN, int H, int M>
-static void ew_go(gg_gpu_ctx *c, const void *a, const void *b, void *y, int64_t n, int64_t bn,
-                  float p, int wave)
-{
-    typedef typename dt<DT>::T T;
-    const int64_t cap = wave ? (int64_t)c->sms * (2048 / TH) : (int64_t)1 << 20;
-    k_ew_vec<DT, E, TH, UN, H, M>
-        <<<gg_gpu_grid_for(n / dt<DT>::VEC, TH * UN, cap), TH, 0, c->stream>>>(
-            (const T *)a, (const T *)b, (T *)y, n, bn, p);
-}
-
+/* Operands not all 16-byte aligned: element by element. */
 template <int DT, int E>
-static void ew_vec_launch(gg_gpu_ctx *c, int vi, const void *a, const void *b, void *y, int64_t n,
-                          int64_t bn, float p)
+__global__ void __launch_bounds__(256)
+    k_ew_scalar(const typename dt<DT>::T *a, const typename dt<DT>::T *b, typename dt<DT>::T *y,
+                int64_t n, int64_t bn, float p)
 {
-    const int w = g_ew_variants[vi].wave;
-    switch (vi) {
-    case 0: ew_go<DT, E, 256, 4, 0, 0>(c, a, b, y, n, bn, p, w); break;
-    case 2: ew_go<DT, E, 128, 1, 0, 0>(c, a, b, y, n, bn, p, w); break;
-    case 3: ew_go<DT, E, 128, 2, 0, 0>(c, a, b, y, n, bn, p, w); break;
-    case 4: ew_go<DT, E, 256, 1, 0, 0>(c, a, b, y, n, bn, p, w); break;
-    case 5: ew_go<DT, E, 256, 2, 0, 0>(c, a, b, y, n, bn, p, w); break;
-    case 6: ew_go<DT, E, 512, 1, 0, 0>(c, a, b, y, n, bn, p, w); break;
-    case 7: ew_go<DT, E, 128, 1, 0, 1>(c, a, b, y, n, bn, p, w); break;
-    case 8: ew_go<DT, E, 256, 2, 0, 1>(c, a, b, y, n, bn, p, w); break;
-    case 9: ew_go<DT, E, 128, 1, 1, 1>(c, a, b, y, n, bn, p, w); break;
-    case 10: ew_go<DT, E, 128, 1, 2, 1>(c, a, b, y, n, bn, p, w); break;
-    case 11: ew_go<DT, E, 256, 2, 1, 1>(c, a, b, y, n, bn, p, w); break;
-    case 12: ew_go<DT, E, 256, 2, 2, 1>(c, a, b, y, n, bn, p, w); break;
-    case 13: ew_go<DT, E, 256, 4, 1, 1>(c, a, b, y, n, bn, p, w); break;
-    case 14: ew_go<DT, E, 256, 4, 2, 1>(c, a, b, y, n, bn, p, w); break;
-    case 15: ew_go<DT, E, 128, 4, 0, 1>(c, a, b, y, n, bn, p, w); break;
-    case 16: ew_go<DT, E, 256, 2, 0, 1>(c, a, b, y, n, bn, p, w); break;
-    case 17: ew_go<DT, E, 128, 1, 0, 1>(c, a, b, y, n, bn, p, w); break;
-    case 18: ew_go<DT, E, 256, 4, 0, 1>(c, a, b, y, n, bn, p, w); break;
-    default: ew_go<DT, E, 64, 2, 0, 1>(c, a, b, y, n, bn, p, w); break;
+    typedef dt<DT> D;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const float bv = ew_has_b<E>::value ? D::ld(b[bn == n ? i : i % bn]) : 0.0f;
+        y[i] = D::st(ew<E>(D::ld(a[i]), bv, p));
     }
 }
 
@@ -928,30 +777,52 @@ int gg_gpu_launched(const gg_op_def *op)
     return 0;
 }
 
+/* Vectors a thread (UN) and threads a block for the elementwise kernels.
+ * Past L2 on the H100 ([8192, 8192], each choice beside PyTorch in one run),
+ * one 16-byte vector a thread in blocks of 512 came closest to the memory
+ * floor (copy 0.99x PyTorch's copy_, silu and gelu tanh 0.99x): blocks of
+ * 256 threads taking 4 vectors each were 1.0-1.5% slower, a strided grid of
+ * one wave of resident blocks 6-9% slower, and evict-first (.cs) loads and
+ * stores 2% slower for two operands.  The erf GELU is the exception: its
+ * erff is long enough that a thread with one vector leaves the loads too few
+ * (1.05x PyTorch); two vectors a thread in blocks of 128 give 0.97x.  f32
+ * takes two vectors a thread (8 elements, as 16-bit types take in one), in
+ * blocks of 256.  Tensors too small for 4 large blocks a multiprocessor get
+ * blocks of 128, spread over more multiprocessors. */
+template <int DT, int E> struct ew_geometry {
+    enum {
+        UN = (sizeof(typename dt<DT>::T) == 4 || E == E_GELU_ERF) ? 2 : 1,
+        TH = sizeof(typename dt<DT>::T) == 4 ? 256 : E == E_GELU_ERF ? 128 : 512,
+        TH_SMALL = 128
+    };
+};
+
 template <int DT, int E>
 static void launch_ew(gg_gpu_ctx *c, const void *a, const void *b, void *y, int64_t n, int64_t bn,
                       float p)
 {
     typedef typename dt<DT>::T T;
+    typedef ew_geometry<DT, E> G;
     const int V = dt<DT>::VEC;
     /* a broadcast b must start every vector on a vector boundary of b */
     const bool vec = gg_gpu_aligned16(a) && gg_gpu_aligned16(y) &&
                      (!ew_has_b<E>::value || gg_gpu_aligned16(b)) && (bn == n || bn % V == 0) &&
                      n >= V;
-    const int threads = 256;
-    const int64_t cap = (int64_t)c->sms * 16;
-    const int vi = ew_variant_index();
-    if (vec && vi != 1) {
-        ew_vec_launch<DT, E>(c, vi, a, b, y, n, bn, p);
+    if (!vec) {
+        k_ew_scalar<DT, E><<<gg_gpu_grid_for(n, 256, (int64_t)c->sms * 16), 256, 0, c->stream>>>(
+            (const T *)a, (const T *)b, (T *)y, n, bn, p);
         return;
     }
-    if (vec)
-        k_eltwise<DT, E, true>
-            <<<gg_gpu_grid_for(n / V, threads * GG_EW_UNROLL, 1 << 20), threads, 0, c->stream>>>(
+    const int64_t nv = n / V, cap = (int64_t)1 << 20;
+    /* too few large blocks for 4 on every multiprocessor: the small ones */
+    if (nv < (int64_t)c->sms * 4 * G::TH * G::UN)
+        k_ew_vec<DT, E, G::TH_SMALL, G::UN>
+            <<<gg_gpu_grid_for(nv, G::TH_SMALL * G::UN, cap), G::TH_SMALL, 0, c->stream>>>(
                 (const T *)a, (const T *)b, (T *)y, n, bn, p);
     else
-        k_eltwise<DT, E, false><<<gg_gpu_grid_for(n, threads, cap), threads, 0, c->stream>>>(
-            (const T *)a, (const T *)b, (T *)y, n, bn, p);
+        k_ew_vec<DT, E, G::TH, G::UN><<<gg_gpu_grid_for(nv, G::TH * G::UN, cap), G::TH, 0,
+                                         c->stream>>>((const T *)a, (const T *)b, (T *)y, n, bn,
+                                                      p);
 }
 
 /* Row-kernel geometry for a row of nu units (see k_norm):
