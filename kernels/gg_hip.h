@@ -693,6 +693,90 @@ static __device__ __forceinline__ uint32_t gg_f32x2_to_bf16x2_bits(float lo, flo
     return (uint32_t)gg_f32_to_bf16_bits(lo) | ((uint32_t)gg_f32_to_bf16_bits(hi) << 16);
 #endif
 }
+
+/* Thread-block clusters (NVIDIA sm_90+): blocks of a cluster run at once
+ * and read each other's shared memory.  Elsewhere the launch answers
+ * hipErrorNotSupported (callers fall back to a plain launch) and the device
+ * helpers do nothing, since no cluster launch reaches them. */
+#if defined(GFXGRAPH_HIP_CUDA)
+template <typename... P, typename... A>
+static inline hipError_t gg_hip_launch_cluster(void (*k)(P...), dim3 grid, dim3 block,
+                                               size_t shm, hipStream_t s, unsigned cluster,
+                                               A... args)
+{
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute at[1];
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = shm;
+    cfg.stream = s;
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = cluster;
+    at[0].val.clusterDim.y = 1;
+    at[0].val.clusterDim.z = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    return cudaLaunchKernelEx(&cfg, k, args...);
+}
+
+/* Clusters of more than 8 blocks (the portable limit): 16 on the H100. */
+static inline hipError_t gg_hip_allow_big_cluster(const void *k)
+{
+    return cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+}
+#else
+template <typename... P, typename... A>
+static inline hipError_t gg_hip_launch_cluster(void (*k)(P...), dim3 grid, dim3 block,
+                                               size_t shm, hipStream_t s, unsigned cluster,
+                                               A... args)
+{
+    (void)k, (void)grid, (void)block, (void)shm, (void)s, (void)cluster;
+    ((void)args, ...);
+    return hipErrorNotSupported;
+}
+
+static inline hipError_t gg_hip_allow_big_cluster(const void *k)
+{
+    (void)k;
+    return hipErrorNotSupported;
+}
+#endif
+
+/* The lanes of a warp meet, and see each other's shared-memory writes made
+ * before (an AMD wave runs in lockstep: nothing to do). */
+static __device__ __forceinline__ void gg_syncwarp(void)
+{
+#if defined(GFXGRAPH_HIP_CUDA)
+    __syncwarp();
+#endif
+}
+
+/* Every thread of every block of the cluster arrives; shared-memory writes
+ * before it are seen by reads after it in any block of the cluster. */
+static __device__ __forceinline__ void gg_cluster_sync(void)
+{
+#if defined(GFXGRAPH_HIP_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("barrier.cluster.arrive.release.aligned;\n"
+                 "barrier.cluster.wait.acquire.aligned;\n" ::
+                     : "memory");
+#endif
+}
+
+/* *p in the shared memory of block `rank` of the cluster (p: this block's
+ * address of the same variable). */
+static __device__ __forceinline__ float gg_cluster_ld(const float *p, unsigned rank)
+{
+#if defined(GFXGRAPH_HIP_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    unsigned a = (unsigned)__cvta_generic_to_shared(p), r;
+    float v;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(rank));
+    asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(r));
+    return v;
+#else
+    (void)rank;
+    return *p;
+#endif
+}
 #endif /* GG_HIP_DEVICE_COMPILER */
 
 #endif /* GG_HIP_H */

@@ -15,6 +15,11 @@
  * On NVIDIA sm_80+ in f16/bf16 with Dh 32, 64 or 128 the block is 4 warps
  * doing the products on tensor cores (k_attention_mma), the same chunking,
  * partials and merge; elsewhere the CUDA-core kernel (k_attention_split).
+ * On sm_90 the tensor-core kernel's chunks of a group run as one thread-block
+ * cluster where that costs no parallelism or the chunks are short (batch 1
+ * at short contexts, batch 16 at 2048): the blocks merge through each
+ * other's shared memory, with no partials, fence or counter in global
+ * memory.
  *
  * Chunks split the row's len (read on the device, clamped to [0, S]), not S:
  * every chunk gets the same share whatever len is.  The chunk count is picked
@@ -42,8 +47,11 @@
 #define GG_AS_PART_FLOATS ((size_t)1 << 20) /* 4 MiB of partials per context */
 #define GG_AS_COUNTERS ((size_t)16384)
 
+static int attention_mma_init(gg_gpu_ctx *c);
+
 int gg_gpu_attention_ctx_init(gg_gpu_ctx *c)
 {
+    attention_mma_init(c);
     c->attn_part = NULL;
     c->attn_cnt = NULL;
     c->attn_part_floats = 0;
@@ -114,12 +122,12 @@ static __device__ __forceinline__ float ld_cg(const float *p)
 template <int DT>
 static __device__ __forceinline__ void merge_chunks(const float *part, unsigned *cnt, int grpid,
                                                     typename dt<DT>::T *y, float *sm, int64_t b,
-                                                    int Hq, int h0, int Ga, int Dh, int nsplit,
-                                                    int64_t len)
+                                                    int Hq, int h0, int Ga, int Dh, int W,
+                                                    int nsplit, int64_t len)
 {
     __shared__ int s_last;
     const int tid = threadIdx.x, lane = tid % warpSize, wid = tid / warpSize;
-    const int nw = blockDim.x / warpSize, W = Dh + 2;
+    const int nw = blockDim.x / warpSize;
     __threadfence();
     __syncthreads();
     if (tid == 0) {
@@ -379,7 +387,7 @@ __global__ void __launch_bounds__(GG_AS_THREADS, G <= 4 ? 2 : 1)
     }
     if (nsplit == 1)
         return;
-    merge_chunks<DT>(part, cnt, grpid, y, red, b, Hq, h0, Ga, Dh, nsplit, len);
+    merge_chunks<DT>(part, cnt, grpid, y, red, b, Hq, h0, Ga, Dh, Dh + 2, nsplit, len);
 }
 
 /* The chunk count for a launch.  Time is modelled as the waves of blocks
@@ -421,10 +429,10 @@ static int pick_split_scan(const gg_gpu_ctx *c, int64_t per, int64_t S, int64_t 
 
 /* pick_split_scan's answer, kept for the next launch of the same shape
  * (the scan is ~1.3 us of host time at 256 candidate counts). */
-static int pick_split(gg_gpu_ctx *c, int64_t rows, int Hq, int64_t S, int Dh,
+static int pick_split(gg_gpu_ctx *c, int64_t rows, int Hq, int64_t S, int W,
                       int64_t groups, int per_sm, int min_chunk)
 {
-    const int64_t key[5] = {rows * Hq * (int64_t)(Dh + 2), S, groups, per_sm, min_chunk};
+    const int64_t key[5] = {rows * Hq * (int64_t)W, S, groups, per_sm, min_chunk};
     if (c->attn_pick_ns > 0 && memcmp(key, c->attn_pick_key, sizeof key) == 0)
         return c->attn_pick_ns;
     const int ns = pick_split_scan(c, key[0], S, groups, per_sm, min_chunk);
@@ -448,14 +456,33 @@ static int pick_split(gg_gpu_ctx *c, int64_t rows, int Hq, int64_t S, int Dh,
  * contiguous chunk in a permuted order that Q and K share; for P V a lane
  * reads Dh / 8 contiguous dims of its 4 positions and output column n of the
  * t-th mma is dim n * Dh / 8 + t, undone when the result is written.
- * Scores, the running max and sums are f32; P enters the f16/bf16 mma as a
- * hi + lo pair (two mma), so the weights keep ~22 (f16) or ~16 (bf16)
- * bits.  Each warp keeps its own running max and sums over its tiles; the
- * 4 warps merge in shared memory, then the chunks merge as above.  At Dh
- * <= 64 a warp's tiles pass through a ring of three in registers, two
- * loading while one is computed. */
+ * Scores, the running max and sums are f32, in base 2 (the scale times
+ * log2(e) folded in, every exponential one exp2f); P enters the f16/bf16
+ * mma as a hi + lo pair (two mma), so the weights keep ~22 (f16) or ~16
+ * (bf16) bits.  Each warp keeps its own running max and sums over its
+ * tiles; the 4 warps merge in shared memory (rows padded against bank
+ * conflicts), then the chunks merge: in a cluster through shared memory,
+ * else by the last block (at_merge: one L2 round trip for up to 32 chunks).
+ * At Dh <= 64 a warp's tiles pass through a ring of three in registers, two
+ * loading while one is computed.
+ *
+ * At batch 1 the launch is one chain of dependent steps with 4 warps a
+ * multiprocessor (ncu, H100, context 512: ~1300 instructions a warp at ~10
+ * cycles each, stalled on barriers, the merge's fence, instruction fetch
+ * and memory): what shortened it was fewer instructions on that chain (the
+ * conflict-free block sum, 32-bit positions, a grid without divisions,
+ * exp2f) and fewer round trips after the loads (the cluster merge).  Tried
+ * on the H100 and dropped: a cp.async ring in shared memory (3 or 5 stages,
+ * fragment- or row-ordered; 5-50% slower past L2), prefetching the chunk
+ * into L2 before lens is read (no gain), 8 warps a block (clusters of 16
+ * such blocks wait for whole GPCs), a second register tile at Dh 128 (it
+ * spills). */
 #define GG_AT_WARPS 4
 #define GG_AT_GMAX 16
+/* positions a chunk at most for a cluster that holds fewer chunks than the
+ * pick (the pick's count is kept past it: context 32768 at batch 1 in
+ * clusters of 16, 128 blocks, took 40.6 us against 31.3 with 264) */
+#define GG_AT_CLUSTER_CHUNK 256
 
 template <int NW>
 static __device__ __forceinline__ void at_load(uint32_t (&w)[NW], const uint16_t *p, bool ok)
@@ -500,33 +527,36 @@ template <int DH> struct at_tile_regs {
     uint32_t kw[2][DH / 8], vw[4][DH / 16];
 };
 
+/* Lane pointers for at_fetch: K of position gid (the first 8-position
+ * half) at dims tig * DH / 4, V of position 2 tig at dims gid * DH / 8;
+ * a tile at p0 adds p0 * ld. */
 template <int DH>
-static __device__ __forceinline__ void at_fetch(at_tile_regs<DH> &r, const uint16_t *kb,
-                                                const uint16_t *vb, int64_t ld, int64_t p0,
-                                                int64_t j1, int gid, int tig)
+static __device__ __forceinline__ void at_fetch(at_tile_regs<DH> &r, const uint16_t *kl,
+                                                const uint16_t *vl, int64_t ld, int p0, int j1,
+                                                int gid, int tig)
 {
     enum { KC = DH / 4, KW = KC / 2, DPL = DH / 8, VW = DPL / 2 };
+    const int64_t o = (int64_t)p0 * ld;
 #pragma unroll
-    for (int nt = 0; nt < 2; nt++) {
-        const int64_t pos = p0 + 8 * nt + gid;
-        at_load<KW>(r.kw[nt], kb + pos * ld + tig * KC, pos < j1);
-    }
+    for (int nt = 0; nt < 2; nt++)
+        at_load<KW>(r.kw[nt], kl + o + 8 * nt * ld, p0 + 8 * nt + gid < j1);
 #pragma unroll
     for (int e = 0; e < 4; e++) {
-        const int64_t pos = p0 + 2 * tig + (e & 1) + 8 * (e >> 1);
-        at_load<VW>(r.vw[e], vb + pos * ld + gid * DPL, pos < j1);
+        const int d = (e & 1) + 8 * (e >> 1);
+        at_load<VW>(r.vw[e], vl + o + d * ld, p0 + 2 * tig + d < j1);
     }
 }
 
-/* The tile at p0 (its first position valid) into the warp's state. */
+/* The tile at p0 (its first position valid) into the warp's state.  qs:
+ * the scale times log2(e): scores, maxima and sums are kept in base 2, so
+ * every exponential is one exp2f. */
 template <int DT, int DH>
 static __device__ __forceinline__ void at_tile(at_state<DH> &st, const at_tile_regs<DH> &r,
                                                const uint32_t (&qa)[DH / 8],
-                                               const uint32_t (&qb)[DH / 8], int64_t p0,
-                                               int64_t j1, int tig, int gid, float scale)
+                                               const uint32_t (&qb)[DH / 8], int p0, int j1,
+                                               int tig, float qs)
 {
     enum { KT = DH / 16, DPL = DH / 8 };
-    (void)gid;
     float sc[2][4];
 #pragma unroll
     for (int nt = 0; nt < 2; nt++) {
@@ -546,8 +576,8 @@ static __device__ __forceinline__ void at_tile(at_state<DH> &st, const at_tile_r
     for (int nt = 0; nt < 2; nt++)
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-            const int64_t pos = p0 + 8 * nt + 2 * tig + (e & 1);
-            sc[nt][e] = pos < j1 ? sc[nt][e] * scale : -INFINITY;
+            const int pos = p0 + 8 * nt + 2 * tig + (e & 1);
+            sc[nt][e] = pos < j1 ? sc[nt][e] * qs : -INFINITY;
             if (e < 2)
                 mx0 = fmaxf(mx0, sc[nt][e]);
             else
@@ -559,7 +589,7 @@ static __device__ __forceinline__ void at_tile(at_state<DH> &st, const at_tile_r
         mx1 = fmaxf(mx1, gg_shfl_xor(mx1, off));
     }
     const float n0 = fmaxf(st.m0, mx0), n1 = fmaxf(st.m1, mx1);
-    const float c0 = expf(st.m0 - n0), c1 = expf(st.m1 - n1);
+    const float c0 = exp2f(st.m0 - n0), c1 = exp2f(st.m1 - n1);
     st.m0 = n0;
     st.m1 = n1;
     float r0 = 0.0f, r1 = 0.0f;
@@ -567,7 +597,7 @@ static __device__ __forceinline__ void at_tile(at_state<DH> &st, const at_tile_r
     for (int nt = 0; nt < 2; nt++)
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-            sc[nt][e] = expf(sc[nt][e] - (e < 2 ? n0 : n1));
+            sc[nt][e] = exp2f(sc[nt][e] - (e < 2 ? n0 : n1));
             if (e < 2)
                 r0 += sc[nt][e];
             else
@@ -595,86 +625,207 @@ static __device__ __forceinline__ void at_tile(at_state<DH> &st, const at_tile_r
     }
 }
 
+/* Partials of the tensor-core kernel: Dh floats of unnormalised O, then the
+ * chunk's max (base 2) and sum, padded to a 16-byte multiple so that the
+ * merge reads a lane's dims and a chunk's (max, sum) with vector loads. */
+#define GG_AT_W(dh) ((dh) + 4)
+
+template <int N> struct at_fvec;
+template <> struct at_fvec<1> {
+    static __device__ __forceinline__ void ld(const float *p, float *o) { o[0] = ld_cg(p); }
+};
+template <> struct at_fvec<2> {
+    static __device__ __forceinline__ void ld(const float *p, float *o)
+    {
+#if defined(GFXGRAPH_HIP_CUDA)
+        const float2 u = __ldcg((const float2 *)p);
+        o[0] = u.x, o[1] = u.y;
+#else
+        o[0] = ld_cg(p), o[1] = ld_cg(p + 1);
+#endif
+    }
+};
+template <> struct at_fvec<4> {
+    static __device__ __forceinline__ void ld(const float *p, float *o)
+    {
+#if defined(GFXGRAPH_HIP_CUDA)
+        const float4 u = __ldcg((const float4 *)p);
+        o[0] = u.x, o[1] = u.y, o[2] = u.z, o[3] = u.w;
+#else
+        o[0] = ld_cg(p), o[1] = ld_cg(p + 1), o[2] = ld_cg(p + 2), o[3] = ld_cg(p + 3);
+#endif
+    }
+};
+
+/* The chunks' merge through global memory, by the last block of its (row,
+ * kv head, q group) to finish (as merge_chunks): a warp a head, a lane
+ * DH / 32 dims, every chunk's (max, sum) and dims loaded together, CH
+ * chunks at a time, so that up to CH chunks cost one L2 round trip after
+ * the counter (merge_chunks needs two, and more at Dh 128, where its
+ * threads walk the outputs one after another). */
+template <int DT, int DH, int NW>
+static __device__ __forceinline__ void at_merge(const float *part, unsigned *cnt, int grpid,
+                                                uint16_t *y, int64_t row0, int Ga, int nsplit,
+                                                int len)
+{
+    enum { VPL = DH / 32, W = GG_AT_W(DH), CH = DH <= 64 ? 32 : 16 };
+    typedef dt<DT> D;
+    __shared__ int s_last;
+    const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) {
+        const unsigned old = atomicAdd(&cnt[grpid], 1u);
+        s_last = old == (unsigned)nsplit - 1;
+        if (s_last)
+            atomicExch(&cnt[grpid], 0u);
+    }
+    __syncthreads();
+    if (!s_last)
+        return;
+    __threadfence();
+    for (int g = wid; g < Ga; g += NW) {
+        const int64_t row = row0 + g;
+        const float *e = part + row * nsplit * W;
+        float M = -INFINITY, L = 0.0f, O[VPL];
+#pragma unroll
+        for (int v = 0; v < VPL; v++)
+            O[v] = 0.0f;
+        for (int i0 = 0; i0 < nsplit; i0 += CH) {
+            float ml[CH][2], oi[CH][VPL];
+#pragma unroll
+            for (int k = 0; k < CH; k++) {
+                ml[k][0] = -INFINITY, ml[k][1] = 0.0f;
+#pragma unroll
+                for (int v = 0; v < VPL; v++)
+                    oi[k][v] = 0.0f;
+                if (i0 + k < nsplit) {
+                    at_fvec<2>::ld(e + (int64_t)(i0 + k) * W + DH, ml[k]);
+                    at_fvec<VPL>::ld(e + (int64_t)(i0 + k) * W + lane * VPL, oi[k]);
+                }
+            }
+            float Mn = M;
+#pragma unroll
+            for (int k = 0; k < CH; k++)
+                Mn = fmaxf(Mn, ml[k][0]);
+            /* an empty chunk has max -inf: weight 0 (and so has every
+             * chunk while Mn is -inf) */
+            const float c = M == Mn ? 1.0f : exp2f(M - Mn);
+            L *= c;
+#pragma unroll
+            for (int v = 0; v < VPL; v++)
+                O[v] *= c;
+#pragma unroll
+            for (int k = 0; k < CH; k++) {
+                const float w = ml[k][0] == -INFINITY ? 0.0f : exp2f(ml[k][0] - Mn);
+                L += w * ml[k][1];
+#pragma unroll
+                for (int v = 0; v < VPL; v++)
+                    O[v] += w * oi[k][v];
+            }
+            M = Mn;
+        }
+#pragma unroll
+        for (int v = 0; v < VPL; v++)
+            y[row * DH + lane * VPL + v] = D::st(len > 0 ? O[v] / L : 0.0f);
+    }
+}
+
+/* The block's sum in shared memory: a row of DH floats plus one after every
+ * 32, so that the stores of the mma layout (lane (gid, tig) writes dims
+ * tig * DH / 4 + ...: every tig on one bank without the pad) spread over
+ * all 32 banks (H100: the 32-way conflicts of Dh 128 cost ~7 us a launch,
+ * the 16-way ones of Dh 64 ~1.5 us). */
+#define GG_AT_SROW(dh) ((dh) + (dh) / 32)
+
+/* One block: (chunk blockIdx.x, q group blockIdx.y, row and kv head
+ * blockIdx.z), GG_AT_WARPS warps.  PIPE: a warp's tiles pass through a ring
+ * of three in registers (Dh <= 64), else one at a time.  ncl > 0: the
+ * launch is a cluster of ncl blocks, the chunks of one group (nsplit ==
+ * ncl), merged through shared memory. */
 template <int DT, int DH, bool PIPE>
 __global__ void __launch_bounds__(GG_AT_WARPS * 32)
     k_attention_mma(const uint16_t *q, const uint16_t *k, const uint16_t *v, const int32_t *lens,
-                    uint16_t *y, float *part, unsigned *cnt, int Hq, int Hkv, int64_t S, int G,
-                    int nqg, int nsplit, float scale)
+                    uint16_t *y, float *part, unsigned *cnt, int Hq, int Hkv, int S, int G,
+                    int nsplit, float qs, int ncl)
 {
     typedef dt<DT> D;
     /* KC: K elements a lane reads a position (KW words), KT: mma k-slices
      * over Dh; DPL: V dims a lane reads a position (VW words) = P V mmas */
     enum { KC = DH / 4, KW = KC / 2, KT = DH / 16, DPL = DH / 8, VW = DPL / 2 };
-    enum { UNR = DH <= 64 ? 2 : 1 }; /* tiles a warp loads at once (no ring) */
-    extern __shared__ float smf[];   /* [warps][16][DH], then m, l [warps][16] */
+    enum { NW = GG_AT_WARPS };
+    extern __shared__ float smf[]; /* [NW][16][SROW], m, l [NW][16], partial */
     const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
     const int gid = lane >> 2, tig = lane & 3;
-    const int s = (int)blockIdx.x % nsplit;
-    const int grpid = (int)blockIdx.x / nsplit;
-    const int qg = grpid % nqg, bk = grpid / nqg, kh = bk % Hkv;
-    const int64_t b = bk / Hkv;
+    /* the grid's three dims: no division for the block's place but one */
+    const int s = (int)blockIdx.x, qg = (int)blockIdx.y, bk = (int)blockIdx.z;
+    const int b = bk / Hkv, kh = bk - b * Hkv;
     const int grp = Hq / Hkv, h0 = kh * grp + qg * G;
     const int Ga = grp - qg * G < G ? grp - qg * G : G;
-
-    int64_t len = lens[b];
-    len = len < 0 ? 0 : len > S ? S : len;
-    const int64_t chunk = (len + nsplit - 1) / nsplit;
-    const int64_t j0 = s * chunk < len ? s * chunk : len;
-    const int64_t j1 = j0 + chunk < len ? j0 + chunk : len;
+    const int64_t row0 = (int64_t)b * Hq + h0;
 
     uint32_t qa[KW], qb[KW]; /* heads gid and gid + 8 */
-    at_load<KW>(qa, q + (b * Hq + h0 + gid) * DH + tig * KC, gid < Ga);
-    at_load<KW>(qb, q + (b * Hq + h0 + gid + 8) * DH + tig * KC, gid + 8 < Ga);
+    at_load<KW>(qa, q + (row0 + gid) * DH + tig * KC, gid < Ga);
+    at_load<KW>(qb, q + (row0 + gid + 8) * DH + tig * KC, gid + 8 < Ga);
+
+    int len = lens[b];
+    len = len < 0 ? 0 : len > S ? S : len;
+    const int chunk = (int)(((unsigned)len + (unsigned)nsplit - 1u) / (unsigned)nsplit);
+    const int j0 = s * chunk < len ? s * chunk : len;
+    const int j1 = j0 + chunk < len ? j0 + chunk : len;
 
     const int64_t ld = (int64_t)Hkv * DH;
-    const uint16_t *kb = k + (b * S * Hkv + kh) * DH, *vb = v + (b * S * Hkv + kh) * DH;
-    const int64_t ntile = (j1 - j0 + 15) / 16;
+    const uint16_t *kb = k + ((int64_t)b * S * Hkv + kh) * DH,
+                   *vb = v + ((int64_t)b * S * Hkv + kh) * DH;
+    const uint16_t *kl = kb + gid * ld + tig * KC, *vl = vb + 2 * tig * ld + gid * DPL;
+    const int ntile = (j1 - j0 + 15) / 16;
     at_state<DH> st;
 #pragma unroll
     for (int t = 0; t < DPL; t++)
         st.o[t][0] = st.o[t][1] = st.o[t][2] = st.o[t][3] = 0.0f;
     st.m0 = st.m1 = -INFINITY;
     st.l0 = st.l1 = 0.0f;
-    const int64_t step = GG_AT_WARPS;
     if constexpr (PIPE) {
         /* three tiles of registers in a ring: two in flight while the third
-         * is computed, so a warp's loads never stop for its arithmetic */
+         * is computed, so a warp's loads never stop for its arithmetic (the
+         * tiles past the chunk are not fetched) */
         at_tile_regs<DH> r0, r1, r2;
-        int64_t tl = wid;
-        at_fetch<DH>(r0, kb, vb, ld, j0 + tl * 16, j1, gid, tig);
-        at_fetch<DH>(r1, kb, vb, ld, j0 + (tl + step) * 16, j1, gid, tig);
-        for (; tl < ntile; tl += 3 * step) {
-            at_fetch<DH>(r2, kb, vb, ld, j0 + (tl + 2 * step) * 16, j1, gid, tig);
-            at_tile<DT, DH>(st, r0, qa, qb, j0 + tl * 16, j1, tig, gid, scale);
-            if (tl + step >= ntile)
+        int tl = wid;
+        at_fetch<DH>(r0, kl, vl, ld, j0 + tl * 16, j1, gid, tig);
+        if (tl + NW < ntile)
+            at_fetch<DH>(r1, kl, vl, ld, j0 + (tl + NW) * 16, j1, gid, tig);
+        for (; tl < ntile; tl += 3 * NW) {
+            if (tl + 2 * NW < ntile)
+                at_fetch<DH>(r2, kl, vl, ld, j0 + (tl + 2 * NW) * 16, j1, gid, tig);
+            at_tile<DT, DH>(st, r0, qa, qb, j0 + tl * 16, j1, tig, qs);
+            if (tl + NW >= ntile)
                 break;
-            at_fetch<DH>(r0, kb, vb, ld, j0 + (tl + 3 * step) * 16, j1, gid, tig);
-            at_tile<DT, DH>(st, r1, qa, qb, j0 + (tl + step) * 16, j1, tig, gid, scale);
-            if (tl + 2 * step >= ntile)
+            if (tl + 3 * NW < ntile)
+                at_fetch<DH>(r0, kl, vl, ld, j0 + (tl + 3 * NW) * 16, j1, gid, tig);
+            at_tile<DT, DH>(st, r1, qa, qb, j0 + (tl + NW) * 16, j1, tig, qs);
+            if (tl + 2 * NW >= ntile)
                 break;
-            at_fetch<DH>(r1, kb, vb, ld, j0 + (tl + 4 * step) * 16, j1, gid, tig);
-            at_tile<DT, DH>(st, r2, qa, qb, j0 + (tl + 2 * step) * 16, j1, tig, gid, scale);
+            if (tl + 4 * NW < ntile)
+                at_fetch<DH>(r1, kl, vl, ld, j0 + (tl + 4 * NW) * 16, j1, gid, tig);
+            at_tile<DT, DH>(st, r2, qa, qb, j0 + (tl + 2 * NW) * 16, j1, tig, qs);
         }
     } else {
-        for (int64_t tl = wid; tl < ntile; tl += step * UNR) {
-            at_tile_regs<DH> r[UNR];
-#pragma unroll
-            for (int u = 0; u < UNR; u++)
-                at_fetch<DH>(r[u], kb, vb, ld, j0 + (tl + u * step) * 16, j1, gid, tig);
-#pragma unroll
-            for (int u = 0; u < UNR; u++) {
-                if (tl + u * step >= ntile) /* the same for the whole warp */
-                    break;
-                at_tile<DT, DH>(st, r[u], qa, qb, j0 + (tl + u * step) * 16, j1, tig, gid,
-                                scale);
-            }
+        /* one tile at a time: a second one in registers spills at Dh 128
+         * (255 registers; H100, batch 1, context 2048: 11.1 us against 9.5) */
+        for (int tl = wid; tl < ntile; tl += NW) {
+            at_tile_regs<DH> r;
+            at_fetch<DH>(r, kl, vl, ld, j0 + tl * 16, j1, gid, tig);
+            at_tile<DT, DH>(st, r, qa, qb, j0 + tl * 16, j1, tig, qs);
         }
     }
     float(&o)[DPL][4] = st.o;
     float m0 = st.m0, m1 = st.m1, l0 = st.l0, l1 = st.l1;
 
-    /* the block's 4 warps: each wrote its rows, then one pass merges them */
-    float *so = smf, *sm = smf + GG_AT_WARPS * 16 * DH, *sl = sm + GG_AT_WARPS * 16;
+    /* the block's warps: each wrote its rows, then one pass merges them */
+    enum { SR = GG_AT_SROW(DH) };
+    float *so = smf, *sm = smf + NW * 16 * SR, *sl = sm + NW * 16;
+    /* in a cluster the block's partial stays here: [G][DH], max [G], sum [G] */
+    float *cp = sl + NW * 16;
 #pragma unroll
     for (int off = 1; off < 4; off <<= 1) {
         l0 += gg_shfl_xor(l0, off);
@@ -685,7 +836,7 @@ __global__ void __launch_bounds__(GG_AT_WARPS * 32)
 #pragma unroll
         for (int e = 0; e < 4; e++) {
             const int row = e < 2 ? gid : gid + 8, d = (2 * tig + (e & 1)) * DPL + t;
-            so[(wid * 16 + row) * DH + d] = o[t][e];
+            so[(wid * 16 + row) * SR + d + d / 32] = o[t][e];
         }
     if (tig == 0) {
         sm[wid * 16 + gid] = m0;
@@ -694,26 +845,31 @@ __global__ void __launch_bounds__(GG_AT_WARPS * 32)
         sl[wid * 16 + gid + 8] = l1;
     }
     __syncthreads();
-    const int W = DH + 2;
-    for (int oi = tid; oi < Ga * DH; oi += blockDim.x) {
+    enum { W = GG_AT_W(DH) };
+    for (int oi = tid; oi < Ga * DH; oi += NW * 32) {
         const int g = oi / DH, d = oi % DH;
         float M = -INFINITY;
 #pragma unroll
-        for (int w = 0; w < GG_AT_WARPS; w++)
+        for (int w = 0; w < NW; w++)
             M = fmaxf(M, sm[w * 16 + g]);
         float O = 0.0f, L = 0.0f;
 #pragma unroll
-        for (int w = 0; w < GG_AT_WARPS; w++) {
+        for (int w = 0; w < NW; w++) {
             const float mw = sm[w * 16 + g];
-            const float x = mw == -INFINITY ? 0.0f : expf(mw - M);
-            O += so[(w * 16 + g) * DH + d] * x;
+            const float x = mw == -INFINITY ? 0.0f : exp2f(mw - M);
+            O += so[(w * 16 + g) * SR + d + d / 32] * x;
             L += sl[w * 16 + g] * x;
         }
-        const int64_t row = b * Hq + h0 + g;
         if (nsplit == 1) {
-            y[row * DH + d] = D::st(len > 0 ? O / L : 0.0f);
+            y[(row0 + g) * DH + d] = D::st(len > 0 ? O / L : 0.0f);
+        } else if (ncl > 0) {
+            cp[g * DH + d] = O;
+            if (d == 0) {
+                cp[G * DH + g] = M;
+                cp[G * DH + G + g] = L;
+            }
         } else {
-            float *e = part + (row * nsplit + s) * W;
+            float *e = part + ((row0 + g) * nsplit + s) * W;
             e[d] = O;
             if (d == 0) {
                 e[DH] = M;
@@ -723,7 +879,104 @@ __global__ void __launch_bounds__(GG_AT_WARPS * 32)
     }
     if (nsplit == 1)
         return;
-    merge_chunks<DT>(part, cnt, grpid, y, smf, b, Hq, h0, Ga, DH, nsplit, len);
+    if (ncl == 0) {
+        at_merge<DT, DH, NW>(part, cnt, (bk * (int)gridDim.y + qg), y, row0, Ga, nsplit, len);
+        return;
+    }
+    /* the chunks merged through the cluster's shared memory: no partials in
+     * global memory, no fence, no counter.  The cluster's threads share the
+     * outputs, each reading every block's max, sum and its dim (block rank
+     * = chunk s). */
+    gg_cluster_sync();
+    for (int oi = s * NW * 32 + tid; oi < Ga * DH; oi += ncl * NW * 32) {
+        const int g = oi / DH, d = oi % DH;
+        float mr[16], lr[16], orr[16], M = -INFINITY;
+#pragma unroll
+        for (int r = 0; r < 16; r++) {
+            mr[r] = -INFINITY, lr[r] = 0.0f, orr[r] = 0.0f;
+            if (r < ncl) {
+                mr[r] = gg_cluster_ld(cp + G * DH + g, (unsigned)r);
+                lr[r] = gg_cluster_ld(cp + G * DH + G + g, (unsigned)r);
+                orr[r] = gg_cluster_ld(cp + g * DH + d, (unsigned)r);
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < 16; r++)
+            M = fmaxf(M, mr[r]);
+        float O = 0.0f, L = 0.0f;
+#pragma unroll
+        for (int r = 0; r < 16; r++) {
+            const float w = mr[r] == -INFINITY ? 0.0f : exp2f(mr[r] - M);
+            O += w * orr[r];
+            L += w * lr[r];
+        }
+        y[(row0 + g) * DH + d] = D::st(len > 0 ? O / L : 0.0f);
+    }
+    /* no block leaves while another may still read its memory */
+    gg_cluster_sync();
+}
+
+/* Dynamic shared memory of a k_attention_mma launch: the block's sum, the
+ * warps' max and sum, the block's partial (clusters). */
+static size_t at_shm(int Dh, int G)
+{
+    return ((size_t)GG_AT_WARPS * 16 * GG_AT_SROW(Dh) + 2 * GG_AT_WARPS * 16 +
+            (size_t)G * (Dh + 2)) *
+           sizeof(float);
+}
+
+/* ncl > 0: a cluster of ncl blocks, one a chunk (ns == ncl).  hipSuccess, or
+ * the cluster launch's error (nothing launched). */
+template <int DT, int DH, bool PIPE>
+static hipError_t at_launch(gg_gpu_ctx *c, dim3 grid, const gg_tensor *in, const gg_tensor *out,
+                            int Hq, int Hkv, int S, int G, int ns, float qs, int ncl)
+{
+    const uint16_t *qp = (const uint16_t *)in[0].data, *kp = (const uint16_t *)in[1].data,
+                   *vp = (const uint16_t *)in[2].data;
+    const int32_t *lp = (const int32_t *)in[3].data;
+    uint16_t *yp = (uint16_t *)out[0].data;
+    const size_t shm = at_shm(DH, G);
+    if (ncl > 0)
+        return gg_hip_launch_cluster(k_attention_mma<DT, DH, PIPE>, grid, dim3(GG_AT_WARPS * 32), shm,
+                                     c->stream, (unsigned)ncl, qp, kp, vp, lp, yp, c->attn_part,
+                                     c->attn_cnt, Hq, Hkv, S, G, ns, qs, ncl);
+    k_attention_mma<DT, DH, PIPE><<<grid, GG_AT_WARPS * 32, shm, c->stream>>>(
+        qp, kp, vp, lp, yp, c->attn_part, c->attn_cnt, Hq, Hkv, S, G, ns, qs, 0);
+    return hipSuccess;
+}
+
+/* Clusters of 16 for every instantiation; 0 when allowed. */
+template <int DT> static int at_allow_cluster(void)
+{
+    int rc = 0;
+#define GG_AT_BIG(dh, pipe)                                                                    \
+    rc |= gg_hip_allow_big_cluster((const void *)k_attention_mma<DT, dh, pipe>) != hipSuccess
+    GG_AT_BIG(32, true);
+    GG_AT_BIG(64, true);
+    GG_AT_BIG(128, false);
+#undef GG_AT_BIG
+    return rc;
+}
+
+/* The largest cluster the device takes (0: none, sm_90 and later: 16, or 8
+ * where more than the portable 8 is refused). */
+static int attention_mma_init(gg_gpu_ctx *c)
+{
+    c->attn_cluster = 16;
+    if (!c->mma) {
+        c->attn_cluster = 0;
+        return 0;
+    }
+    int major = 0;
+    if (hipDeviceGetAttribute(&major, hipDeviceAttributeComputeCapabilityMajor, c->device) !=
+            hipSuccess ||
+        major < 9)
+        c->attn_cluster = 0;
+    else if (c->attn_cluster > 8 &&
+             (at_allow_cluster<GG_DT_F16>() || at_allow_cluster<GG_DT_BF16>()))
+        c->attn_cluster = 8;
+    (void)hipGetLastError();
+    return 0;
 }
 
 /* 0 when launched, 1 when the shape or device is not the tensor-core
@@ -746,34 +999,51 @@ static int launch_mma(gg_gpu_ctx *c, const gg_tensor *in, const gg_tensor *out, 
         const int G = grp < GG_AT_GMAX ? grp : GG_AT_GMAX;
         const int nqg = (grp + G - 1) / G;
         const int64_t groups = rows * Hkv * nqg;
-        if (groups > INT_MAX)
+        /* positions in 32 bits; the grid's y and z within 65535 */
+        if (S > INT_MAX / 2 || rows * Hkv > 65535 || nqg > 65535 || groups > INT_MAX)
             return 1;
-        /* about two blocks a multiprocessor (~200 registers a thread), and
+        /* about two blocks a multiprocessor (~220 registers a thread), and
          * chunks of at least a tile a warp (H100, context 2048: chunks of 128
          * positions, half the blocks, took 14.5 us against 11.2 with 64) */
-        const int ns = pick_split(c, rows, Hq, S, Dh, groups, 2, 16 * GG_AT_WARPS);
-        size_t shm = (size_t)GG_AT_WARPS * 16 * (Dh + 2);
-        if (shm < (size_t)G * (ns + 1))
-            shm = (size_t)G * (ns + 1);
-        shm *= sizeof(float);
-        const unsigned grid = (unsigned)(groups * ns);
-        const uint16_t *qp = (const uint16_t *)in[0].data, *kp = (const uint16_t *)in[1].data,
-                       *vp = (const uint16_t *)in[2].data;
-        const int32_t *lp = (const int32_t *)in[3].data;
-        uint16_t *yp = (uint16_t *)out[0].data;
-        /* Dh <= 64: the three-tile ring (H100, batch 16, context 2048: 31.4
-         * us against 32.0 with two tiles loaded then computed; context 32768:
-         * 32.5 against 33.4); Dh 128 has no registers for a third tile */
-        if (Dh == 32)
-            k_attention_mma<DT, 32, true><<<grid, GG_AT_WARPS * 32, shm, c->stream>>>(
-                qp, kp, vp, lp, yp, c->attn_part, c->attn_cnt, Hq, Hkv, S, G, nqg, ns, scale);
-        else if (Dh == 64)
-            k_attention_mma<DT, 64, true><<<grid, GG_AT_WARPS * 32, shm, c->stream>>>(
-                qp, kp, vp, lp, yp, c->attn_part, c->attn_cnt, Hq, Hkv, S, G, nqg, ns, scale);
-        else
-            k_attention_mma<DT, 128, false><<<grid, GG_AT_WARPS * 32, shm, c->stream>>>(
-                qp, kp, vp, lp, yp, c->attn_part, c->attn_cnt, Hq, Hkv, S, G, nqg, ns, scale);
-        return 0;
+        const int ns = pick_split(c, rows, Hq, S, GG_AT_W(Dh), groups, 2, 16 * 4);
+        /* the chunks of a group as one cluster that merges through shared
+         * memory, where no chunk is lost to it (the cluster holds every
+         * chunk: batch 16 at context 2048, 2 chunks) or the chunks stay
+         * short (batch 1 at short contexts, where the launch is one chain of
+         * round trips and the global merge's fence, counter and loads are a
+         * third of it) */
+        int ncl = 0;
+        /* at most 8 blocks where a warp's ring keeps two tiles in flight
+         * (H100, batch 1, context 2048, Dh 64: 7.0-7.2 us with 8 chunks of
+         * 256 positions, 7.3-7.4 with 16 of 128); 16 at Dh 128, whose warps
+         * take their tiles one by one */
+        const int clmax = Dh == 128 ? c->attn_cluster : c->attn_cluster < 8 ? c->attn_cluster : 8;
+        if (clmax >= 2 && ns > 1) {
+            int cl = 2;
+            while (cl < ns && cl < clmax)
+                cl *= 2;
+            if (cl >= ns || (S + cl - 1) / cl <= GG_AT_CLUSTER_CHUNK)
+                ncl = cl;
+        }
+        const float qs = scale * 1.44269504088896341f; /* log2(e) */
+        for (;;) {
+            const int n = ncl > 0 ? ncl : ns;
+            const dim3 grid((unsigned)n, (unsigned)nqg, (unsigned)(rows * Hkv));
+            hipError_t e;
+#define GG_AT_GO(dh, p) e = at_launch<DT, dh, p>(c, grid, in, out, Hq, Hkv, (int)S, G, n, qs, ncl)
+            if (Dh == 32)
+                GG_AT_GO(32, true);
+            else if (Dh == 64)
+                GG_AT_GO(64, true);
+            else
+                GG_AT_GO(128, false);
+#undef GG_AT_GO
+            if (e == hipSuccess || ncl == 0)
+                return 0;
+            /* the cluster launch was refused: the plain one */
+            (void)hipGetLastError();
+            ncl = 0;
+        }
     }
 }
 
@@ -842,7 +1112,7 @@ static int launch_split(gg_gpu_ctx *c, const gg_tensor *in, const gg_tensor *out
     const int64_t groups = rows * Hkv * nqg;
     if (groups > INT_MAX)
         return 1;
-    const int ns = pick_split(c, rows, Hq, S, Dh, groups, 2, GG_AS_MIN_CHUNK);
+    const int ns = pick_split(c, rows, Hq, S, Dh + 2, groups, 2, GG_AS_MIN_CHUNK);
     /* shared memory: the block's sum, then (reused) the merge's weights */
     size_t shm = (size_t)nw * G * Dh;
     if (shm < (size_t)G * (ns + 1))

@@ -83,6 +83,9 @@ struct gg_gpu_ctx {
      * host at long contexts) and what it was picked for */
     int64_t attn_pick_key[5];
     int attn_pick_ns;
+    /* the largest thread-block cluster the tensor-core attention kernel
+     * launches with (0: no clusters) */
+    int attn_cluster;
     int mma;            /* mma.sync runs here (NVIDIA sm_80+): linear's and attention's
                          * tensor-core kernels */
 #if defined(GG_BLAS_CUBLAS)

@@ -1,6 +1,6 @@
 /* The decode-step GPU kernels (embedding, rope, cache_write with and without
  * the batch word, attention_decode at GQA 1/4/8 and long contexts, argmax,
- * cast; attention_decode split along S at contexts 512 to 4096, replayed from a
+ * cast; attention_decode split along S at contexts 512 to 16384, replayed from a
  * graph) against the CPU references, on random data with odd sizes, every
  * floating dtype; the batch word written by gg_gpu_write_u32 on the stream.
  * SKIP (77) without a device.  --time: attention_decode alone at the 1B-class
@@ -409,6 +409,18 @@ int main(int argc, char **argv)
             attn_case(dt, 16, 32, 8, 2048, 64, l16, 0.0, &seed);
             const int32_t l3[3] = {4001, 4096, 77};
             attn_case(dt, 3, 16, 4, 4096, 32, l3, 0.0, &seed); /* Dh 32, many tiles a warp */
+            /* Dh 128 at batch 1: the chunks of a group in one cluster of 16
+             * (sm_90) that merges in shared memory; GQA 1 and 8 with lens 0,
+             * S and odd */
+            attn_case(dt, 1, 32, 8, 2048, 128, one, 0.0, &seed);
+            attn_case(dt, 1, 32, 8, 2048, 128, odd, 0.0, &seed);
+            const int32_t l3c[3] = {0, 2048, 1999};
+            attn_case(dt, 3, 8, 8, 2048, 128, l3c, 0.0, &seed);
+            attn_case(dt, 3, 8, 1, 2048, 128, l3c, 0.0, &seed);
+            /* more chunks than a cluster holds (context 16384 at batch 1):
+             * merged through global memory, two batches of loads */
+            const int32_t ll[1] = {16383};
+            attn_case(dt, 1, 32, 8, 16384, 64, ll, 0.0, &seed);
             attn_graph_case(dt, &seed);
         }
         for (int av = 0; av < 2; av++) { /* argmax: odd V (scalar), V 32000 (units) */
