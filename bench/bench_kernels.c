@@ -6,7 +6,9 @@
  * Every case is one op at one shape (f16 unless named): the memory-bound ops
  * at sizes past the L2 cache, linear at decode batches (1..16 rows) for
  * 4096x4096 and 11008x4096 weights, attention_decode at the 1B-class decode
- * shape and past L2.  A case whose operands fit in twice the L2 cache gets
+ * shape and past L2, each beside a read_ceiling row: one plain kernel
+ * (gg_gpu_read_probe) reading the same K and V bytes, rotated the same way,
+ * the least any kernel reading them takes here.  A case whose operands fit in twice the L2 cache gets
  * several copies of them and the launches rotate over the copies, so each
  * launch reads cold memory as a real decode step does (one layer's weights or
  * cache after the others').  R launches are captured in one graph; each of
@@ -46,6 +48,7 @@ typedef struct {
     gg_tensor_desc out;
     gg_op_attrs attrs;
     int linear_mode;  /* linear: gg_gpu_linear_mode */
+    int probe;        /* the read ceiling: in[0] and in[1] read by gg_gpu_read_probe */
     double bytes;     /* counted bytes per launch */
     const char *counted;
     /* results */
@@ -218,6 +221,26 @@ static void ew_cases(int64_t rows, int64_t cols, gg_dtype dt)
     ew_case("silu_mul", NULL, 2, rows, cols, 0, dt);
 }
 
+/* The read ceiling beside an attention case: one plain kernel reading the
+ * same K and V bytes (same sets, same rotation, same launches a graph), the
+ * least any kernel reading them takes here (launch, DRAM latency, bytes). */
+static void read_ceiling_case(int64_t b, int64_t hkv, int64_t s, int64_t dh)
+{
+    char shape[96];
+    snprintf(shape, sizeof shape, "K+V of B %lld, Hkv %lld, S %lld, Dh %lld f16", (long long)b,
+             (long long)hkv, (long long)s, (long long)dh);
+    bcase *c = add_case("read_ceiling", NULL, shape);
+    if (!c)
+        return;
+    c->probe = 1;
+    c->nin = 2;
+    c->in[0] = D(GG_DT_F16, 4, b, s, hkv, dh);
+    c->in[1] = c->in[0];
+    c->out = D(GG_DT_I32, 1, gg_gpu_read_probe_blocks(gg_desc_bytes(&c->in[0])), 0, 0, 0);
+    c->bytes = 2 * bytes_of(&c->in[0]);
+    c->counted = "K and V read";
+}
+
 static void add_cases(void)
 {
     /* memory-bound ops past L2 (64 MiB and more per operand) */
@@ -288,10 +311,15 @@ static void add_cases(void)
     /* attention_decode: the 1B-class decode shape (4 MiB of K+V at 2048: in
      * L2, so rotated over copies), and past L2 */
     attention_case(1, 32, 8, 512, 64);
+    read_ceiling_case(1, 8, 512, 64);
     attention_case(1, 32, 8, 2048, 64);
+    read_ceiling_case(1, 8, 2048, 64);
     attention_case(1, 32, 8, 32768, 64);
+    read_ceiling_case(1, 8, 32768, 64);
     attention_case(16, 32, 8, 2048, 64);
+    read_ceiling_case(16, 8, 2048, 64);
     attention_case(1, 32, 8, 2048, 128);
+    read_ceiling_case(1, 8, 2048, 128);
     /* linear at decode batches */
     static const int64_t ms[] = {1, 2, 4, 8, 16};
     for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) {
@@ -380,6 +408,14 @@ static int cmp_double(const void *a, const void *b)
 
 /* ---- one case ---------------------------------------------------------------- */
 
+static int launch(const bcase *c, const gg_tensor *in, const gg_tensor *out)
+{
+    if (c->probe)
+        return gg_gpu_read_probe(g_ctx, in[0].data, in[1].data, gg_desc_bytes(&in[0].desc),
+                                 out->data);
+    return gg_gpu_op_launch(g_ctx, c->op, in, c->nin, out, 1, &c->attrs);
+}
+
 static void run_case(bcase *c, int trials)
 {
     void *bufs[MAX_SETS][GG_MAX_OPERANDS + 1];
@@ -390,7 +426,7 @@ static void run_case(bcase *c, int trials)
     double *t = NULL;
     uint64_t seed = 0x9e3779b97f4a7c15ull;
     c->rc = -1;
-    if (!c->op) {
+    if (!c->op && !c->probe) {
         snprintf(c->err, sizeof c->err, "no such op");
         return;
     }
@@ -444,7 +480,7 @@ static void run_case(bcase *c, int trials)
         }
         out.data = bufs[s][c->nin];
         out.desc = c->out;
-        if (gg_gpu_op_launch(g_ctx, c->op, in, c->nin, &out, 1, &c->attrs) != 0) {
+        if (launch(c, in, &out) != 0) {
             snprintf(c->err, sizeof c->err, "launch: %s", gg_gpu_last_error());
             goto out;
         }
@@ -467,7 +503,7 @@ static void run_case(bcase *c, int trials)
         }
         out.data = bufs[s][c->nin];
         out.desc = c->out;
-        lrc = gg_gpu_op_launch(g_ctx, c->op, in, c->nin, &out, 1, &c->attrs);
+        lrc = launch(c, in, &out);
     }
     if (hipStreamEndCapture(g_stream, &g) != hipSuccess || lrc ||
         hipGraphInstantiate(&ge, g, NULL, NULL, 0) != hipSuccess) {
@@ -668,7 +704,7 @@ int main(int argc, char **argv)
             fprintf(f, "    {\"name\": ");
             json_str(f, c->name);
             fprintf(f, ", \"op\": ");
-            json_str(f, c->op ? c->op->name : "?");
+            json_str(f, c->probe ? "read_ceiling" : c->op ? c->op->name : "?");
             fprintf(f, ", \"shape\": ");
             json_str(f, c->shape);
             fprintf(f, ", \"inputs\": [");

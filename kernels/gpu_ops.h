@@ -13,6 +13,7 @@
 #ifndef GG_GPU_OPS_H
 #define GG_GPU_OPS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "ops.h"
@@ -100,6 +101,13 @@ int gg_gpu_write_u32(void *stream, void *dev_addr, uint32_t value, const char **
 
 /* Message for the last failure on this thread ("" when none). */
 const char *gg_gpu_last_error(void);
+
+/* For benches: read `bytes` of a and then of b (16-byte aligned, a multiple
+ * of 16) in one kernel on ctx's stream, as any kernel must that reads them,
+ * writing one word a block to out (gg_gpu_read_probe_blocks(bytes) words).
+ * 0, -EINVAL, -EIO. */
+int gg_gpu_read_probe(gg_gpu_ctx *ctx, const void *a, const void *b, size_t bytes, void *out);
+int64_t gg_gpu_read_probe_blocks(size_t bytes);
 
 #ifdef __cplusplus
 }
