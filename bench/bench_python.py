@@ -213,7 +213,7 @@ def workloads_a(torch, gfxgraph, sock, steps, blocks, warmup, out):
                 g.reset()
             except Exception:   # noqa: BLE001
                 pass
-        del modes, gt, ge, gs
+        del modes, gt, ge, gs, gh
         torch.cuda.empty_cache()
     return ok
 

@@ -724,6 +724,18 @@ static inline hipError_t gg_hip_allow_big_cluster(const void *k)
 {
     return cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
 }
+
+/* The virtual architecture kernel k was compiled from (90 for compute_90),
+ * 0 when unknown.  A build for compute_80 run on an H100 is JIT-compiled
+ * there and takes a cluster launch, but its cluster helpers below are the
+ * pre-sm_90 fallbacks: only code from compute_90 on may be launched so. */
+static inline int gg_hip_func_ptx_arch(const void *k)
+{
+    cudaFuncAttributes a;
+    if (cudaFuncGetAttributes(&a, k) != cudaSuccess)
+        return 0;
+    return a.ptxVersion;
+}
 #else
 template <typename... P, typename... A>
 static inline hipError_t gg_hip_launch_cluster(void (*k)(P...), dim3 grid, dim3 block,
@@ -739,6 +751,12 @@ static inline hipError_t gg_hip_allow_big_cluster(const void *k)
 {
     (void)k;
     return hipErrorNotSupported;
+}
+
+static inline int gg_hip_func_ptx_arch(const void *k)
+{
+    (void)k;
+    return 0;
 }
 #endif
 

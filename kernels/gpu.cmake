@@ -121,8 +121,9 @@ int probe(hipStream_t s, void *ws, const void *a, void *c)
   set(_gg_blaslt OFF)
   set(_gg_blaslt_why "GFXGRAPH_HIPBLASLT=off")
   if(NOT GFXGRAPH_HIPBLASLT STREQUAL "off")
-    find_package(hipblaslt CONFIG QUIET
-      HINTS ENV HIPBLASLT_ROOT ENV ROCM_PATH PATHS /opt/rocm NO_CMAKE_PACKAGE_REGISTRY)
+    # Located by file, not by hipblaslt's CMake package: loading that package
+    # pulls in hip's and its dependencies' packages, which can fail the
+    # configure of this C project outright on some ROCm releases.
     set(_hints)
     if(hipblaslt_DIR)
       # <prefix>/lib/cmake/hipblaslt (or lib64, or lib/<multiarch>/cmake/hipblaslt)

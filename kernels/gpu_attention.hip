@@ -958,6 +958,16 @@ template <int DT> static int at_allow_cluster(void)
     return rc;
 }
 
+/* Whether every tensor-core instantiation of DT carries the sm_90 cluster
+ * code (gg_hip_func_ptx_arch says why a device check is not enough). */
+template <int DT>
+static bool at_cluster_code(void)
+{
+    return gg_hip_func_ptx_arch((const void *)k_attention_mma<DT, 32, true>) >= 90 &&
+           gg_hip_func_ptx_arch((const void *)k_attention_mma<DT, 64, true>) >= 90 &&
+           gg_hip_func_ptx_arch((const void *)k_attention_mma<DT, 128, false>) >= 90;
+}
+
 /* The largest cluster the device takes (0: none, sm_90 and later: 16, or 8
  * where more than the portable 8 is refused). */
 static int attention_mma_init(gg_gpu_ctx *c)
@@ -970,7 +980,7 @@ static int attention_mma_init(gg_gpu_ctx *c)
     int major = 0;
     if (hipDeviceGetAttribute(&major, hipDeviceAttributeComputeCapabilityMajor, c->device) !=
             hipSuccess ||
-        major < 9)
+        major < 9 || !at_cluster_code<GG_DT_F16>() || !at_cluster_code<GG_DT_BF16>())
         c->attn_cluster = 0;
     else if (c->attn_cluster > 8 &&
              (at_allow_cluster<GG_DT_F16>() || at_allow_cluster<GG_DT_BF16>()))
@@ -1040,8 +1050,12 @@ static int launch_mma(gg_gpu_ctx *c, const gg_tensor *in, const gg_tensor *out, 
 #undef GG_AT_GO
             if (e == hipSuccess || ncl == 0)
                 return 0;
-            /* the cluster launch was refused: the plain one */
+            /* the cluster launch was refused (a device or share that cannot
+             * place the cluster): the plain one, now and from now on, so a
+             * warm-up's refusal keeps a later capture from failing the same
+             * launch */
             (void)hipGetLastError();
+            c->attn_cluster = 0;
             ncl = 0;
         }
     }

@@ -327,12 +327,13 @@ template <int E> static __device__ __forceinline__ float ew(float a, float b, fl
     case E_GELU_ERF:
         return 0.5f * a * (1.0f + erff(a * 0.70710678118654752f));
     case E_GELU_TANH: {
-        /* 0.5 a (1 + tanh u) = a (1 - 1 / (1 + e^2u)), e^2u = 2^(a (c1 + c2 a^2));
-         * tanhf's polynomial made the kernel compute-bound past L2 */
-        const float c1 = 2.0f * 0.79788456080286536f * 1.4426950408889634f; /* sqrt(2/pi) */
+        /* 0.5 a (1 + tanh u) = a / (1 + e^-2u), e^-2u = 2^(-a (c1 + c2 a^2)):
+         * tanhf's polynomial made the kernel compute-bound past L2.  This
+         * form has no cancellation (a - a t lost the digits for a < -4.5)
+         * and keeps gelu(+inf) = +inf, as PyTorch and the cpu reference. */
+        const float c1 = 2.0f * 0.79788456080286536f * 1.4426950408889634f; /* 2 sqrt(2/pi) log2 e */
         const float c2 = c1 * 0.044715f;
-        const float t = ew_rcp(1.0f + ew_ex2(a * fmaf(c2, a * a, c1)));
-        return fmaf(-a, t, a);
+        return a * ew_rcp(1.0f + ew_ex2(-a * fmaf(c2, a * a, c1)));
     }
     case E_SILU:
         return a * ew_rcp(1.0f + ew_ex2(a * -1.4426950408889634f));

@@ -97,17 +97,21 @@ def _client(backend="hip"):
                       "work on %s tensors stays with PyTorch", c.backend,
                       "CUDA" if backend == "hip" else "CPU")
             return None
-        _check_sharing()
+        _check_sharing(c.socket)
         return c
 
 
-def _check_sharing():
-    """Say once when the daemon reports that NVIDIA time-slices the GPU
-    between it and this process: then every kernel of this process right
-    before a replay costs a context switch, and MPS is the remedy."""
+def _check_sharing(path):
+    """Say once when the daemon at `path` (the one just connected to)
+    reports that NVIDIA time-slices the GPU between it and this process:
+    then every kernel of this process right before a replay costs a context
+    switch, and MPS is the remedy.  Asked once a process, briefly."""
+    if ("sharing",) in _state["logged"] or _state.get("sharing_checked") == path:
+        return
+    _state["sharing_checked"] = path
     from .stats import server_info
     try:
-        dev = (server_info(_state["socket"]) or {}).get("device") or {}
+        dev = (server_info(path, timeout=2.0) or {}).get("device") or {}
     except Exception:   # noqa: BLE001 -- advice only
         return
     if dev.get("gpu_sharing") == "time-sliced":

@@ -199,7 +199,11 @@ class _Conn:
                 self.s, self.path = s, p
                 self.buf = bytearray()
                 self.msgid = 0
-                self.hello = self.call("hello", {"protocol": 1, "client": "gfxgraph-python"})
+                try:
+                    self.hello = self.call("hello", {"protocol": 1, "client": "gfxgraph-python"})
+                except BaseException:
+                    s.close()
+                    raise
                 return
         code = errno.errorcode.get(getattr(last, "errno", 0) or 0, "ECONNREFUSED")
         raise Error(code, "cannot reach gfxgraphd: tried %s; start it with `gfxgraphd` "
