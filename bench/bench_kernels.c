@@ -5,10 +5,12 @@
  *
  * Every case is one op at one shape (f16 unless named): the memory-bound ops
  * at sizes past the L2 cache, linear at decode batches (1..16 rows) for
- * 4096x4096 and 11008x4096 weights, attention_decode at the 1B-class decode
- * shape and past L2, each beside a read_ceiling row: one plain kernel
- * (gg_gpu_read_probe) reading the same K and V bytes, rotated the same way,
- * the least any kernel reading them takes here.  A case whose operands fit in twice the L2 cache gets
+ * 4096x4096 and 11008x4096 weights, linear in f32 at 8..64 rows for the MLP
+ * weights (1024 <-> 4096, 2048 <-> 8192; AUTO beside cuBLAS), attention_decode
+ * at the 1B-class decode shape and past L2, each beside a read_ceiling row:
+ * one plain kernel (gg_gpu_read_probe) reading the same K and V bytes,
+ * rotated the same way, the least any kernel reading them takes here.  A case
+ * whose operands fit in twice the L2 cache gets
  * several copies of them and the launches rotate over the copies, so each
  * launch reads cold memory as a real decode step does (one layer's weights or
  * cache after the others').  R launches are captured in one graph; each of
@@ -33,7 +35,7 @@
 #include <time.h>
 
 #define MAX_SETS 16
-#define MAX_CASES 96
+#define MAX_CASES 192
 
 typedef enum { I_RAND, I_IDS, I_POS, I_LENS } fill_kind;
 
@@ -171,21 +173,27 @@ static void softmax_case(int64_t rows, int64_t cols)
     c->bytes = 2 * bytes_of(&c->out);
 }
 
-static void linear_case(int64_t m, int64_t n, int64_t k, int mode, const char *variant)
+static void linear_case_dt(gg_dtype dt, int64_t m, int64_t n, int64_t k, int mode,
+                           const char *variant)
 {
     char shape[96];
-    snprintf(shape, sizeof shape, "M %lld, N %lld, K %lld f16", (long long)m, (long long)n,
-             (long long)k);
+    snprintf(shape, sizeof shape, "M %lld, N %lld, K %lld %s", (long long)m, (long long)n,
+             (long long)k, gg_dtype_name(dt));
     bcase *c = add_case("linear", variant, shape);
     if (!c)
         return;
     c->nin = 2;
-    c->in[0] = D(GG_DT_F16, 2, m, k, 0, 0);
-    c->in[1] = D(GG_DT_F16, 2, n, k, 0, 0);
-    c->out = D(GG_DT_F16, 2, m, n, 0, 0);
+    c->in[0] = D(dt, 2, m, k, 0, 0);
+    c->in[1] = D(dt, 2, n, k, 0, 0);
+    c->out = D(dt, 2, m, n, 0, 0);
     c->linear_mode = mode;
     c->bytes = bytes_of(&c->in[1]);
     c->counted = "weights read";
+}
+
+static void linear_case(int64_t m, int64_t n, int64_t k, int mode, const char *variant)
+{
+    linear_case_dt(GG_DT_F16, m, n, k, mode, variant);
 }
 
 static void attention_case(int64_t b, int64_t hq, int64_t hkv, int64_t s, int64_t dh)
@@ -336,6 +344,18 @@ static void add_cases(void)
     ew_cases(R, C, GG_DT_F32);
     ew_cases(R, C, GG_DT_BF16);
     ew_cases(R - 1, C + 1, GG_DT_F16);
+    /* f32 (no TF32) at 8..64 rows, the MLP shapes (d 1024 and 2048, 4x
+     * hidden): AUTO (the clustered split-K kernel from 8 to 32 rows) beside
+     * cuBLAS */
+    static const int64_t m32[] = {8, 12, 16, 17, 24, 32, 33, 48, 64};
+    static const int64_t kn32[][2] = {{1024, 4096}, {4096, 1024}, {2048, 8192}, {8192, 2048}};
+    for (size_t si = 0; si < sizeof kn32 / sizeof kn32[0]; si++)
+        for (size_t i = 0; i < sizeof m32 / sizeof m32[0]; i++) {
+            linear_case_dt(GG_DT_F32, m32[i], kn32[si][1], kn32[si][0], GG_GPU_LINEAR_AUTO,
+                           "lin32-auto");
+            linear_case_dt(GG_DT_F32, m32[i], kn32[si][1], kn32[si][0], GG_GPU_LINEAR_BLAS,
+                           "lin32-blas");
+        }
 }
 
 /* ---- device data ------------------------------------------------------------ */

@@ -15,7 +15,9 @@
  *     GELU_BIAS epilogue (cuBLASLt on NVIDIA, hipBLASLt on AMD where the
  *     build found it; one source in hipBLASLt's names, gg_hip.h maps them;
  *     the tanh GELU is the only one either has), otherwise the linear as it
- *     would run plus one epilogue kernel.
+ *     would run plus one epilogue kernel.  f32 at 8..32 rows on NVIDIA sm_90
+ *     (AUTO and OWN modes): gpu_linear.hip's clustered split-K kernel, bias
+ *     and any activation in its own f32 epilogue, ahead of both.
  *   gate_up: at decode sizes one pass over x computing both dot products
  *     and silu(g) * u; above them the two linears and silu_mul as they
  *     would run (g and u are the program's scratch).
@@ -956,6 +958,11 @@ static int fz_linear_act(gg_gpu_ctx *c, const gg_op_def *op, const gg_tensor *in
                            op->name, (long long)M, (long long)K, (long long)N, (long long)K);
     const void *b = nin == 3 ? in[2].data : NULL;
     void *y = out[0].data, *h = nout > 1 ? out[1].data : NULL;
+    /* f32 from 8 rows: gpu_linear.hip's split-K kernel, bias and act in its epilogue */
+    const int mrc = gg_gpu_linear_mid_launch(c, (gg_dtype)DT, in[0].data, in[1].data, b, h, y,
+                                             (int)M, (int)K, (int)N, act, p);
+    if (mrc <= 0)
+        return mrc < 0 ? mrc : fz_launched(op);
     if (M <= fz_small_rows(DT)) {
         fz_small<DT, false>(c, in[0].data, in[1].data, NULL, b, sep, h, y, (int)M, (int)K, (int)N,
                             act, p);

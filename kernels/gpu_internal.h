@@ -88,6 +88,10 @@ struct gg_gpu_ctx {
     int attn_cluster;
     int mma;            /* mma.sync runs here (NVIDIA sm_80+): linear's and attention's
                          * tensor-core kernels */
+    /* f32 linear from 8 rows (gpu_linear.hip): the largest cluster it may
+     * launch (0: not here, NVIDIA sm_90+ only, or GFXGRAPH_LINEAR_MID=0);
+     * the split and slice depth GFXGRAPH_LINEAR_MID forces (0: the pick) */
+    int lmid_smax, lmid_s, lmid_bk;
 #if defined(GG_BLAS_CUBLAS)
     cublasHandle_t blas;
 #elif defined(GG_BLAS_ROCBLAS)
@@ -283,6 +287,17 @@ void gg_gpu_linear_ctx_fini(gg_gpu_ctx *c);
  * data (gg_gpu_op_launch checked). */
 int gg_gpu_linear_launch(gg_gpu_ctx *c, const gg_op_def *op, const gg_tensor *in, int nin,
                          const gg_tensor *out);
+
+/* f32 linear from 8 rows (to 32 in AUTO mode, 64 in OWN) with an epilogue
+ * (fused.linear_act), on gpu_linear.hip's clustered split-K kernel: y[M,N] =
+ * act(x[M,K] w[N,K]^T + b), h (when not NULL) the value before act (b NULL:
+ * none; act GG_ACT_*, p the scale's factor), all in f32.  0 when launched
+ * (the caller checks the launch), 1 when not this kernel's (another dtype
+ * or row count, no cluster launch here, the BLAS linear mode), < 0 with the
+ * message set. */
+int gg_gpu_linear_mid_launch(gg_gpu_ctx *c, gg_dtype dtype, const void *x, const void *w,
+                             const void *b, void *h, void *y, int M, int K, int N, int act,
+                             float p);
 
 /* ---- attention_decode split along S (gpu_attention.hip) ---------------------- */
 

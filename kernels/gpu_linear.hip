@@ -1,7 +1,10 @@
 /* `linear` on the GPU: y[M,N] = x[M,K] . w[N,K]^T + b[N], f32 accumulation.
- * Three ways to compute it, picked per launch by the context's linear mode
+ * Four ways to compute it, picked per launch by the context's linear mode
  * (gpu_ops.h: gg_gpu_linear_mode) and the row count M:
  *   - the small-M kernel (decode-sized M: a warp per output column);
+ *   - in f32 from 8 rows (to 32 in AUTO, 64 in OWN) on NVIDIA sm_90, a
+ *     split-K kernel over a thread-block cluster (also fused.linear_act's,
+ *     with its epilogue);
  *   - a tiled GEMM (any M, no vendor BLAS);
  *   - the vendor BLAS (cuBLAS on NVIDIA, rocBLAS on AMD when configured),
  *     whose handle and workspace live on the context.
@@ -12,7 +15,14 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+#if defined(GFXGRAPH_HIP_CUDA)
+#include <cooperative_groups.h>
+static void lmid_ctx_init(gg_gpu_ctx *c, int cc_major);
+#endif
 
 /* GG_LINEAR_BLAS_MIN_ROWS: rows from which AUTO hands linear to the vendor
  * BLAS.  cuBLAS: measured on an H100 (K = 4096, N = 4096 and 11008, all three
@@ -30,8 +40,10 @@ int gg_gpu_linear_ctx_init(gg_gpu_ctx *c, int cc_major)
 {
 #if defined(GFXGRAPH_HIP_CUDA)
     c->mma = cc_major >= 8;
+    lmid_ctx_init(c, cc_major);
 #else
     c->mma = 0;
+    c->lmid_smax = 0;
 #endif
 #if defined(GG_BLAS_CUBLAS)
     /* cuBLAS recommends a 32 MiB workspace on Hopper and later, 4 MiB before.
@@ -380,6 +392,231 @@ __global__ void __launch_bounds__(256)
     }
 }
 
+/* f32 at 8..64 rows (NVIDIA sm_90).  32 rows of x against a 64-column tile
+ * of w, the K range split over the S blocks of a thread-block cluster (so
+ * the grid fills the chip at N = 1024..8192 without a second launch or a
+ * workspace), summed through distributed shared memory in rank order (the
+ * same bits for every row count from 8 to 32, and for every one from 33 to 64),
+ * then bias, an optional copy of the value (fused.linear_act's h) and the
+ * activation, all in f32.  cuBLAS gives these shapes few blocks (32 rows x N
+ * / its tile) and runs them as a SIMT GEMM far under the f32 FMA rate.
+ *
+ * A block is 4 warps over the same 32 x 64 outputs, warp i taking the i-th
+ * quarter of each BK-deep k slice (summed in shared memory at the end); a
+ * lane holds 8 rows x 8 columns (rows ty + 4i, columns tx + 8j), so a 4-k
+ * step is 16 16-byte shared loads, one wavefront each without conflicts, for
+ * 256 FMAs (a 4 x 4 tile a lane, one load per 8 FMAs, ran at a quarter of
+ * the FMA rate).  x and w slices are copied into shared memory with cp.async,
+ * GG_LMID_STAGES deep, k-contiguous (16-byte copies when K % 4 == 0 and x, w
+ * are 16-byte aligned, else 4-byte ones); a thread's copies are rows a fixed
+ * stride apart at one column, so a slice's addresses are its base plus
+ * constants (per-copy index arithmetic and branches had cost a third of the
+ * instructions).  Rows past M and columns past N are zero-filled, never
+ * stored.  More than 32 rows: groups of 32 (blockIdx.z), w re-read from L2. */
+#if defined(GFXGRAPH_HIP_CUDA)
+#define GG_LMID_ROWS 32
+#define GG_LMID_COLS 64
+#define GG_LMID_THREADS 128
+#define GG_LMID_STAGES 3
+/* shared memory of the kernel for BK-deep slices */
+#define GG_LMID_SMEM(BK) ((size_t)GG_LMID_STAGES * (GG_LMID_ROWS + GG_LMID_COLS) * ((BK) + 4) * 4)
+
+typedef struct {
+    const float *x, *w, *b;
+    float *h, *y;
+    int M, K, N, act;
+    float p;
+} lmid_args;
+
+/* gpu_fused.hip's activations (fz_act), the same formulas, so that the
+ * fused op gives the same values at every row count */
+static __device__ __forceinline__ float lmid_act(int act, float v, float p)
+{
+    switch (act) {
+    case GG_ACT_GELU_ERF:
+        return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+    case GG_ACT_GELU_TANH: {
+        const float k0 = 0.79788456080286536f;
+        return 0.5f * v * (1.0f + tanhf(k0 * (v + 0.044715f * v * v * v)));
+    }
+    case GG_ACT_SILU:
+        return v / (1.0f + expf(-v));
+    case GG_ACT_SCALE:
+        return v * p;
+    }
+    return v;
+}
+
+/* n bytes (16 or 4) from src to shared dst, or zeros when !in (src is then
+ * not read) */
+template <int NB>
+static __device__ __forceinline__ void lmid_cp(float *dst, const float *src, bool in)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    if constexpr (NB == 16)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src),
+                     "r"(in ? 16 : 0)
+                     : "memory");
+    else
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src),
+                     "r"(in ? 4 : 0)
+                     : "memory");
+#else
+    (void)dst, (void)src, (void)in;
+#endif
+}
+
+static __device__ __forceinline__ void lmid_commit(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+
+template <int N> static __device__ __forceinline__ void lmid_wait(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
+}
+
+template <int S, bool VEC, int BK>
+__global__ void __launch_bounds__(GG_LMID_THREADS, 2) k_linear_mid(lmid_args a)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    enum { T = GG_LMID_THREADS, R = GG_LMID_ROWS, BN = GG_LMID_COLS, NW = T / 32 };
+    enum { LD = BK + 4 /* 16-byte rows, conflict-free reads */, KW = BK / NW /* k a warp takes */ };
+    enum { STAGE = (R + BN) * LD, RLD = BN + 8 /* a warp's 4 rows 8 banks apart */ };
+    /* copies: a thread's units are rows row0 + q RS, all at column kc */
+    enum { E = VEC ? 4 : 1, PR = BK / E, RS = T / PR, QX = R / RS, QW = BN / RS };
+    static_assert(NW * R * RLD <= GG_LMID_STAGES * STAGE, "partials fit the pipeline's memory");
+    static_assert((R * BN) % (S * T) == 0, "each rank reduces whole passes");
+    static_assert(T % PR == 0 && R % RS == 0 && BN % RS == 0, "whole passes of copies");
+    extern __shared__ __align__(16) float sm[];
+    namespace cg = cooperative_groups;
+    cg::cluster_group cl = cg::this_cluster();
+    const int rank = (int)cl.block_rank();
+    const int tid = threadIdx.x, wk = tid / 32, lane = tid % 32, tx = lane % 8, ty = lane / 8;
+    const int n0 = blockIdx.y * BN, m0 = blockIdx.z * R;
+    const int M = a.M, K = a.K, N = a.N;
+    const int nch = (K + BK - 1) / BK, per = (nch + S - 1) / S;
+    const int c0 = rank * per, c1 = c0 + per < nch ? c0 + per : nch;
+    const int row0 = tid / PR, kc = (tid % PR) * E;
+    /* rows past M or N read row 0 (never used: zero-filled) */
+    const float *xb = a.x + (int64_t)(m0 + row0 < M ? m0 + row0 : 0) * K + kc;
+    const float *wb = a.w + (int64_t)(n0 + row0 < N ? n0 + row0 : 0) * K + kc;
+    const int64_t rsk = (int64_t)RS * K;
+    auto load = [&](int ch, int st) {
+        float *dst = sm + st * STAGE + row0 * LD + kc;
+        const int k0 = ch * BK;
+        const bool kin = k0 + kc < K;
+#pragma unroll
+        for (int q = 0; q < QX; q++) {
+            const bool in = kin && m0 + row0 + q * RS < M;
+            lmid_cp<4 * E>(dst + q * RS * LD, in ? xb + q * rsk + k0 : a.x, in);
+        }
+#pragma unroll
+        for (int q = 0; q < QW; q++) {
+            const bool in = kin && n0 + row0 + q * RS < N;
+            lmid_cp<4 * E>(dst + (R + q * RS) * LD, in ? wb + q * rsk + k0 : a.w, in);
+        }
+    };
+    float acc[8][8];
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            acc[i][j] = 0.0f;
+#pragma unroll
+    for (int s = 0; s < GG_LMID_STAGES - 1; s++) {
+        if (c0 + s < c1)
+            load(c0 + s, s);
+        lmid_commit(); /* empty groups too: the wait counts stay uniform */
+    }
+    int st = 0;
+    for (int ch = c0; ch < c1; ch++) {
+        lmid_wait<GG_LMID_STAGES - 2>();
+        __syncthreads(); /* slice ch is in; the stage read last is free */
+        const int nx = ch + GG_LMID_STAGES - 1;
+        if (nx < c1)
+            load(nx, st == 0 ? GG_LMID_STAGES - 1 : st - 1);
+        lmid_commit();
+        const float *xs = sm + st * STAGE + wk * KW;
+        const float *ws = xs + R * LD;
+        st = st + 1 == GG_LMID_STAGES ? 0 : st + 1;
+#pragma unroll
+        for (int kk = 0; kk < KW; kk += 4) {
+            float4 bv[8];
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                bv[j] = *(const float4 *)(ws + (tx + 8 * j) * LD + kk);
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                const float4 av = *(const float4 *)(xs + (ty + 4 * i) * LD + kk);
+                /* k component outermost: 8 independent FMAs between two
+                 * that update the same sum */
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+                    acc[i][j] = fmaf(av.x, bv[j].x, acc[i][j]);
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+                    acc[i][j] = fmaf(av.y, bv[j].y, acc[i][j]);
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+                    acc[i][j] = fmaf(av.z, bv[j].z, acc[i][j]);
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+                    acc[i][j] = fmaf(av.w, bv[j].w, acc[i][j]);
+            }
+        }
+    }
+    lmid_wait<0>();
+    __syncthreads(); /* every read of the pipeline's memory is done */
+    /* the four warps' partials, then their sum (warp order) over warp 0's */
+    float *red = sm;
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            red[(wk * R + ty + 4 * i) * RLD + tx + 8 * j] = acc[i][j];
+    __syncthreads();
+#pragma unroll
+    for (int q = 0; q < R * BN / T; q++) {
+        const int o = q * T + tid, at = (o / BN) * RLD + o % BN;
+        float v = red[at];
+#pragma unroll
+        for (int w = 1; w < NW; w++)
+            v += red[w * R * RLD + at];
+        red[at] = v; /* only this thread reads or writes at */
+    }
+    cl.sync(); /* every rank's block sums are visible to the cluster */
+    /* rank r: the r-th S-th of the tile, consecutive columns a warp */
+    enum { SHARE = R * BN / S };
+#pragma unroll
+    for (int q = 0; q < SHARE / T; q++) {
+        const int o = rank * SHARE + q * T + tid, row = o / BN, col = o % BN;
+        float v = 0.0f;
+#pragma unroll
+        for (int r = 0; r < S; r++)
+            v += cl.map_shared_rank(red, (unsigned)r)[row * RLD + col];
+        const int m = m0 + row, n = n0 + col;
+        if (m < M && n < N) {
+            if (a.b)
+                v += a.b[n];
+            const int64_t at = (int64_t)m * N + n;
+            if (a.h)
+                a.h[at] = v;
+            a.y[at] = a.act ? lmid_act(a.act, v, a.p) : v;
+        }
+    }
+    cl.sync(); /* no block leaves while another still reads its sums */
+#else
+    (void)a;
+#endif
+}
+#endif
+
 /* y[m, n] = b[n]: the C operand of a BLAS call with beta = 1, so the bias is
  * added inside the GEMM's f32 epilogue and y rounded once. */
 template <int DT>
@@ -464,6 +701,192 @@ static void launch_linear_tiled(gg_gpu_ctx *c, const void *x, const void *w, con
                                                                (const T *)b, (T *)y, M, K, N);
 }
 
+/* ---- f32 from 8 rows: the clustered split-K kernel -------------------------------- */
+
+/* Rows of f32 linear from which the clustered kernel runs, and up to which:
+ * measured on an H100 at the four MLP shapes (bench_kernels, results
+ * h100-linear-f32*.json), it costs what 32 rows cost from 2 rows on and
+ * beats cuBLAS from 8 (at 8 it ties at K 1024 x N 4096 and wins the others
+ * by 0.57-0.81x; below 8 cuBLAS's GEMV-like kernels win two of four); in
+ * AUTO (and the fused linear_act) up to 32, where it wins all four; from 33
+ * rows it reads w twice and only ties, so cuBLAS keeps them.  OWN mode (no
+ * BLAS) takes it to 64 rather than the tiled GEMM. */
+#define GG_LMID_MIN_ROWS 8
+#define GG_LMID_AUTO_ROWS 32
+#define GG_LMID_OWN_ROWS 64
+
+#if defined(GFXGRAPH_HIP_CUDA)
+template <int S, bool VEC, int BK>
+static int lmid_launch_t(gg_gpu_ctx *c, const lmid_args &a)
+{
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(S, (unsigned)((a.N + GG_LMID_COLS - 1) / GG_LMID_COLS),
+                       (unsigned)((a.M + GG_LMID_ROWS - 1) / GG_LMID_ROWS));
+    cfg.blockDim = dim3(GG_LMID_THREADS);
+    cfg.dynamicSmemBytes = GG_LMID_SMEM(BK);
+    cfg.stream = c->stream;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = S;
+    at[0].val.clusterDim.y = 1;
+    at[0].val.clusterDim.z = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    const cudaError_t e = cudaLaunchKernelEx(&cfg, k_linear_mid<S, VEC, BK>, a);
+    if (e == cudaErrorInvalidClusterSize || e == cudaErrorLaunchOutOfResources ||
+        e == cudaErrorInvalidConfiguration) {
+        /* a cluster this device (or its MPS or MIG share) cannot place:
+         * nothing was enqueued, and the linear goes the way it went before */
+        (void)cudaGetLastError();
+        return 1;
+    }
+    if (e != cudaSuccess)
+        return gg_gpu_fail(-EIO, "linear (f32, %d rows): cluster launch (split %d): %s", a.M, S,
+                           cudaGetErrorString(e));
+    return 0;
+}
+
+template <bool VEC, int BK> static int lmid_launch_s(gg_gpu_ctx *c, const lmid_args &a, int s)
+{
+    switch (s) {
+    case 2:
+        return lmid_launch_t<2, VEC, BK>(c, a);
+    case 4:
+        return lmid_launch_t<4, VEC, BK>(c, a);
+    case 8:
+        return lmid_launch_t<8, VEC, BK>(c, a);
+    default:
+        return lmid_launch_t<16, VEC, BK>(c, a);
+    }
+}
+
+/* Each instance's shared memory past the 48 KiB default, and 16-block
+ * clusters (past the portable size): 0, or the first failure. */
+template <int S, bool VEC, int BK> static cudaError_t lmid_attr_one(bool s16)
+{
+    cudaError_t e = cudaFuncSetAttribute(k_linear_mid<S, VEC, BK>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int)GG_LMID_SMEM(BK));
+    if (e == cudaSuccess && s16)
+        e = cudaFuncSetAttribute(k_linear_mid<S, VEC, BK>,
+                                 cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+    return e;
+}
+
+template <bool VEC, int BK> static cudaError_t lmid_attr_bk(void)
+{
+    cudaError_t e = lmid_attr_one<2, VEC, BK>(false);
+    if (e == cudaSuccess)
+        e = lmid_attr_one<4, VEC, BK>(false);
+    if (e == cudaSuccess)
+        e = lmid_attr_one<8, VEC, BK>(false);
+    if (e == cudaSuccess)
+        e = lmid_attr_one<16, VEC, BK>(true);
+    return e;
+}
+
+/* GFXGRAPH_LINEAR_MID, read at context creation: unset, the pick below; 0,
+ * never (f32 goes the way it went before this kernel); S or S:BK (S 2, 4,
+ * 8 or 16; BK 32 or 64), that split and slice depth for every shape, for
+ * benchmarks. */
+static void lmid_ctx_init(gg_gpu_ctx *c, int cc_major)
+{
+    c->lmid_smax = 0;
+    c->lmid_s = c->lmid_bk = 0;
+    if (cc_major < 9)
+        return;
+    const char *e = getenv("GFXGRAPH_LINEAR_MID");
+    if (e && !strcmp(e, "0"))
+        return;
+    int k = 0, bk = 0;
+    if (e && sscanf(e, "%d:%d", &k, &bk) >= 1) {
+        if (k == 2 || k == 4 || k == 8 || k == 16)
+            c->lmid_s = k;
+        if (bk == 32 || bk == 64)
+            c->lmid_bk = bk;
+    }
+    if (lmid_attr_bk<true, 32>() != cudaSuccess || lmid_attr_bk<false, 32>() != cudaSuccess ||
+        lmid_attr_bk<true, 64>() != cudaSuccess || lmid_attr_bk<false, 64>() != cudaSuccess) {
+        (void)cudaGetLastError();
+        return; /* not launchable as built: f32 goes the way it went before */
+    }
+    c->lmid_smax = 16;
+}
+
+/* Split and slice depth for N columns, K and M, as measured on an H100
+ * (bench_kernels, every split and depth at the MLP shapes, M 32): a grid of
+ * about one block a multiprocessor runs best with 2-block clusters and
+ * 64-k slices (N 4096 and 8192: 14.6 and 35.6 us against cuBLAS's 18.4 and
+ * 45.8); narrower N needs wide clusters for blocks, and 8- or 16-block
+ * clusters place evenly only at about two blocks a multiprocessor, which
+ * 32-k slices allow (three fit; N 1024 and 2048: 16.5 and 47.6 us against
+ * 20.7 and 49.4).  At least two slices a block. */
+static void lmid_pick(const gg_gpu_ctx *c, int M, int K, int N, int *s, int *bk)
+{
+    const int64_t sms = c->sms > 0 ? c->sms : 1;
+    const int64_t tiles = (int64_t)((N + GG_LMID_COLS - 1) / GG_LMID_COLS) *
+                          ((M + GG_LMID_ROWS - 1) / GG_LMID_ROWS);
+    int k = 2, d = 64;
+    if (tiles * 2 * 10 < sms * 9) {
+        d = 32;
+        while (k < c->lmid_smax && tiles * k * 10 < sms * 19)
+            k *= 2;
+    }
+    while (k > 2 && 2 * k * d > K)
+        k /= 2;
+    *s = k;
+    *bk = d;
+}
+#endif
+
+/* 0 launched, 1 not this kernel's (dtype, rows, device, mode, env), < 0 failed. */
+static int lmid_launch(gg_gpu_ctx *c, gg_dtype dtype, const void *x, const void *w,
+                       const void *b, void *h, void *y, int M, int K, int N, int act, float p)
+{
+#if defined(GFXGRAPH_HIP_CUDA)
+    if (dtype != GG_DT_F32 || !c->lmid_smax || c->linear_mode == GG_GPU_LINEAR_BLAS ||
+        M < GG_LMID_MIN_ROWS || N > 65535 * GG_LMID_COLS ||
+        M > (c->linear_mode == GG_GPU_LINEAR_OWN ? GG_LMID_OWN_ROWS : GG_LMID_AUTO_ROWS))
+        return 1;
+    int s, bk;
+    lmid_pick(c, M, K, N, &s, &bk);
+    if (c->lmid_s)
+        s = c->lmid_s;
+    if (c->lmid_bk)
+        bk = c->lmid_bk;
+    if (s > c->lmid_smax)
+        s = c->lmid_smax;
+    lmid_args a;
+    a.x = (const float *)x;
+    a.w = (const float *)w;
+    a.b = (const float *)b;
+    a.h = (float *)h;
+    a.y = (float *)y;
+    a.M = M;
+    a.K = K;
+    a.N = N;
+    a.act = act;
+    a.p = p;
+    const bool vec = K % 4 == 0 && gg_gpu_aligned16(x) && gg_gpu_aligned16(w);
+    if (bk == 32)
+        return vec ? lmid_launch_s<true, 32>(c, a, s) : lmid_launch_s<false, 32>(c, a, s);
+    return vec ? lmid_launch_s<true, 64>(c, a, s) : lmid_launch_s<false, 64>(c, a, s);
+#else
+    (void)c, (void)dtype, (void)x, (void)w, (void)b, (void)h, (void)y;
+    (void)M, (void)K, (void)N, (void)act, (void)p;
+    return 1;
+#endif
+}
+
+int gg_gpu_linear_mid_launch(gg_gpu_ctx *c, gg_dtype dtype, const void *x, const void *w,
+                             const void *b, void *h, void *y, int M, int K, int N, int act,
+                             float p)
+{
+    if (!c || !x || !w || !y || M < 1 || K < 1 || N < 1)
+        return gg_gpu_fail(-EINVAL, "linear (mid rows): bad arguments");
+    return lmid_launch(c, dtype, x, w, b, h, y, M, K, N, act, p);
+}
+
 #if defined(GG_BLAS_CUBLAS) || defined(GG_BLAS_ROCBLAS)
 template <int DT>
 static int launch_linear_blas(gg_gpu_ctx *c, const gg_op_def *op, const void *x, const void *w,
@@ -538,6 +961,10 @@ static int linear_launch_dt(gg_gpu_ctx *c, const gg_op_def *op, const gg_tensor 
     if (c->linear_mode != GG_GPU_LINEAR_BLAS && M <= 16 &&
         launch_linear_mma<DT>(c, x, w, b, y, Mi, Ki, Ni))
         return gg_gpu_launched(op);
+    /* f32 from 8 rows: the clustered split-K kernel (bench_kernels, H100) */
+    const int mrc = lmid_launch(c, (gg_dtype)DT, x, w, b, NULL, y, Mi, Ki, Ni, GG_ACT_NONE, 0.0f);
+    if (mrc <= 0)
+        return mrc < 0 ? mrc : gg_gpu_launched(op);
 #if defined(GG_BLAS_CUBLAS) || defined(GG_BLAS_ROCBLAS)
     if (c->linear_mode == GG_GPU_LINEAR_BLAS ||
         (c->linear_mode == GG_GPU_LINEAR_AUTO && M >= GG_LINEAR_BLAS_MIN_ROWS))

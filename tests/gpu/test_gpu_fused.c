@@ -6,8 +6,9 @@
  * which are staging the kernel may skip.  Covers each path a launch may
  * take: register-resident and streamed norm rows, the small-M epilogue
  * kernel, the BLASLt epilogues (cuBLASLt on NVIDIA, hipBLASLt on AMD where
- * built) with and without a kept pre-activation, gate_up's one-pass kernel
- * and its split above decode sizes, chains with broadcast rows, and row
+ * built) with and without a kept pre-activation, f32 linear's split-K kernel
+ * with its own epilogue (NVIDIA sm_90), gate_up's one-pass kernel and its
+ * split above decode sizes, chains with broadcast rows, and row
  * chains (gg_gpu_rowchain_launch) of up to 16 mixed norm stages.  Without a
  * device: SKIP (77).
  *
@@ -211,10 +212,14 @@ static void norm_cases(gg_dtype dt)
 
 static void linear_cases(gg_dtype dt)
 {
-    /* M: the small-M kernel (1), the BLAS / own GEMM (3, 32); K odd and aligned */
-    static const struct { int64_t M, K, N; } sh[] = {{1, 1024, 4096}, {1, 37, 29}, {3, 64, 40},
-                                                     {32, 1024, 4096}, {32, 37, 29}};
-    for (int i = 0; i < 5; i++)
+    /* M: the small-M kernel (1), the BLAS / own GEMM (3, 32); K odd and aligned;
+     * f32 at 8..32 rows: the clustered split-K kernel on sm_90 with its own
+     * epilogue (odd K and N, a K tail), from 33 rows the BLAS again */
+    static const struct { int64_t M, K, N; } sh[] = {
+        {1, 1024, 4096}, {1, 37, 29},   {3, 64, 40},    {32, 1024, 4096}, {32, 37, 29},
+        {17, 1000, 300}, {31, 77, 45},  {9, 200, 70},   {33, 513, 129},   {64, 4096, 1024},
+        {80, 64, 40}};
+    for (int i = 0; i < (int)(sizeof sh / sizeof sh[0]); i++)
         for (int v = 0; v < 5; v++) {
             fcase c;
             memset(&c, 0, sizeof c);

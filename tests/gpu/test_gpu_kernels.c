@@ -364,6 +364,12 @@ static void cases_linear(const gg_op_def *op, gg_dtype dt)
          * tail past the last 64, N not a multiple of 16, K shorter than the
          * block's 8 warps need, 9..16 rows (two mma per k-slice) */
         {12, 4104, 37},  {9, 8, 5},       {2, 520, 2000},  {5, 4096, 48},
+        /* f32 on sm_90, the clustered split-K kernel (and above from 8
+         * rows): 8..32 rows in auto and own mode, 33..64 in own (two row
+         * groups); odd K and N, a K tail, K under one slice a rank, the
+         * MLP's shapes */
+        {17, 1000, 300}, {31, 77, 45},    {32, 1024, 4096}, {33, 513, 129},
+        {48, 20, 2050},  {64, 4096, 1024}, {31, 4095, 33},
     };
     static const gg_gpu_linear_mode modes[] = {GG_GPU_LINEAR_AUTO, GG_GPU_LINEAR_OWN,
                                                GG_GPU_LINEAR_BLAS};
