@@ -805,6 +805,11 @@ static void lmid_ctx_init(gg_gpu_ctx *c, int cc_major)
         if (bk == 32 || bk == 64)
             c->lmid_bk = bk;
     }
+    /* built from compute_90 on, not JIT-compiled from older PTX whose
+     * cluster code is empty (gg_hip_func_ptx_arch) */
+    if (gg_hip_func_ptx_arch((const void *)k_linear_mid<2, true, 32>) < 90 ||
+        gg_hip_func_ptx_arch((const void *)k_linear_mid<2, true, 64>) < 90)
+        return;
     if (lmid_attr_bk<true, 32>() != cudaSuccess || lmid_attr_bk<false, 32>() != cudaSuccess ||
         lmid_attr_bk<true, 64>() != cudaSuccess || lmid_attr_bk<false, 64>() != cudaSuccess) {
         (void)cudaGetLastError();
