@@ -21,6 +21,13 @@ len = pos + 1), run the step, read the next token on the host.
             mask over the static cache, index_copy_ into the cache),
             captured once in a torch.cuda.CUDAGraph, graph.replay(), then
             next.item().
+  hf_eager: transformers' LlamaForCausalLM with the same config and the
+            same weights (copied from the arena), f16, run eagerly as
+            people run it: model(input_ids=[[tok]], position_ids=[[pos]],
+            past_key_values=cache, use_cache=True), logits[:, -1].argmax(),
+            .item(); its DynamicCache starts with the arena's cache rows
+            (keys and values as stored) up to the first position.  Fewer
+            steps (--hf-steps, default 20): it is ~25x slower.
 Both read the same weights (the daemon's arena tensors) and start from the
 same cache contents.  Reported per context and path: p50/p90/p99/mean/min
 per-token latency (us), tokens/s, and whether the two paths' first tokens
@@ -108,6 +115,66 @@ def torch_step_fn(torch, a, cfg, S):
     return step, (ids, pos, lens), (kc, vc), out
 
 
+def hf_eager_fn(torch, a, cfg, S, start):
+    """(step(pos, tok) -> next token, versions) for transformers' Llama with
+    the arena's weights and a DynamicCache holding the arena's cache rows
+    [0, start); None (and the reason) when transformers is missing."""
+    try:
+        import transformers
+        from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
+    except ImportError as e:
+        return None, "transformers is not installed (%s)" % e
+    hc = LlamaConfig(hidden_size=cfg["hidden"], intermediate_size=cfg["inter"],
+                     num_hidden_layers=cfg["layers"], num_attention_heads=cfg["heads"],
+                     num_key_value_heads=cfg["kv_heads"], vocab_size=cfg["vocab"],
+                     max_position_embeddings=S, rms_norm_eps=cfg["eps"],
+                     rope_theta=cfg["theta"], tie_word_embeddings=False,
+                     attention_bias=False, mlp_bias=False, hidden_act="silu",
+                     bos_token_id=None, eos_token_id=None, pad_token_id=None)
+    with torch.device("cuda"):
+        model = LlamaForCausalLM(hc).to(torch.float16).eval()
+    t = a.t
+    with torch.no_grad():
+        m = model.model
+        m.embed_tokens.weight.copy_(t["emb"])
+        for l, layer in enumerate(m.layers):
+            at, mlp = layer.self_attn, layer.mlp
+            for k, dst in (("n1", layer.input_layernorm.weight), ("wq", at.q_proj.weight),
+                           ("wk", at.k_proj.weight), ("wv", at.v_proj.weight),
+                           ("wo", at.o_proj.weight),
+                           ("n2", layer.post_attention_layernorm.weight),
+                           ("wg", mlp.gate_proj.weight), ("wu", mlp.up_proj.weight),
+                           ("wd", mlp.down_proj.weight)):
+                dst.copy_(t["%s_%d" % (k, l)])
+        m.norm.weight.copy_(t["nf"])
+        model.lm_head.weight.copy_(t["lm"])
+    base = []
+    for l in range(cfg["layers"]):
+        # arena [1, S, Hkv, Dh] -> HF [1, Hkv, T, Dh]
+        base.append((t["kc_%d" % l][:, :start].transpose(1, 2).contiguous(),
+                     t["vc_%d" % l][:, :start].transpose(1, 2).contiguous()))
+    state = {}
+
+    def reset():
+        cache = DynamicCache()
+        for l, (k, v) in enumerate(base):
+            cache.update(k.clone(), v.clone(), l)
+        state["cache"] = cache
+
+    def step(p, tok):
+        with torch.no_grad():
+            out = model(input_ids=torch.tensor([[tok]], device="cuda"),
+                        position_ids=torch.tensor([[p]], device="cuda"),
+                        past_key_values=state["cache"], use_cache=True)
+            state["cache"] = out.past_key_values
+            return int(out.logits[:, -1].argmax(-1).item())
+
+    step.reset = reset
+    step.model = model
+    return step, {"transformers": transformers.__version__,
+                  "attn_implementation": getattr(model.config, "_attn_implementation", None)}
+
+
 def provenance(args, c, torch):
     def git(*a):
         try:
@@ -148,6 +215,8 @@ def main():
     ap.add_argument("--inter", type=int, default=8192)
     ap.add_argument("--vocab", type=int, default=32000)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--hf-steps", type=int, default=20,
+                    help="measured steps of the HF eager path (0: skip it)")
     args = ap.parse_args()
     try:
         import torch
@@ -232,11 +301,27 @@ def main():
 
         paths = {}
         firsts = {}
-        for name, fn in (("gfxgraph", run_gfx), ("torch_cudagraph", run_torch)):
+        runs = [("gfxgraph", run_gfx, args.warmup, args.steps),
+                ("torch_cudagraph", run_torch, args.warmup, args.steps)]
+        hf_step, hf_info = (None, "--hf-steps 0")
+        if args.hf_steps > 0:
+            hf_step, hf_info = hf_eager_fn(torch, a, cfg, S, start)
+            if hf_step is not None:
+                try:
+                    hf_step.reset()
+                    hf_step(start, 1)         # one step: the API works here
+                    hf_step.reset()
+                    runs.append(("hf_eager", hf_step, 3, args.hf_steps))
+                except Exception as e:   # noqa: BLE001 -- the other paths still count
+                    hf_info = "transformers failed: %s: %s" % (type(e).__name__, e)
+                    hf_step = None
+            if hf_step is None:
+                print("hf_eager: skipped: %s" % hf_info)
+        for name, fn, warm, nsteps in runs:
             tok = 1
             lat = []
             n_graph = 0
-            for i in range(args.warmup + args.steps):
+            for i in range(warm + nsteps):
                 p = start + i
                 t0 = time.perf_counter()
                 r = fn(p, tok)
@@ -247,7 +332,7 @@ def main():
                 if i == 0:
                     firsts[name] = r
                 tok = r
-                if i >= args.warmup:
+                if i >= warm:
                     lat.append(dt)
             paths[name] = summary(lat)
             if name == "gfxgraph":
@@ -258,6 +343,12 @@ def main():
                  "first_tokens": firsts,
                  "gfxgraph_over_torch_p50": paths["gfxgraph"]["p50_us"] /
                  paths["torch_cudagraph"]["p50_us"]}
+        if "hf_eager" in paths:
+            entry["hf_eager"] = hf_info
+            entry["gfxgraph_over_hf_eager_p50"] = (paths["gfxgraph"]["p50_us"] /
+                                                   paths["hf_eager"]["p50_us"])
+        else:
+            entry["hf_eager"] = "skipped: %s" % hf_info
         res["results"].append(entry)
         print("context %5d: gfxgraph p50 %.1f us p99 %.1f us (%.0f tok/s) | torch CUDAGraph "
               "p50 %.1f us p99 %.1f us (%.0f tok/s) | first tokens %s" %
@@ -265,8 +356,14 @@ def main():
                paths["gfxgraph"]["tokens_per_s"], paths["torch_cudagraph"]["p50_us"],
                paths["torch_cudagraph"]["p99_us"], paths["torch_cudagraph"]["tokens_per_s"],
                "agree" if entry["first_token_agrees"] else "differ %s" % firsts))
+        if "hf_eager" in paths:
+            print("context %5d: HF eager p50 %.1f us (%.0f tok/s; first token %s the "
+                  "daemon's)" % (S, paths["hf_eager"]["p50_us"],
+                                 paths["hf_eager"]["tokens_per_s"],
+                                 "equals" if firsts.get("hf_eager") == firsts.get("gfxgraph")
+                                 else "differs from"))
         sys.stdout.flush()
-        del graph
+        del graph, hf_step
         prog.release()
         a.buf.release()
         del a
