@@ -74,20 +74,11 @@ def child(sock, steps, blocks, warmup):
     sys.path.insert(0, os.path.join(SRC, "python"))
     import gfxgraph
     ggstats = importlib.import_module("gfxgraph.stats")   # the module, not gfxgraph.stats()
-    nn = torch.nn
 
     import ref_workloads as rw
 
-    def Chain():
-        return rw.chain(torch)
-
-    def mlp(d):
-        return rw.mlp(torch, d)
-
     def capture(model, x0):
         return rw.capture(torch, model, x0)
-
-    rel = rw.rel
 
     def one(name, model, shape, dtype):
         model = model.cuda().to(dtype).eval()
@@ -110,7 +101,8 @@ def child(sock, steps, blocks, warmup):
         r = prog.replay(1)
         torch.cuda.synchronize()
         ref = model(xin)
-        row["rel_l2_vs_eager"] = {"torch_cudagraph": rel(gt[2], ref), "daemon": rel(ge[2], ref)}
+        row["rel_l2_vs_eager"] = {"torch_cudagraph": rw.rel(gt[2], ref),
+                                  "daemon": rw.rel(ge[2], ref)}
         row["path"] = r["path"]
         gt[1].copy_(x)
         ge[1].copy_(x)
@@ -157,16 +149,10 @@ def child(sock, steps, blocks, warmup):
                 pass
         return row
 
-    f16, f32 = torch.float16, torch.float32
-    specs = [("decode_chain", Chain, (1, 1024), f16),
-             ("mlp_bs32_d1024", lambda: mlp(1024), (32, 1024), f32),
-             ("mlp_bs128_d2048", lambda: mlp(2048), (128, 2048), f32),
-             ("mlp_bs32_d1024_f16", lambda: mlp(1024), (32, 1024), f16),
-             ("mlp_bs128_d2048_f16", lambda: mlp(2048), (128, 2048), f16)]
     out = []
     ok = True
     with torch.no_grad():
-        for name, make, shape, dtype in specs:
+        for name, _, make, shape, dtype, _ in rw.workloads(torch):
             try:
                 row = one(name, make(), shape, dtype)
             except Exception:   # noqa: BLE001

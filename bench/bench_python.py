@@ -102,32 +102,15 @@ def start_daemon(build):
 # ---- (a) the three reference workloads ----------------------------------------------
 
 def workloads_a(torch, gfxgraph, sock, steps, blocks, warmup, out):
-    nn = torch.nn
 
     import ref_workloads as rw
-
-    def Chain():
-        return rw.chain(torch)
-
-    def mlp(d):
-        return rw.mlp(torch, d)
 
     def capture(model, x0):
         return rw.capture(torch, model, x0)
 
-    rel = rw.rel
-
-    f16, f32 = torch.float16, torch.float32
-    specs = [
-        ("decode_chain", "32 x (layernorm -> gelu tanh), d 1024, batch 1", Chain(), (1, 1024), f16, True),
-        ("mlp_bs32_d1024", "linear 1024->4096 -> gelu -> linear 4096->1024, batch 32", mlp(1024), (32, 1024), f32, True),
-        ("mlp_bs128_d2048", "linear 2048->8192 -> gelu -> linear 8192->2048, batch 128", mlp(2048), (128, 2048), f32, True),
-        ("mlp_bs32_d1024_f16", "as mlp_bs32_d1024, f16", mlp(1024), (32, 1024), f16, False),
-        ("mlp_bs128_d2048_f16", "as mlp_bs128_d2048, f16", mlp(2048), (128, 2048), f16, False),
-    ]
     ok = True
-    for name, what, model, shape, dtype, seed in specs:
-        model = model.cuda().to(dtype).eval()
+    for name, what, make, shape, dtype, seed in rw.workloads(torch):
+        model = make().cuda().to(dtype).eval()
         row = {"name": name, "what": what, "shape": list(shape),
                "dtype": str(dtype).replace("torch.", ""), "seed_workload": seed}
         with torch.no_grad():
@@ -155,7 +138,7 @@ def workloads_a(torch, gfxgraph, sock, steps, blocks, warmup, out):
                 g.replay()
             torch.cuda.synchronize()
             ref = model(xin)
-            row["rel_l2_vs_eager"] = {k: rel(v[2], ref) for k, v in modes.items()}
+            row["rel_l2_vs_eager"] = {k: rw.rel(v[2], ref) for k, v in modes.items()}
             st0 = gfxgraph.stats(sock)["local"]
 
             def step(g, sx):

@@ -48,6 +48,26 @@ def capture(torch, model, x0):
     return g, static_x, static_y
 
 
+def workloads(torch):
+    """The rows bench_python.py and bench_fuse.py both time: (name, what,
+    make_model, input shape, dtype, whether it is one of the three
+    reference workloads).  The MLPs are f32 (TF32 off, as the callers set
+    it) with an f16 row each."""
+    f16, f32 = torch.float16, torch.float32
+    return [
+        ("decode_chain", "32 x (layernorm -> gelu tanh), d 1024, batch 1",
+         lambda: chain(torch), (1, 1024), f16, True),
+        ("mlp_bs32_d1024", "linear 1024->4096 -> gelu -> linear 4096->1024, batch 32",
+         lambda: mlp(torch, 1024), (32, 1024), f32, True),
+        ("mlp_bs128_d2048", "linear 2048->8192 -> gelu -> linear 8192->2048, batch 128",
+         lambda: mlp(torch, 2048), (128, 2048), f32, True),
+        ("mlp_bs32_d1024_f16", "as mlp_bs32_d1024, f16",
+         lambda: mlp(torch, 1024), (32, 1024), f16, False),
+        ("mlp_bs128_d2048_f16", "as mlp_bs128_d2048, f16",
+         lambda: mlp(torch, 2048), (128, 2048), f16, False),
+    ]
+
+
 def rel(a, b):
     """Relative L2 error of a against b."""
     a, b = a.double().flatten(), b.double().flatten()
