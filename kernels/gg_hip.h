@@ -278,6 +278,7 @@ typedef void *hipDeviceptr_t;
 #define hipGetDevice cudaGetDevice
 #define hipGetDeviceProperties cudaGetDeviceProperties
 #define hipDeviceGetAttribute cudaDeviceGetAttribute
+#define hipOccupancyMaxActiveBlocksPerMultiprocessor cudaOccupancyMaxActiveBlocksPerMultiprocessor
 #define hipDeviceGetPCIBusId cudaDeviceGetPCIBusId
 #define hipDeviceSynchronize cudaDeviceSynchronize
 #define hipMemGetInfo cudaMemGetInfo
@@ -766,6 +767,48 @@ static __device__ __forceinline__ void gg_syncwarp(void)
 {
 #if defined(GFXGRAPH_HIP_CUDA)
     __syncwarp();
+#endif
+}
+
+/* The hardware exp2, one MUFU instruction on NVIDIA: exp2f adds a range
+ * test and two multiplies around it for denormal results, which the
+ * kernels that call this have no use for (an exp2 that small is added to 1,
+ * or is a softmax weight under 2^-126).  exp2(-inf) is +0. */
+static __device__ __forceinline__ float gg_ex2(float x)
+{
+#if defined(GFXGRAPH_HIP_CUDA)
+    float r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+    return r;
+#else
+    return exp2f(x);
+#endif
+}
+
+/* 16 bytes of data no thread writes while the kernel runs and that it reads
+ * once (attention's K and V): through the non-coherent path, not kept in L1
+ * (H100: attention past L2 3-5% faster than with plain loads).  AMD: a plain
+ * load. */
+static __device__ __forceinline__ uint4 gg_ld_stream16(const uint4 *p)
+{
+#if defined(GFXGRAPH_HIP_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+    uint4 u;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(u.x), "=r"(u.y), "=r"(u.z), "=r"(u.w)
+                 : "l"(p));
+    return u;
+#else
+    return *p;
+#endif
+}
+
+/* Whether p holds on any lane of the warp (every lane calls it). */
+static __device__ __forceinline__ bool gg_warp_any(bool p)
+{
+#if defined(GFXGRAPH_HIP_CUDA)
+    return __any_sync(0xffffffffu, p);
+#else
+    return __any(p);
 #endif
 }
 

@@ -16,10 +16,9 @@
  * doing the products on tensor cores (k_attention_mma), the same chunking,
  * partials and merge; elsewhere the CUDA-core kernel (k_attention_split).
  * On sm_90 the tensor-core kernel's chunks of a group run as one thread-block
- * cluster where that costs no parallelism or the chunks are short (batch 1
- * at short contexts, batch 16 at 2048): the blocks merge through each
- * other's shared memory, with no partials, fence or counter in global
- * memory.
+ * cluster where the cluster holds every chunk (up to 8: batch 1 at short
+ * contexts, batch 16 at 2048): the blocks merge through each other's shared
+ * memory, with no partials, fence or counter in global memory.
  *
  * Chunks split the row's len (read on the device, clamped to [0, S]), not S:
  * every chunk gets the same share whatever len is.  The chunk count is picked
@@ -49,9 +48,24 @@
 
 static int attention_mma_init(gg_gpu_ctx *c);
 
+/* A small non-negative integer from the environment, else def. */
+static int env_small(const char *name, int def, int max)
+{
+    const char *e = getenv(name);
+    if (!e || !*e)
+        return def;
+    char *end = NULL;
+    const long v = strtol(e, &end, 10);
+    if (*end || v < 0)
+        return def;
+    return v > max ? max : (int)v;
+}
+
 int gg_gpu_attention_ctx_init(gg_gpu_ctx *c)
 {
     attention_mma_init(c);
+    c->attn_ns_force = env_small("GFXGRAPH_ATTN_CHUNKS", 0, GG_AS_MAX_SPLIT);
+    memset(c->attn_occ, 0, sizeof c->attn_occ);
     c->attn_part = NULL;
     c->attn_cnt = NULL;
     c->attn_part_floats = 0;
@@ -394,11 +408,13 @@ __global__ void __launch_bounds__(GG_AS_THREADS, G <= 4 ? 2 : 1)
  * (per_sm resident a multiprocessor) times a block's positions plus a fixed
  * cost of min_chunk positions a block (its start, the partial, the merge):
  * the count that minimises it, chunks of at least min_chunk positions,
- * partials within the scratch; 1 (one pass) when nothing beats that.  A
+ * partials within the scratch, and as much again for each merge pass past
+ * the first where the merge takes merge_ch chunks a pass (0: one pass for
+ * any count); 1 (one pass) when nothing beats that.  A
  * count picked only to reach a block count (H100, batch 16, context 2048:
  * 3 chunks, 384 blocks on 264 resident) left a second wave under half full. */
 static int pick_split_scan(const gg_gpu_ctx *c, int64_t per, int64_t S, int64_t groups,
-                           int per_sm, int min_chunk)
+                           int per_sm, int min_chunk, int merge_ch)
 {
     const int64_t slots = per_sm * (int64_t)(c->sms > 0 ? c->sms : 1);
     int64_t nmax = S / min_chunk;
@@ -415,10 +431,14 @@ static int pick_split_scan(const gg_gpu_ctx *c, int64_t per, int64_t S, int64_t 
         nmax = fit;
     if (nmax > INT_MAX / groups)
         nmax = INT_MAX / groups;
+    if (c->attn_ns_force > 0)
+        return (int)(c->attn_ns_force < nmax ? c->attn_ns_force : nmax);
     int64_t best = 1, best_cost = ((groups + slots - 1) / slots) * (S + min_chunk);
     for (int64_t ns = 2; ns <= nmax; ns++) {
         const int64_t waves = (groups * ns + slots - 1) / slots;
-        const int64_t cost = waves * ((S + ns - 1) / ns + min_chunk);
+        int64_t cost = waves * ((S + ns - 1) / ns + min_chunk);
+        if (merge_ch > 0)
+            cost += (ns - 1) / merge_ch * min_chunk;
         if (cost < best_cost) {
             best = ns;
             best_cost = cost;
@@ -430,12 +450,12 @@ static int pick_split_scan(const gg_gpu_ctx *c, int64_t per, int64_t S, int64_t 
 /* pick_split_scan's answer, kept for the next launch of the same shape
  * (the scan is ~1.3 us of host time at 256 candidate counts). */
 static int pick_split(gg_gpu_ctx *c, int64_t rows, int Hq, int64_t S, int W,
-                      int64_t groups, int per_sm, int min_chunk)
+                      int64_t groups, int per_sm, int min_chunk, int merge_ch)
 {
-    const int64_t key[5] = {rows * Hq * (int64_t)W, S, groups, per_sm, min_chunk};
+    const int64_t key[6] = {rows * Hq * (int64_t)W, S, groups, per_sm, min_chunk, merge_ch};
     if (c->attn_pick_ns > 0 && memcmp(key, c->attn_pick_key, sizeof key) == 0)
         return c->attn_pick_ns;
-    const int ns = pick_split_scan(c, key[0], S, groups, per_sm, min_chunk);
+    const int ns = pick_split_scan(c, key[0], S, groups, per_sm, min_chunk, merge_ch);
     memcpy(c->attn_pick_key, key, sizeof key);
     c->attn_pick_ns = ns;
     return ns;
@@ -451,56 +471,80 @@ static int pick_split(gg_gpu_ctx *c, int64_t rows, int Hq, int64_t S, int W,
  * q heads are the 16 rows, padded with zero rows), then P V with the
  * probabilities as the A operand straight from S's registers (the
  * FlashAttention register layout).  Both operands of both products are
- * loaded from global memory into fragment registers with 16-byte loads: for
- * Q K^T the head dim is the contracted one, read by each lane in a
- * contiguous chunk in a permuted order that Q and K share; for P V a lane
- * reads Dh / 8 contiguous dims of its 4 positions and output column n of the
- * t-th mma is dim n * Dh / 8 + t, undone when the result is written.
+ * loaded from global memory into fragment registers with 16-byte loads
+ * that take whole 32-byte sectors a warp instruction (at_load): for Q K^T
+ * the head dim is the contracted one, read by each lane in pieces in a
+ * permuted order that Q and K share; for P V a lane reads Dh / 8 dims of
+ * its 4 positions and output column n of the t-th mma is dim at_vdim(n, t),
+ * undone when the result is written.  K and V bypass L1 (gg_ld_stream16).
  * Scores, the running max and sums are f32, in base 2 (the scale times
- * log2(e) folded in, every exponential one exp2f); P enters the f16/bf16
- * mma as a hi + lo pair (two mma), so the weights keep ~22 (f16) or ~16
- * (bf16) bits.  Each warp keeps its own running max and sums over its
- * tiles; the 4 warps merge in shared memory (rows padded against bank
- * conflicts), then the chunks merge: in a cluster through shared memory,
- * else by the last block (at_merge: one L2 round trip for up to 32 chunks).
- * At Dh <= 64 a warp's tiles pass through a ring of three in registers, two
- * loading while one is computed.
+ * log2(e) folded in, every exponential one exp2); P enters the f16/bf16 mma
+ * as a hi + lo pair (two mma), so the weights keep ~22 (f16) or ~16 (bf16)
+ * bits.  Each warp keeps its own running max and sums over its tiles,
+ * rescaled only when a tile's max passes the kept one by GG_AT_SLACK; with
+ * at most 8 q heads a block (GQA groups up to 8) the rows 8-15 are zeros
+ * and skipped outside the mma.  The 4 warps merge in shared memory (rows
+ * padded against bank conflicts), then the chunks merge: in a cluster
+ * through shared memory, else by the last block (at_merge: one L2 round
+ * trip for up to 32 chunks at Dh <= 64, 16 at Dh 128).  At Dh <= 64 a
+ * warp's tiles pass through a ring of three in registers, two loading while
+ * one is computed; at Dh 128 a warp holds one tile and the next one's K.
  *
  * At batch 1 the launch is one chain of dependent steps with 4 warps a
  * multiprocessor (ncu, H100, context 512: ~1300 instructions a warp at ~10
  * cycles each, stalled on barriers, the merge's fence, instruction fetch
  * and memory): what shortened it was fewer instructions on that chain (the
  * conflict-free block sum, 32-bit positions, a grid without divisions,
- * exp2f) and fewer round trips after the loads (the cluster merge).  Tried
- * on the H100 and dropped: a cp.async ring in shared memory (3 or 5 stages,
- * fragment- or row-ordered; 5-50% slower past L2), prefetching the chunk
- * into L2 before lens is read (no gain), 8 warps a block (clusters of 16
- * such blocks wait for whole GPCs), a second register tile at Dh 128 (it
- * spills). */
+ * exp2f) and fewer round trips after the loads (the cluster merge).  Past
+ * L2 (ncu, batch 16, context 2048) half a warp's cycles wait on memory:
+ * loads that skip L1 took it from 74-80% of the copy rate to 81-85%.
+ * Tried on the H100 and dropped: a cp.async ring in shared memory (3 or 5
+ * stages, fragment- or row-ordered; 5-50% slower past L2), at Dh 128 the
+ * next tile staged through cp.async (9.9 us against 9.4), prefetching the
+ * chunk into L2 before lens is read (no gain) or a warp's tiles 2-16 ahead
+ * (5-20% slower past L2), 8 warps a block (clusters of 16 such blocks wait
+ * for whole GPCs), three blocks a multiprocessor (168 registers: spills,
+ * 10-20% slower), a second register tile at Dh 128 (it spills), rows 8-15
+ * of the mma dropped from the accumulators (more registers, 1% slower), Q
+ * K^T in two chains of k-slices (1% slower past L2), __ldg or an L2
+ * evict-first policy for K and V (no gain or slower). */
 #define GG_AT_WARPS 4
 #define GG_AT_GMAX 16
-/* positions a chunk at most for a cluster that holds fewer chunks than the
- * pick (the pick's count is kept past it: context 32768 at batch 1 in
- * clusters of 16, 128 blocks, took 40.6 us against 31.3 with 264) */
-#define GG_AT_CLUSTER_CHUNK 256
+#define GG_AT_CLMAX 8 /* blocks a cluster at most */
 
-template <int NW>
-static __device__ __forceinline__ void at_load(uint32_t (&w)[NW], const uint16_t *p, bool ok)
+/* A lane's NW words of a row that L lanes share: 16-byte pieces (8-byte
+ * ones where NW is 2), piece i of lane l at element (i L + l) times the
+ * piece, so that each load instruction of the warp takes whole 32-byte
+ * sectors of the rows (a lane's contiguous 32 bytes took each sector in two
+ * halves, one instruction after the other).  STREAM: K and V, read once,
+ * not kept in L1 (gg_ld_stream16 says why). */
+template <int NW, int L, bool STREAM>
+static __device__ __forceinline__ void at_load(uint32_t (&w)[NW], const uint16_t *row, int l,
+                                               bool ok)
 {
     if constexpr (NW >= 4) {
 #pragma unroll
         for (int i = 0; i < NW / 4; i++) {
             uint4 u = make_uint4(0u, 0u, 0u, 0u);
+            const uint4 *p = (const uint4 *)(row + (i * L + l) * 8);
             if (ok)
-                u = ((const uint4 *)p)[i];
+                u = STREAM ? gg_ld_stream16(p) : *p;
             w[4 * i] = u.x, w[4 * i + 1] = u.y, w[4 * i + 2] = u.z, w[4 * i + 3] = u.w;
         }
     } else {
         uint2 u = make_uint2(0u, 0u);
         if (ok)
-            u = *(const uint2 *)p;
+            u = *(const uint2 *)(row + l * 4);
         w[0] = u.x, w[1] = u.y;
     }
+}
+
+/* The head dim that V's t-th dim of lane n (at_load's order, DPL of them)
+ * is, and so column n of the t-th P V mma. */
+template <int DPL> static __device__ __forceinline__ int at_vdim(int n, int t)
+{
+    enum { P = DPL < 8 ? DPL : 8 };
+    return ((t / P) * 8 + n) * P + t % P;
 }
 
 /* (a, b) rounded into one register (a in the low half), and what rounding
@@ -527,95 +571,146 @@ template <int DH> struct at_tile_regs {
     uint32_t kw[2][DH / 8], vw[4][DH / 16];
 };
 
-/* Lane pointers for at_fetch: K of position gid (the first 8-position
- * half) at dims tig * DH / 4, V of position 2 tig at dims gid * DH / 8;
- * a tile at p0 adds p0 * ld. */
+template <int DH>
+static __device__ __forceinline__ void at_fetch_k(uint32_t (&kw)[2][DH / 8], const uint16_t *kl,
+                                                  int64_t ld, int p0, int j1, int gid, int tig)
+{
+    const int64_t o = (int64_t)p0 * ld;
+#pragma unroll
+    for (int nt = 0; nt < 2; nt++)
+        at_load<DH / 8, 4, true>(kw[nt], kl + o + 8 * nt * ld, tig, p0 + 8 * nt + gid < j1);
+}
+
+template <int DH>
+static __device__ __forceinline__ void at_fetch_v(at_tile_regs<DH> &r, const uint16_t *vl,
+                                                  int64_t ld, int p0, int j1, int gid, int tig)
+{
+    const int64_t o = (int64_t)p0 * ld;
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+        const int d = (e & 1) + 8 * (e >> 1);
+        at_load<DH / 16, 8, true>(r.vw[e], vl + o + d * ld, gid, p0 + 2 * tig + d < j1);
+    }
+}
+
+/* Lane pointers for at_fetch: the rows of K at position gid (the first
+ * 8-position half) and of V at position 2 tig; a tile at p0 adds p0 * ld.
+ * A lane takes its share of a K row as the tig-th of 4 lanes, of a V row as
+ * the gid-th of 8 (at_load). */
 template <int DH>
 static __device__ __forceinline__ void at_fetch(at_tile_regs<DH> &r, const uint16_t *kl,
                                                 const uint16_t *vl, int64_t ld, int p0, int j1,
                                                 int gid, int tig)
 {
-    enum { KC = DH / 4, KW = KC / 2, DPL = DH / 8, VW = DPL / 2 };
-    const int64_t o = (int64_t)p0 * ld;
-#pragma unroll
-    for (int nt = 0; nt < 2; nt++)
-        at_load<KW>(r.kw[nt], kl + o + 8 * nt * ld, p0 + 8 * nt + gid < j1);
-#pragma unroll
-    for (int e = 0; e < 4; e++) {
-        const int d = (e & 1) + 8 * (e >> 1);
-        at_load<VW>(r.vw[e], vl + o + d * ld, p0 + 2 * tig + d < j1);
-    }
+    at_fetch_k<DH>(r.kw, kl, ld, p0, j1, gid, tig);
+    at_fetch_v<DH>(r, vl, ld, p0, j1, gid, tig);
 }
+
+/* How far (base 2) a row's scores may pass the max its sums are kept
+ * against before the warp rescales them: exponentials up to 2^8 fit f16's
+ * and bf16's range and keep their relative precision, and a max that grows
+ * by less (most tiles after the first) costs no rescale. */
+#define GG_AT_SLACK 8.0f
 
 /* The tile at p0 (its first position valid) into the warp's state.  qs:
  * the scale times log2(e): scores, maxima and sums are kept in base 2, so
- * every exponential is one exp2f. */
-template <int DT, int DH>
+ * every exponential is one exp2.  HI: heads gid + 8 (rows 8-15 of the mma)
+ * are in use; a block of at most 8 q heads (GQA groups of up to 8) leaves
+ * them zero and skips their scores, exponentials and rescales, half of the
+ * tile's work outside the mma.
+ *
+ * A row's running max m is raised only when a tile's max passes it by
+ * GG_AT_SLACK (on any row of the warp: one branch for all lanes), so the
+ * sums and O are rescaled a few times a chunk instead of every tile; they
+ * stay exact against whatever m they were kept for, which the block's and
+ * the chunks' merges take as it is. */
+template <int DT, int DH, bool HI>
 static __device__ __forceinline__ void at_tile(at_state<DH> &st, const at_tile_regs<DH> &r,
                                                const uint32_t (&qa)[DH / 8],
                                                const uint32_t (&qb)[DH / 8], int p0, int j1,
                                                int tig, float qs)
 {
-    enum { KT = DH / 16, DPL = DH / 8 };
+    enum { KT = DH / 16, DPL = DH / 8, NE = HI ? 4 : 2 };
     float sc[2][4];
 #pragma unroll
     for (int nt = 0; nt < 2; nt++) {
         sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0.0f;
 #pragma unroll
         for (int j = 0; j < KT; j++) {
-            const uint32_t a[4] = {qa[2 * j], qb[2 * j], qa[2 * j + 1], qb[2 * j + 1]};
+            const uint32_t a[4] = {qa[2 * j], HI ? qb[2 * j] : 0u, qa[2 * j + 1],
+                                   HI ? qb[2 * j + 1] : 0u};
             const uint32_t bb[2] = {r.kw[nt][2 * j], r.kw[nt][2 * j + 1]};
             mma_op<DT>::run(sc[nt], a, bb);
         }
     }
     /* sc[nt][e]: head gid (e < 2) or gid + 8, position p0 + 8 nt + 2 tig +
      * (e & 1); a tile's first position is valid, so every row's max over
-     * the quad is finite */
+     * the quad is finite.  Only a chunk's last tile can run past it. */
+    const bool part = p0 + 16 > j1;
     float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
     for (int nt = 0; nt < 2; nt++)
 #pragma unroll
-        for (int e = 0; e < 4; e++) {
-            const int pos = p0 + 8 * nt + 2 * tig + (e & 1);
-            sc[nt][e] = pos < j1 ? sc[nt][e] * qs : -INFINITY;
+        for (int e = 0; e < NE; e++) {
+            float x = sc[nt][e] * qs;
+            if (part && p0 + 8 * nt + 2 * tig + (e & 1) >= j1)
+                x = -INFINITY;
+            sc[nt][e] = x;
             if (e < 2)
-                mx0 = fmaxf(mx0, sc[nt][e]);
+                mx0 = fmaxf(mx0, x);
             else
-                mx1 = fmaxf(mx1, sc[nt][e]);
+                mx1 = fmaxf(mx1, x);
         }
 #pragma unroll
     for (int off = 1; off < 4; off <<= 1) {
         mx0 = fmaxf(mx0, gg_shfl_xor(mx0, off));
-        mx1 = fmaxf(mx1, gg_shfl_xor(mx1, off));
+        if (HI)
+            mx1 = fmaxf(mx1, gg_shfl_xor(mx1, off));
     }
-    const float n0 = fmaxf(st.m0, mx0), n1 = fmaxf(st.m1, mx1);
-    const float c0 = exp2f(st.m0 - n0), c1 = exp2f(st.m1 - n1);
-    st.m0 = n0;
-    st.m1 = n1;
+    bool grow = mx0 > st.m0 + GG_AT_SLACK;
+    if (HI)
+        grow = grow || mx1 > st.m1 + GG_AT_SLACK;
+    if (gg_warp_any(grow)) {
+        const float n0 = fmaxf(st.m0, mx0), n1 = HI ? fmaxf(st.m1, mx1) : st.m1;
+        const float c0 = gg_ex2(st.m0 - n0), c1 = HI ? gg_ex2(st.m1 - n1) : 1.0f;
+        st.m0 = n0;
+        st.m1 = n1;
+        st.l0 *= c0;
+        if (HI)
+            st.l1 *= c1;
+#pragma unroll
+        for (int t = 0; t < DPL; t++) {
+            st.o[t][0] *= c0;
+            st.o[t][1] *= c0;
+            if (HI) {
+                st.o[t][2] *= c1;
+                st.o[t][3] *= c1;
+            }
+        }
+    }
     float r0 = 0.0f, r1 = 0.0f;
 #pragma unroll
     for (int nt = 0; nt < 2; nt++)
 #pragma unroll
-        for (int e = 0; e < 4; e++) {
-            sc[nt][e] = exp2f(sc[nt][e] - (e < 2 ? n0 : n1));
+        for (int e = 0; e < NE; e++) {
+            sc[nt][e] = gg_ex2(sc[nt][e] - (e < 2 ? st.m0 : st.m1));
             if (e < 2)
                 r0 += sc[nt][e];
             else
                 r1 += sc[nt][e];
         }
-    st.l0 = st.l0 * c0 + r0;
-    st.l1 = st.l1 * c1 + r1;
-    uint32_t ph[4], pl[4];
+    st.l0 += r0;
+    if (HI)
+        st.l1 += r1;
+    uint32_t ph[4] = {0u, 0u, 0u, 0u}, pl[4] = {0u, 0u, 0u, 0u};
     at_split<DT>(sc[0][0], sc[0][1], ph[0], pl[0]);
-    at_split<DT>(sc[0][2], sc[0][3], ph[1], pl[1]);
     at_split<DT>(sc[1][0], sc[1][1], ph[2], pl[2]);
-    at_split<DT>(sc[1][2], sc[1][3], ph[3], pl[3]);
+    if (HI) {
+        at_split<DT>(sc[0][2], sc[0][3], ph[1], pl[1]);
+        at_split<DT>(sc[1][2], sc[1][3], ph[3], pl[3]);
+    }
 #pragma unroll
     for (int t = 0; t < DPL; t++) {
-        st.o[t][0] *= c0;
-        st.o[t][1] *= c0;
-        st.o[t][2] *= c1;
-        st.o[t][3] *= c1;
         /* positions 2 tig, 2 tig + 1 (and + 8) of dim gid * DPL + t */
         const unsigned sel = (t & 1) ? 0x7632u : 0x5410u;
         const uint32_t bb[2] = {__byte_perm(r.vw[0][t / 2], r.vw[1][t / 2], sel),
@@ -629,6 +724,10 @@ static __device__ __forceinline__ void at_tile(at_state<DH> &st, const at_tile_r
  * chunk's max (base 2) and sum, padded to a 16-byte multiple so that the
  * merge reads a lane's dims and a chunk's (max, sum) with vector loads. */
 #define GG_AT_W(dh) ((dh) + 4)
+/* chunks at_merge takes in one L2 round trip; the pick counts each further
+ * one as a chunk's start (H100, batch 1, context 32768: 33 chunks took
+ * 32.0 us, 32 chunks 30.7) */
+#define GG_AT_MERGE_CH(dh) ((dh) <= 64 ? 32 : 16)
 
 template <int N> struct at_fvec;
 template <> struct at_fvec<1> {
@@ -668,7 +767,7 @@ static __device__ __forceinline__ void at_merge(const float *part, unsigned *cnt
                                                 uint16_t *y, int64_t row0, int Ga, int nsplit,
                                                 int len)
 {
-    enum { VPL = DH / 32, W = GG_AT_W(DH), CH = DH <= 64 ? 32 : 16 };
+    enum { VPL = DH / 32, W = GG_AT_W(DH), CH = GG_AT_MERGE_CH(DH) };
     typedef dt<DT> D;
     __shared__ int s_last;
     const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
@@ -739,11 +838,12 @@ static __device__ __forceinline__ void at_merge(const float *part, unsigned *cnt
 #define GG_AT_SROW(dh) ((dh) + (dh) / 32)
 
 /* One block: (chunk blockIdx.x, q group blockIdx.y, row and kv head
- * blockIdx.z), GG_AT_WARPS warps.  PIPE: a warp's tiles pass through a ring
- * of three in registers (Dh <= 64), else one at a time.  ncl > 0: the
+ * blockIdx.z), GG_AT_WARPS warps.  RING 3: a warp's tiles pass through a
+ * ring of three in registers (Dh <= 64); 1: one tile and the next one's K.
+ * HI: more than 8 q heads a block (at_tile).  ncl > 0: the
  * launch is a cluster of ncl blocks, the chunks of one group (nsplit ==
  * ncl), merged through shared memory. */
-template <int DT, int DH, bool PIPE>
+template <int DT, int DH, int RING, bool HI>
 __global__ void __launch_bounds__(GG_AT_WARPS * 32)
     k_attention_mma(const uint16_t *q, const uint16_t *k, const uint16_t *v, const int32_t *lens,
                     uint16_t *y, float *part, unsigned *cnt, int Hq, int Hkv, int S, int G,
@@ -765,8 +865,12 @@ __global__ void __launch_bounds__(GG_AT_WARPS * 32)
     const int64_t row0 = (int64_t)b * Hq + h0;
 
     uint32_t qa[KW], qb[KW]; /* heads gid and gid + 8 */
-    at_load<KW>(qa, q + (row0 + gid) * DH + tig * KC, gid < Ga);
-    at_load<KW>(qb, q + (row0 + gid + 8) * DH + tig * KC, gid + 8 < Ga);
+    at_load<KW, 4, false>(qa, q + (row0 + gid) * DH, tig, gid < Ga);
+    if (HI)
+        at_load<KW, 4, false>(qb, q + (row0 + gid + 8) * DH, tig, gid + 8 < Ga);
+    else
+        for (int i = 0; i < KW; i++)
+            qb[i] = 0u;
 
     int len = lens[b];
     len = len < 0 ? 0 : len > S ? S : len;
@@ -777,7 +881,7 @@ __global__ void __launch_bounds__(GG_AT_WARPS * 32)
     const int64_t ld = (int64_t)Hkv * DH;
     const uint16_t *kb = k + ((int64_t)b * S * Hkv + kh) * DH,
                    *vb = v + ((int64_t)b * S * Hkv + kh) * DH;
-    const uint16_t *kl = kb + gid * ld + tig * KC, *vl = vb + 2 * tig * ld + gid * DPL;
+    const uint16_t *kl = kb + gid * ld, *vl = vb + 2 * tig * ld;
     const int ntile = (j1 - j0 + 15) / 16;
     at_state<DH> st;
 #pragma unroll
@@ -785,7 +889,7 @@ __global__ void __launch_bounds__(GG_AT_WARPS * 32)
         st.o[t][0] = st.o[t][1] = st.o[t][2] = st.o[t][3] = 0.0f;
     st.m0 = st.m1 = -INFINITY;
     st.l0 = st.l1 = 0.0f;
-    if constexpr (PIPE) {
+    if constexpr (RING == 3) {
         /* three tiles of registers in a ring: two in flight while the third
          * is computed, so a warp's loads never stop for its arithmetic (the
          * tiles past the chunk are not fetched) */
@@ -797,25 +901,42 @@ __global__ void __launch_bounds__(GG_AT_WARPS * 32)
         for (; tl < ntile; tl += 3 * NW) {
             if (tl + 2 * NW < ntile)
                 at_fetch<DH>(r2, kl, vl, ld, j0 + (tl + 2 * NW) * 16, j1, gid, tig);
-            at_tile<DT, DH>(st, r0, qa, qb, j0 + tl * 16, j1, tig, qs);
+            at_tile<DT, DH, HI>(st, r0, qa, qb, j0 + tl * 16, j1, tig, qs);
             if (tl + NW >= ntile)
                 break;
             if (tl + 3 * NW < ntile)
                 at_fetch<DH>(r0, kl, vl, ld, j0 + (tl + 3 * NW) * 16, j1, gid, tig);
-            at_tile<DT, DH>(st, r1, qa, qb, j0 + (tl + NW) * 16, j1, tig, qs);
+            at_tile<DT, DH, HI>(st, r1, qa, qb, j0 + (tl + NW) * 16, j1, tig, qs);
             if (tl + 2 * NW >= ntile)
                 break;
             if (tl + 4 * NW < ntile)
                 at_fetch<DH>(r1, kl, vl, ld, j0 + (tl + 4 * NW) * 16, j1, gid, tig);
-            at_tile<DT, DH>(st, r2, qa, qb, j0 + (tl + 2 * NW) * 16, j1, tig, qs);
+            at_tile<DT, DH, HI>(st, r2, qa, qb, j0 + (tl + 2 * NW) * 16, j1, tig, qs);
         }
     } else {
-        /* one tile at a time: a second one in registers spills at Dh 128
-         * (255 registers; H100, batch 1, context 2048: 11.1 us against 9.5) */
-        for (int tl = wid; tl < ntile; tl += NW) {
-            at_tile_regs<DH> r;
-            at_fetch<DH>(r, kl, vl, ld, j0 + tl * 16, j1, gid, tig);
-            at_tile<DT, DH>(st, r, qa, qb, j0 + tl * 16, j1, tig, qs);
+        /* one tile in registers (a second one spills at Dh 128: 255
+         * registers; H100, batch 1, context 2048: 11.1 us against 9.5), and
+         * the next tile's K: its loads wait for no arithmetic, and its V's
+         * overlap the next tile's Q K^T */
+        at_tile_regs<DH> r;
+        uint32_t kn[2][KW];
+        int tl = wid;
+        at_fetch<DH>(r, kl, vl, ld, j0 + tl * 16, j1, gid, tig);
+        if (tl + NW < ntile)
+            at_fetch_k<DH>(kn, kl, ld, j0 + (tl + NW) * 16, j1, gid, tig);
+        while (tl < ntile) {
+            at_tile<DT, DH, HI>(st, r, qa, qb, j0 + tl * 16, j1, tig, qs);
+            tl += NW;
+            if (tl >= ntile)
+                break;
+#pragma unroll
+            for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+                for (int i = 0; i < KW; i++)
+                    r.kw[nt][i] = kn[nt][i];
+            at_fetch_v<DH>(r, vl, ld, j0 + tl * 16, j1, gid, tig);
+            if (tl + NW < ntile)
+                at_fetch_k<DH>(kn, kl, ld, j0 + (tl + NW) * 16, j1, gid, tig);
         }
     }
     float(&o)[DPL][4] = st.o;
@@ -835,7 +956,7 @@ __global__ void __launch_bounds__(GG_AT_WARPS * 32)
     for (int t = 0; t < DPL; t++)
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-            const int row = e < 2 ? gid : gid + 8, d = (2 * tig + (e & 1)) * DPL + t;
+            const int row = e < 2 ? gid : gid + 8, d = at_vdim<DPL>(2 * tig + (e & 1), t);
             so[(wid * 16 + row) * SR + d + d / 32] = o[t][e];
         }
     if (tig == 0) {
@@ -890,9 +1011,9 @@ __global__ void __launch_bounds__(GG_AT_WARPS * 32)
     gg_cluster_sync();
     for (int oi = s * NW * 32 + tid; oi < Ga * DH; oi += ncl * NW * 32) {
         const int g = oi / DH, d = oi % DH;
-        float mr[16], lr[16], orr[16], M = -INFINITY;
+        float mr[GG_AT_CLMAX], lr[GG_AT_CLMAX], orr[GG_AT_CLMAX], M = -INFINITY;
 #pragma unroll
-        for (int r = 0; r < 16; r++) {
+        for (int r = 0; r < GG_AT_CLMAX; r++) {
             mr[r] = -INFINITY, lr[r] = 0.0f, orr[r] = 0.0f;
             if (r < ncl) {
                 mr[r] = gg_cluster_ld(cp + G * DH + g, (unsigned)r);
@@ -901,11 +1022,11 @@ __global__ void __launch_bounds__(GG_AT_WARPS * 32)
             }
         }
 #pragma unroll
-        for (int r = 0; r < 16; r++)
+        for (int r = 0; r < GG_AT_CLMAX; r++)
             M = fmaxf(M, mr[r]);
         float O = 0.0f, L = 0.0f;
 #pragma unroll
-        for (int r = 0; r < 16; r++) {
+        for (int r = 0; r < GG_AT_CLMAX; r++) {
             const float w = mr[r] == -INFINITY ? 0.0f : exp2f(mr[r] - M);
             O += w * orr[r];
             L += w * lr[r];
@@ -925,9 +1046,30 @@ static size_t at_shm(int Dh, int G)
            sizeof(float);
 }
 
+/* Blocks of k_attention_mma<DT, DH, RING, HI> a multiprocessor holds (2 when
+ * the runtime does not say), asked once a context. */
+template <int DT, int DH, int RING, bool HI>
+static int at_per_sm(gg_gpu_ctx *c)
+{
+    int *slot = &c->attn_occ[DT == GG_DT_BF16][DH == 32 ? 0 : DH == 64 ? 1 : 2][HI];
+    if (*slot == 0) {
+        int n = 0;
+        if (hipOccupancyMaxActiveBlocksPerMultiprocessor(&n, k_attention_mma<DT, DH, RING, HI>,
+                                                         GG_AT_WARPS * 32,
+                                                         at_shm(DH, HI ? GG_AT_GMAX : 8)) !=
+                hipSuccess ||
+            n < 1) {
+            (void)hipGetLastError();
+            n = 2;
+        }
+        *slot = n;
+    }
+    return *slot;
+}
+
 /* ncl > 0: a cluster of ncl blocks, one a chunk (ns == ncl).  hipSuccess, or
  * the cluster launch's error (nothing launched). */
-template <int DT, int DH, bool PIPE>
+template <int DT, int DH, int RING, bool HI>
 static hipError_t at_launch(gg_gpu_ctx *c, dim3 grid, const gg_tensor *in, const gg_tensor *out,
                             int Hq, int Hkv, int S, int G, int ns, float qs, int ncl)
 {
@@ -937,25 +1079,12 @@ static hipError_t at_launch(gg_gpu_ctx *c, dim3 grid, const gg_tensor *in, const
     uint16_t *yp = (uint16_t *)out[0].data;
     const size_t shm = at_shm(DH, G);
     if (ncl > 0)
-        return gg_hip_launch_cluster(k_attention_mma<DT, DH, PIPE>, grid, dim3(GG_AT_WARPS * 32), shm,
+        return gg_hip_launch_cluster(k_attention_mma<DT, DH, RING, HI>, grid, dim3(GG_AT_WARPS * 32), shm,
                                      c->stream, (unsigned)ncl, qp, kp, vp, lp, yp, c->attn_part,
                                      c->attn_cnt, Hq, Hkv, S, G, ns, qs, ncl);
-    k_attention_mma<DT, DH, PIPE><<<grid, GG_AT_WARPS * 32, shm, c->stream>>>(
+    k_attention_mma<DT, DH, RING, HI><<<grid, GG_AT_WARPS * 32, shm, c->stream>>>(
         qp, kp, vp, lp, yp, c->attn_part, c->attn_cnt, Hq, Hkv, S, G, ns, qs, 0);
     return hipSuccess;
-}
-
-/* Clusters of 16 for every instantiation; 0 when allowed. */
-template <int DT> static int at_allow_cluster(void)
-{
-    int rc = 0;
-#define GG_AT_BIG(dh, pipe)                                                                    \
-    rc |= gg_hip_allow_big_cluster((const void *)k_attention_mma<DT, dh, pipe>) != hipSuccess
-    GG_AT_BIG(32, true);
-    GG_AT_BIG(64, true);
-    GG_AT_BIG(128, false);
-#undef GG_AT_BIG
-    return rc;
 }
 
 /* Whether every tensor-core instantiation of DT carries the sm_90 cluster
@@ -963,29 +1092,33 @@ template <int DT> static int at_allow_cluster(void)
 template <int DT>
 static bool at_cluster_code(void)
 {
-    return gg_hip_func_ptx_arch((const void *)k_attention_mma<DT, 32, true>) >= 90 &&
-           gg_hip_func_ptx_arch((const void *)k_attention_mma<DT, 64, true>) >= 90 &&
-           gg_hip_func_ptx_arch((const void *)k_attention_mma<DT, 128, false>) >= 90;
+    return gg_hip_func_ptx_arch((const void *)k_attention_mma<DT, 32, 3, false>) >= 90 &&
+           gg_hip_func_ptx_arch((const void *)k_attention_mma<DT, 32, 3, true>) >= 90 &&
+           gg_hip_func_ptx_arch((const void *)k_attention_mma<DT, 64, 3, false>) >= 90 &&
+           gg_hip_func_ptx_arch((const void *)k_attention_mma<DT, 64, 3, true>) >= 90 &&
+           gg_hip_func_ptx_arch((const void *)k_attention_mma<DT, 128, 1, false>) >= 90 &&
+           gg_hip_func_ptx_arch((const void *)k_attention_mma<DT, 128, 1, true>) >= 90;
 }
 
-/* The largest cluster the device takes (0: none, sm_90 and later: 16, or 8
- * where more than the portable 8 is refused). */
+/* The largest cluster the kernel launches with: GG_AT_CLMAX on sm_90 and
+ * later (the portable size), 0 (none) elsewhere. */
 static int attention_mma_init(gg_gpu_ctx *c)
 {
-    c->attn_cluster = 16;
-    if (!c->mma) {
-        c->attn_cluster = 0;
-        return 0;
-    }
+    c->attn_cluster = GG_AT_CLMAX;
     int major = 0;
-    if (hipDeviceGetAttribute(&major, hipDeviceAttributeComputeCapabilityMajor, c->device) !=
+    if (!c->mma ||
+        hipDeviceGetAttribute(&major, hipDeviceAttributeComputeCapabilityMajor, c->device) !=
             hipSuccess ||
         major < 9 || !at_cluster_code<GG_DT_F16>() || !at_cluster_code<GG_DT_BF16>())
         c->attn_cluster = 0;
-    else if (c->attn_cluster > 8 &&
-             (at_allow_cluster<GG_DT_F16>() || at_allow_cluster<GG_DT_BF16>()))
-        c->attn_cluster = 8;
     (void)hipGetLastError();
+    /* GFXGRAPH_ATTN_CLUSTER=n: clusters of at most n blocks (0: none), for
+     * comparisons */
+    const int cl = env_small("GFXGRAPH_ATTN_CLUSTER", c->attn_cluster, c->attn_cluster);
+    int p2 = 0;
+    while (p2 == 0 ? cl >= 2 : p2 * 2 <= cl)
+        p2 = p2 == 0 ? 2 : p2 * 2;
+    c->attn_cluster = p2;
     return 0;
 }
 
@@ -1012,41 +1145,47 @@ static int launch_mma(gg_gpu_ctx *c, const gg_tensor *in, const gg_tensor *out, 
         /* positions in 32 bits; the grid's y and z within 65535 */
         if (S > INT_MAX / 2 || rows * Hkv > 65535 || nqg > 65535 || groups > INT_MAX)
             return 1;
-        /* about two blocks a multiprocessor (~220 registers a thread), and
-         * chunks of at least a tile a warp (H100, context 2048: chunks of 128
-         * positions, half the blocks, took 14.5 us against 11.2 with 64) */
-        const int ns = pick_split(c, rows, Hq, S, GG_AT_W(Dh), groups, 2, 16 * 4);
+        /* the blocks a multiprocessor holds (registers), and chunks of at
+         * least a tile a warp (H100, context 2048: chunks of 128 positions,
+         * half the blocks, took 14.5 us against 11.2 with 64) */
+#define GG_AT_OCC(dh, ring_hi, ring_lo)                                                        \
+    (G > 8 ? at_per_sm<DT, dh, ring_hi, true>(c) : at_per_sm<DT, dh, ring_lo, false>(c))
+        const int per_sm = Dh == 32 ? GG_AT_OCC(32, 3, 3)
+                           : Dh == 64 ? GG_AT_OCC(64, 3, 3)
+                                      : GG_AT_OCC(128, 1, 1);
+#undef GG_AT_OCC
+        const int ns = pick_split(c, rows, Hq, S, GG_AT_W(Dh), groups, per_sm, 16 * 4,
+                                  GG_AT_MERGE_CH(Dh));
         /* the chunks of a group as one cluster that merges through shared
-         * memory, where no chunk is lost to it (the cluster holds every
-         * chunk: batch 16 at context 2048, 2 chunks) or the chunks stay
-         * short (batch 1 at short contexts, where the launch is one chain of
-         * round trips and the global merge's fence, counter and loads are a
-         * third of it) */
+         * memory, where the cluster holds every chunk the pick wants (batch
+         * 16 at context 2048: 2; batch 1 at context 512: 8), of at most
+         * GG_AT_CLMAX blocks.  H100: a cluster that held fewer, longer chunks than the
+         * pick (batch 1, context 2048, Dh 64: 8 of 256 positions) took 7.0
+         * us against 6.9 for the pick's 32 merged through global memory;
+         * clusters of 16 pack two blocks a multiprocessor on half of them
+         * (Dh 128: 9.4 us against 9.0) */
         int ncl = 0;
-        /* at most 8 blocks where a warp's ring keeps two tiles in flight
-         * (H100, batch 1, context 2048, Dh 64: 7.0-7.2 us with 8 chunks of
-         * 256 positions, 7.3-7.4 with 16 of 128); 16 at Dh 128, whose warps
-         * take their tiles one by one */
-        const int clmax = Dh == 128 ? c->attn_cluster : c->attn_cluster < 8 ? c->attn_cluster : 8;
-        if (clmax >= 2 && ns > 1) {
-            int cl = 2;
-            while (cl < ns && cl < clmax)
-                cl *= 2;
-            if (cl >= ns || (S + cl - 1) / cl <= GG_AT_CLUSTER_CHUNK)
-                ncl = cl;
+        const int clmax = c->attn_cluster;
+        if (clmax >= 2 && ns > 1 && ns <= clmax) {
+            ncl = 2;
+            while (ncl < ns)
+                ncl *= 2;
         }
         const float qs = scale * 1.44269504088896341f; /* log2(e) */
         for (;;) {
             const int n = ncl > 0 ? ncl : ns;
             const dim3 grid((unsigned)n, (unsigned)nqg, (unsigned)(rows * Hkv));
             hipError_t e;
-#define GG_AT_GO(dh, p) e = at_launch<DT, dh, p>(c, grid, in, out, Hq, Hkv, (int)S, G, n, qs, ncl)
+#define GG_AT_GO(dh, ring_hi, ring_lo)                                                         \
+    e = G > 8                                                                                  \
+            ? at_launch<DT, dh, ring_hi, true>(c, grid, in, out, Hq, Hkv, (int)S, G, n, qs, ncl) \
+            : at_launch<DT, dh, ring_lo, false>(c, grid, in, out, Hq, Hkv, (int)S, G, n, qs, ncl)
             if (Dh == 32)
-                GG_AT_GO(32, true);
+                GG_AT_GO(32, 3, 3);
             else if (Dh == 64)
-                GG_AT_GO(64, true);
+                GG_AT_GO(64, 3, 3);
             else
-                GG_AT_GO(128, false);
+                GG_AT_GO(128, 1, 1);
 #undef GG_AT_GO
             if (e == hipSuccess || ncl == 0)
                 return 0;
@@ -1126,7 +1265,7 @@ static int launch_split(gg_gpu_ctx *c, const gg_tensor *in, const gg_tensor *out
     const int64_t groups = rows * Hkv * nqg;
     if (groups > INT_MAX)
         return 1;
-    const int ns = pick_split(c, rows, Hq, S, Dh + 2, groups, 2, GG_AS_MIN_CHUNK);
+    const int ns = pick_split(c, rows, Hq, S, Dh + 2, groups, 2, GG_AS_MIN_CHUNK, 0);
     /* shared memory: the block's sum, then (reused) the merge's weights */
     size_t shm = (size_t)nw * G * Dh;
     if (shm < (size_t)G * (ns + 1))

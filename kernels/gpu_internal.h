@@ -81,11 +81,15 @@ struct gg_gpu_ctx {
     int attn_split_off; /* GFXGRAPH_ATTN_SPLIT=0: the one-block-per-head kernel */
     /* the last chunk-count pick (a scan of up to 256 counts, ~1.3 us on the
      * host at long contexts) and what it was picked for */
-    int64_t attn_pick_key[5];
+    int64_t attn_pick_key[6];
     int attn_pick_ns;
     /* the largest thread-block cluster the tensor-core attention kernel
      * launches with (0: no clusters) */
     int attn_cluster;
+    int attn_ns_force; /* GFXGRAPH_ATTN_CHUNKS=n: n chunks a row, for comparisons */
+    /* blocks of the tensor-core attention kernel a multiprocessor holds,
+     * [bf16][Dh 32/64/128][more than 8 q heads a block]; 0 until asked */
+    int attn_occ[2][3][2];
     int mma;            /* mma.sync runs here (NVIDIA sm_80+): linear's and attention's
                          * tensor-core kernels */
     /* f32 linear from 8 rows (gpu_linear.hip): the largest cluster it may

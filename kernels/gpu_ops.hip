@@ -286,22 +286,10 @@ template <int E> struct ew_has_b {
     enum { value = (E == E_ADD || E == E_MUL || E == E_SILU_MUL) };
 };
 
-/* The hardware exp2 and reciprocal, one MUFU instruction each: the forms
- * with denormal handling (__expf, __fdividef) add a range test and two
- * multiplies around each, and at the copy rate silu and gelu tanh then spent
- * ~1.5% more time than copy.  Flushing denormals changes nothing here: an
- * exp2 that small is added to 1, and the reciprocal's input is >= 1. */
-static __device__ __forceinline__ float ew_ex2(float x)
-{
-#if defined(GFXGRAPH_HIP_CUDA)
-    float r;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
-    return r;
-#else
-    return exp2f(x);
-#endif
-}
-
+/* The hardware reciprocal, one MUFU instruction (gg_ex2 likewise for exp2):
+ * the forms with denormal handling (__expf, __fdividef) add a range test and
+ * two multiplies around each, and at the copy rate silu and gelu tanh then
+ * spent ~1.5% more time than copy.  The reciprocal's input is >= 1. */
 static __device__ __forceinline__ float ew_rcp(float x)
 {
 #if defined(GFXGRAPH_HIP_CUDA)
@@ -333,12 +321,12 @@ template <int E> static __device__ __forceinline__ float ew(float a, float b, fl
          * and keeps gelu(+inf) = +inf, as PyTorch and the cpu reference. */
         const float c1 = 2.0f * 0.79788456080286536f * 1.4426950408889634f; /* 2 sqrt(2/pi) log2 e */
         const float c2 = c1 * 0.044715f;
-        return a * ew_rcp(1.0f + ew_ex2(-a * fmaf(c2, a * a, c1)));
+        return a * ew_rcp(1.0f + gg_ex2(-a * fmaf(c2, a * a, c1)));
     }
     case E_SILU:
-        return a * ew_rcp(1.0f + ew_ex2(a * -1.4426950408889634f));
+        return a * ew_rcp(1.0f + gg_ex2(a * -1.4426950408889634f));
     case E_SILU_MUL:
-        return a * ew_rcp(1.0f + ew_ex2(a * -1.4426950408889634f)) * b;
+        return a * ew_rcp(1.0f + gg_ex2(a * -1.4426950408889634f)) * b;
     }
     return a;
 }

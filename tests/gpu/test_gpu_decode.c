@@ -91,16 +91,31 @@ static gg_tensor T(void *p, gg_dtype dt, int nd, int64_t d0, int64_t d1, int64_t
 
 /* attention_decode at one shape: q, k, v random, lens as given (B of them),
  * scale 0 for the default 1/sqrt(Dh). */
-static void attn_case(gg_dtype dt, int64_t B, int64_t Hq, int64_t Hkv, int64_t S, int64_t Dh,
-                      const int32_t *lens_in, double scale, uint64_t *seed)
+/* ramp: 0 random scores; 1 scores that rise along the positions by ~46 in
+ * base 2 (q's elements all positive, K's shifted by 4 p / S), so that the
+ * kernels' running max is raised again and again; -1 the same falling (the
+ * max in the first tile). */
+static void attn_case_ramp(gg_dtype dt, int64_t B, int64_t Hq, int64_t Hkv, int64_t S,
+                           int64_t Dh, const int32_t *lens_in, double scale, int ramp,
+                           uint64_t *seed)
 {
     int32_t *lens = malloc(sizeof(int32_t) * (size_t)B);
     memcpy(lens, lens_in, sizeof(int32_t) * (size_t)B);
     void *q = malloc(B * Hq * Dh * 4), *k = malloc(B * S * Hkv * Dh * 4),
          *v = malloc(B * S * Hkv * Dh * 4), *y = calloc(B * Hq * Dh, 4);
     dref_fill(q, NULL, dt, B * Hq * Dh, seed, 2.0);
-    dref_fill(k, NULL, dt, B * S * Hkv * Dh, seed, 2.0);
+    dref_fill(k, NULL, dt, B * S * Hkv * Dh, seed, ramp ? 0.5 : 2.0);
     dref_fill(v, NULL, dt, B * S * Hkv * Dh, seed, 1.0);
+    if (ramp) {
+        for (int64_t i = 0; i < B * Hq * Dh; i++)
+            gg_store(q, dt, i, fabsf(gg_load(q, dt, i)));
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t p = 0; p < S; p++) {
+                const float sh = 4.0f * (float)(ramp > 0 ? p : S - 1 - p) / (float)S;
+                for (int64_t i = ((b * S + p) * Hkv) * Dh; i < ((b * S + p + 1) * Hkv) * Dh; i++)
+                    gg_store(k, dt, i, gg_load(k, dt, i) + sh);
+            }
+    }
     gg_tensor in[4] = {T(q, dt, 3, B, Hq, Dh, 0), T(k, dt, 4, B, S, Hkv, Dh),
                        T(v, dt, 4, B, S, Hkv, Dh), T(lens, GG_DT_I32, 1, B, 0, 0, 0)};
     gg_tensor out = T(y, dt, 3, B, Hq, Dh, 0);
@@ -110,13 +125,21 @@ static void attn_case(gg_dtype dt, int64_t B, int64_t Hq, int64_t Hkv, int64_t S
     if (scale != 0.0)
         a.v[0] = scale;
     char label[200];
-    int o = snprintf(label, sizeof label, "attention_decode %s B %lld Hq %lld Hkv %lld S %lld Dh %lld%s lens",
+    int o = snprintf(label, sizeof label,
+                     "attention_decode %s B %lld Hq %lld Hkv %lld S %lld Dh %lld%s%s lens",
                      gg_dtype_name(dt), (long long)B, (long long)Hq, (long long)Hkv, (long long)S,
-                     (long long)Dh, scale != 0.0 ? " scale" : "");
+                     (long long)Dh, scale != 0.0 ? " scale" : "",
+                     ramp > 0 ? " rising" : ramp < 0 ? " falling" : "");
     for (int64_t i = 0; i < B && o > 0 && o < (int)sizeof label - 12; i++)
         o += snprintf(label + o, sizeof label - (size_t)o, " %d", (int)lens[i]);
     run_case(label, op, in, 4, &out, scale != 0.0 ? &a : NULL, 0, -1);
     free(q), free(k), free(v), free(y), free(lens);
+}
+
+static void attn_case(gg_dtype dt, int64_t B, int64_t Hq, int64_t Hkv, int64_t S, int64_t Dh,
+                      const int32_t *lens_in, double scale, uint64_t *seed)
+{
+    attn_case_ramp(dt, B, Hq, Hkv, S, Dh, lens_in, scale, 0, seed);
 }
 
 /* attention_decode captured once into a graph and replayed with other lens
@@ -409,18 +432,31 @@ int main(int argc, char **argv)
             attn_case(dt, 16, 32, 8, 2048, 64, l16, 0.0, &seed);
             const int32_t l3[3] = {4001, 4096, 77};
             attn_case(dt, 3, 16, 4, 4096, 32, l3, 0.0, &seed); /* Dh 32, many tiles a warp */
-            /* Dh 128 at batch 1: the chunks of a group in one cluster of 16
-             * (sm_90) that merges in shared memory; GQA 1 and 8 with lens 0,
-             * S and odd */
+            /* Dh 128 at batch 1: 16 chunks of two tiles a warp (the second
+             * one's K loaded with the first), merged through global memory;
+             * GQA 1, 4, 8 and 16 (all 16 rows of the mma) with lens 0, S and
+             * odd */
             attn_case(dt, 1, 32, 8, 2048, 128, one, 0.0, &seed);
             attn_case(dt, 1, 32, 8, 2048, 128, odd, 0.0, &seed);
             const int32_t l3c[3] = {0, 2048, 1999};
             attn_case(dt, 3, 8, 8, 2048, 128, l3c, 0.0, &seed);
             attn_case(dt, 3, 8, 1, 2048, 128, l3c, 0.0, &seed);
+            attn_case(dt, 3, 32, 2, 2048, 128, l3c, 0.0, &seed);
             /* more chunks than a cluster holds (context 16384 at batch 1):
              * merged through global memory, two batches of loads */
             const int32_t ll[1] = {16383};
             attn_case(dt, 1, 32, 8, 16384, 64, ll, 0.0, &seed);
+            /* scores rising along the chunk (the running max raised tile
+             * after tile) and falling (raised once), GQA 4 and 12, Dh 64
+             * and 128, one chunk, clusters and the global merge */
+            const int32_t lr[2] = {4096, 3001};
+            for (int rp = -1; rp <= 1; rp += 2) {
+                attn_case_ramp(dt, 2, 32, 8, 4096, 64, lr, 0.0, rp, &seed);
+                attn_case_ramp(dt, 2, 24, 2, 4096, 64, lr, 0.0, rp, &seed);
+                attn_case_ramp(dt, 2, 32, 8, 4096, 128, lr, 0.0, rp, &seed);
+                attn_case_ramp(dt, 1, 32, 8, 2048, 64, lr, 0.0, rp, &seed);
+                attn_case_ramp(dt, 1, 32, 8, 100, 64, lr + 1, 0.0, rp, &seed);
+            }
             attn_graph_case(dt, &seed);
         }
         for (int av = 0; av < 2; av++) { /* argmax: odd V (scalar), V 32000 (units) */
