@@ -823,6 +823,18 @@ static __device__ __forceinline__ void gg_cluster_sync(void)
 #endif
 }
 
+/* This block's rank in its cluster (0 outside one). */
+static __device__ __forceinline__ unsigned gg_cluster_rank(void)
+{
+#if defined(GFXGRAPH_HIP_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+    return r;
+#else
+    return 0;
+#endif
+}
+
 /* *p in the shared memory of block `rank` of the cluster (p: this block's
  * address of the same variable). */
 static __device__ __forceinline__ float gg_cluster_ld(const float *p, unsigned rank)

@@ -883,6 +883,11 @@ static hipblasLtHandle_t fz_lt_handle(void)
     return fz_lt_ok ? fz_lt_h : NULL;
 }
 
+int gg_gpu_fused_lt_usable(void)
+{
+    return fz_lt_handle() != NULL;
+}
+
 /* y[M,N] = act(x[M,K] w[N,K]^T + b) through the BLASLt: 0 when launched, 1
  * when it cannot take it (no handle or workspace, an activation it has no
  * epilogue for, no algorithm for the shape on this device: nothing

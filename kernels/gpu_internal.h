@@ -317,6 +317,14 @@ int gg_gpu_attention_split_launch(gg_gpu_ctx *c, gg_dtype dtype, const gg_tensor
                                   const gg_tensor *out, int64_t rows, int Hq, int Hkv, int64_t S,
                                   int Dh, float scale);
 
+/* ---- decode-step ops (gpu_decode.hip) ---------------------------------------------- */
+
+/* Decode-step op `op` of kind `kind` (K_EMBEDDING and after) on in/out, the
+ * operand counts already checked: 0, or a negative errno with the message
+ * set. */
+int gg_gpu_decode_launch(gg_gpu_ctx *c, const gg_op_def *op, int kind, const gg_tensor *in,
+                         int nin, const gg_tensor *out, const gg_op_attrs *attrs);
+
 /* ---- fused ops (gpu_fused.hip) ---------------------------------------------------- */
 
 /* Fused op `op` of kind `kind` (ops.h: gg_fused_kind) on in/out: 0, or a
@@ -325,5 +333,10 @@ int gg_gpu_fused_launch(gg_gpu_ctx *c, const gg_op_def *op, int kind, const gg_t
                         int nin, const gg_tensor *out, int nout, const gg_op_attrs *attrs);
 /* 1 when the fused op may call the vendor BLAS (warm it up before capture). */
 int gg_gpu_fused_needs_warmup(const gg_op_def *op);
+#if defined(GFXGRAPH_HAVE_BLASLT)
+/* 1 when the process's BLASLt handle exists and the device has kernels for
+ * it (made on the first call). */
+int gg_gpu_fused_lt_usable(void);
+#endif
 
 #endif

@@ -20,7 +20,6 @@
 #include <string.h>
 
 #if defined(GFXGRAPH_HIP_CUDA)
-#include <cooperative_groups.h>
 static void lmid_ctx_init(gg_gpu_ctx *c, int cc_major);
 #endif
 
@@ -90,8 +89,11 @@ int gg_gpu_linear_ctx_init(gg_gpu_ctx *c, int cc_major)
     }
 #elif defined(GFXGRAPH_HAVE_BLASLT)
     /* hipBLASLt without rocBLAS: the fused linear's Lt matmuls still want
-     * a workspace, allocated here, never during capture. */
+     * a workspace, allocated here, never during capture; none on a device
+     * hipBLASLt has no kernels for, where nothing would use it. */
     (void)cc_major;
+    if (!gg_gpu_fused_lt_usable())
+        return 0;
     const size_t ws_bytes = (size_t)32 << 20;
     hipError_t e = hipMalloc(&c->ws, ws_bytes);
     if (e != hipSuccess) {
@@ -494,9 +496,7 @@ __global__ void __launch_bounds__(GG_LMID_THREADS, 2) k_linear_mid(lmid_args a)
     static_assert((R * BN) % (S * T) == 0, "each rank reduces whole passes");
     static_assert(T % PR == 0 && R % RS == 0 && BN % RS == 0, "whole passes of copies");
     extern __shared__ __align__(16) float sm[];
-    namespace cg = cooperative_groups;
-    cg::cluster_group cl = cg::this_cluster();
-    const int rank = (int)cl.block_rank();
+    const int rank = (int)gg_cluster_rank();
     const int tid = threadIdx.x, wk = tid / 32, lane = tid % 32, tx = lane % 8, ty = lane / 8;
     const int n0 = blockIdx.y * BN, m0 = blockIdx.z * R;
     const int M = a.M, K = a.K, N = a.N;
@@ -590,7 +590,7 @@ __global__ void __launch_bounds__(GG_LMID_THREADS, 2) k_linear_mid(lmid_args a)
             v += red[w * R * RLD + at];
         red[at] = v; /* only this thread reads or writes at */
     }
-    cl.sync(); /* every rank's block sums are visible to the cluster */
+    gg_cluster_sync(); /* every rank's block sums are visible to the cluster */
     /* rank r: the r-th S-th of the tile, consecutive columns a warp */
     enum { SHARE = R * BN / S };
 #pragma unroll
@@ -599,7 +599,7 @@ __global__ void __launch_bounds__(GG_LMID_THREADS, 2) k_linear_mid(lmid_args a)
         float v = 0.0f;
 #pragma unroll
         for (int r = 0; r < S; r++)
-            v += cl.map_shared_rank(red, (unsigned)r)[row * RLD + col];
+            v += gg_cluster_ld(red + row * RLD + col, (unsigned)r);
         const int m = m0 + row, n = n0 + col;
         if (m < M && n < N) {
             if (a.b)
@@ -610,7 +610,7 @@ __global__ void __launch_bounds__(GG_LMID_THREADS, 2) k_linear_mid(lmid_args a)
             a.y[at] = a.act ? lmid_act(a.act, v, a.p) : v;
         }
     }
-    cl.sync(); /* no block leaves while another still reads its sums */
+    gg_cluster_sync(); /* no block leaves while another still reads its sums */
 #else
     (void)a;
 #endif
@@ -719,20 +719,11 @@ static void launch_linear_tiled(gg_gpu_ctx *c, const void *x, const void *w, con
 template <int S, bool VEC, int BK>
 static int lmid_launch_t(gg_gpu_ctx *c, const lmid_args &a)
 {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(S, (unsigned)((a.N + GG_LMID_COLS - 1) / GG_LMID_COLS),
-                       (unsigned)((a.M + GG_LMID_ROWS - 1) / GG_LMID_ROWS));
-    cfg.blockDim = dim3(GG_LMID_THREADS);
-    cfg.dynamicSmemBytes = GG_LMID_SMEM(BK);
-    cfg.stream = c->stream;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = S;
-    at[0].val.clusterDim.y = 1;
-    at[0].val.clusterDim.z = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = 1;
-    const cudaError_t e = cudaLaunchKernelEx(&cfg, k_linear_mid<S, VEC, BK>, a);
+    const dim3 grid(S, (unsigned)((a.N + GG_LMID_COLS - 1) / GG_LMID_COLS),
+                    (unsigned)((a.M + GG_LMID_ROWS - 1) / GG_LMID_ROWS));
+    const cudaError_t e = gg_hip_launch_cluster(k_linear_mid<S, VEC, BK>, grid,
+                                                dim3(GG_LMID_THREADS), GG_LMID_SMEM(BK),
+                                                c->stream, (unsigned)S, a);
     if (e == cudaErrorInvalidClusterSize || e == cudaErrorLaunchOutOfResources ||
         e == cudaErrorInvalidConfiguration) {
         /* a cluster this device (or its MPS or MIG share) cannot place:
@@ -768,8 +759,7 @@ template <int S, bool VEC, int BK> static cudaError_t lmid_attr_one(bool s16)
                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)GG_LMID_SMEM(BK));
     if (e == cudaSuccess && s16)
-        e = cudaFuncSetAttribute(k_linear_mid<S, VEC, BK>,
-                                 cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+        e = gg_hip_allow_big_cluster((const void *)k_linear_mid<S, VEC, BK>);
     return e;
 }
 
