@@ -667,9 +667,12 @@ static __device__ __forceinline__ void at_tile(at_state<DH> &st, const at_tile_r
         if (HI)
             mx1 = fmaxf(mx1, gg_shfl_xor(mx1, off));
     }
-    bool grow = mx0 > st.m0 + GG_AT_SLACK;
+    /* the difference, not m + slack: near 2^27 and past it m + 8 rounds to
+     * m + 16 in f32, and an f16 weight of 2^16 is inf (at the first tile m
+     * is -inf: the difference +inf) */
+    bool grow = mx0 - st.m0 > GG_AT_SLACK;
     if (HI)
-        grow = grow || mx1 > st.m1 + GG_AT_SLACK;
+        grow = grow || mx1 - st.m1 > GG_AT_SLACK;
     if (gg_warp_any(grow)) {
         const float n0 = fmaxf(st.m0, mx0), n1 = HI ? fmaxf(st.m1, mx1) : st.m1;
         const float c0 = gg_ex2(st.m0 - n0), c1 = HI ? gg_ex2(st.m1 - n1) : 1.0f;
@@ -1115,10 +1118,7 @@ static int attention_mma_init(gg_gpu_ctx *c)
     /* GFXGRAPH_ATTN_CLUSTER=n: clusters of at most n blocks (0: none), for
      * comparisons */
     const int cl = env_small("GFXGRAPH_ATTN_CLUSTER", c->attn_cluster, c->attn_cluster);
-    int p2 = 0;
-    while (p2 == 0 ? cl >= 2 : p2 * 2 <= cl)
-        p2 = p2 == 0 ? 2 : p2 * 2;
-    c->attn_cluster = p2;
+    c->attn_cluster = cl >= 2 ? cl : 0;
     return 0;
 }
 
@@ -1157,20 +1157,15 @@ static int launch_mma(gg_gpu_ctx *c, const gg_tensor *in, const gg_tensor *out, 
         const int ns = pick_split(c, rows, Hq, S, GG_AT_W(Dh), groups, per_sm, 16 * 4,
                                   GG_AT_MERGE_CH(Dh));
         /* the chunks of a group as one cluster that merges through shared
-         * memory, where the cluster holds every chunk the pick wants (batch
-         * 16 at context 2048: 2; batch 1 at context 512: 8), of at most
-         * GG_AT_CLMAX blocks.  H100: a cluster that held fewer, longer chunks than the
+         * memory, where the pick wants at most GG_AT_CLMAX chunks (batch 16
+         * at context 2048: 2; batch 1 at context 512: 8): a cluster of
+         * exactly that many blocks (any count up to 8, not only powers of
+         * two).  H100: a cluster that held fewer, longer chunks than the
          * pick (batch 1, context 2048, Dh 64: 8 of 256 positions) took 7.0
          * us against 6.9 for the pick's 32 merged through global memory;
          * clusters of 16 pack two blocks a multiprocessor on half of them
          * (Dh 128: 9.4 us against 9.0) */
-        int ncl = 0;
-        const int clmax = c->attn_cluster;
-        if (clmax >= 2 && ns > 1 && ns <= clmax) {
-            ncl = 2;
-            while (ncl < ns)
-                ncl *= 2;
-        }
+        int ncl = c->attn_cluster >= 2 && ns > 1 && ns <= c->attn_cluster ? ns : 0;
         const float qs = scale * 1.44269504088896341f; /* log2(e) */
         for (;;) {
             const int n = ncl > 0 ? ncl : ns;

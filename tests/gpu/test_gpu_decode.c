@@ -94,7 +94,9 @@ static gg_tensor T(void *p, gg_dtype dt, int nd, int64_t d0, int64_t d1, int64_t
 /* ramp: 0 random scores; 1 scores that rise along the positions by ~46 in
  * base 2 (q's elements all positive, K's shifted by 4 p / S), so that the
  * kernels' running max is raised again and again; -1 the same falling (the
- * max in the first tile). */
+ * max in the first tile); 2 a sawtooth rising by as much within every 128
+ * positions, so that a warp's next tile (64 positions on) passes its max by
+ * ~23 and the max is raised at nearly every tile of every chunk. */
 static void attn_case_ramp(gg_dtype dt, int64_t B, int64_t Hq, int64_t Hkv, int64_t S,
                            int64_t Dh, const int32_t *lens_in, double scale, int ramp,
                            uint64_t *seed)
@@ -111,7 +113,9 @@ static void attn_case_ramp(gg_dtype dt, int64_t B, int64_t Hq, int64_t Hkv, int6
             gg_store(q, dt, i, fabsf(gg_load(q, dt, i)));
         for (int64_t b = 0; b < B; b++)
             for (int64_t p = 0; p < S; p++) {
-                const float sh = 4.0f * (float)(ramp > 0 ? p : S - 1 - p) / (float)S;
+                const float sh = ramp == 2  ? 4.0f * (float)(p % 128) / 128.0f
+                                 : ramp > 0 ? 4.0f * (float)p / (float)S
+                                            : 4.0f * (float)(S - 1 - p) / (float)S;
                 for (int64_t i = ((b * S + p) * Hkv) * Dh; i < ((b * S + p + 1) * Hkv) * Dh; i++)
                     gg_store(k, dt, i, gg_load(k, dt, i) + sh);
             }
@@ -129,7 +133,7 @@ static void attn_case_ramp(gg_dtype dt, int64_t B, int64_t Hq, int64_t Hkv, int6
                      "attention_decode %s B %lld Hq %lld Hkv %lld S %lld Dh %lld%s%s lens",
                      gg_dtype_name(dt), (long long)B, (long long)Hq, (long long)Hkv, (long long)S,
                      (long long)Dh, scale != 0.0 ? " scale" : "",
-                     ramp > 0 ? " rising" : ramp < 0 ? " falling" : "");
+                     ramp == 2 ? " sawtooth" : ramp > 0 ? " rising" : ramp < 0 ? " falling" : "");
     for (int64_t i = 0; i < B && o > 0 && o < (int)sizeof label - 12; i++)
         o += snprintf(label + o, sizeof label - (size_t)o, " %d", (int)lens[i]);
     run_case(label, op, in, 4, &out, scale != 0.0 ? &a : NULL, 0, -1);
@@ -450,13 +454,25 @@ int main(int argc, char **argv)
              * after tile) and falling (raised once), GQA 4 and 12, Dh 64
              * and 128, one chunk, clusters and the global merge */
             const int32_t lr[2] = {4096, 3001};
-            for (int rp = -1; rp <= 1; rp += 2) {
+            for (int rp = -1; rp <= 2; rp += rp == -1 ? 2 : 1) {
                 attn_case_ramp(dt, 2, 32, 8, 4096, 64, lr, 0.0, rp, &seed);
                 attn_case_ramp(dt, 2, 24, 2, 4096, 64, lr, 0.0, rp, &seed);
                 attn_case_ramp(dt, 2, 32, 8, 4096, 128, lr, 0.0, rp, &seed);
+                attn_case_ramp(dt, 2, 32, 2, 4096, 128, lr, 0.0, rp, &seed);
                 attn_case_ramp(dt, 1, 32, 8, 2048, 64, lr, 0.0, rp, &seed);
                 attn_case_ramp(dt, 1, 32, 8, 100, 64, lr + 1, 0.0, rp, &seed);
+                attn_case_ramp(dt, 1, 32, 2, 100, 128, lr + 1, 0.0, rp, &seed);
+                attn_case_ramp(dt, 1, 24, 2, 100, 64, lr + 1, 0.0, rp, &seed);
             }
+            /* chunks in clusters (sm_90) of every size up to 8: batch 16 at
+             * Dh 128 (2 chunks), batch 1 at contexts the pick cuts into 5, 6
+             * and 7 chunks; with the sawtooth */
+            attn_case_ramp(dt, 16, 32, 8, 2048, 128, l16, 0.0, 2, &seed);
+            const int32_t l1c[1] = {447};
+            attn_case_ramp(dt, 1, 32, 8, 320, 64, l1c, 0.0, 2, &seed);
+            attn_case_ramp(dt, 1, 32, 8, 384, 64, l1c, 0.0, 2, &seed);
+            attn_case_ramp(dt, 1, 32, 8, 448, 64, l1c, 0.0, 2, &seed);
+            attn_case_ramp(dt, 1, 64, 4, 448, 128, l1c, 0.0, 2, &seed);
             attn_graph_case(dt, &seed);
         }
         for (int av = 0; av < 2; av++) { /* argmax: odd V (scalar), V 32000 (units) */
