@@ -706,12 +706,16 @@ static void launch_linear_tiled(gg_gpu_ctx *c, const void *x, const void *w, con
 /* Rows of f32 linear from which the clustered kernel runs, and up to which:
  * measured on an H100 at the four MLP shapes (bench_kernels, results
  * h100-linear-f32*.json), it costs what 32 rows cost from 2 rows on and
- * beats cuBLAS from 8 (at 8 it ties at K 1024 x N 4096 and wins the others
- * by 0.57-0.81x; below 8 cuBLAS's GEMV-like kernels win two of four); in
- * AUTO (and the fused linear_act) up to 32, where it wins all four; from 33
- * rows it reads w twice and only ties, so cuBLAS keeps them.  OWN mode (no
- * BLAS) takes it to 64 rather than the tiled GEMM. */
+ * beats cuBLAS from 8 (at 8 it wins three by 0.57-0.81x; below 8 cuBLAS's
+ * GEMV-like kernels win two of four); in AUTO (and the fused linear_act) up
+ * to 32, where it wins all four; from 33 rows it reads w twice and only
+ * ties, so cuBLAS keeps them.  OWN mode (no BLAS) takes it to 64 rather than
+ * the tiled GEMM.  At 8 rows and K up to GG_LMID_K8_BLAS cuBLAS keeps the
+ * shape in AUTO unless GFXGRAPH_LINEAR_MID forces a split: its 8-row kernel
+ * took 13.9 us at K 1024 x N 4096, this one 14.5-21.5 with each split and
+ * slice depth. */
 #define GG_LMID_MIN_ROWS 8
+#define GG_LMID_K8_BLAS 1024
 #define GG_LMID_AUTO_ROWS 32
 #define GG_LMID_OWN_ROWS 64
 
@@ -841,7 +845,9 @@ static int lmid_launch(gg_gpu_ctx *c, gg_dtype dtype, const void *x, const void 
 #if defined(GFXGRAPH_HIP_CUDA)
     if (dtype != GG_DT_F32 || !c->lmid_smax || c->linear_mode == GG_GPU_LINEAR_BLAS ||
         M < GG_LMID_MIN_ROWS || N > 65535 * GG_LMID_COLS ||
-        M > (c->linear_mode == GG_GPU_LINEAR_OWN ? GG_LMID_OWN_ROWS : GG_LMID_AUTO_ROWS))
+        M > (c->linear_mode == GG_GPU_LINEAR_OWN ? GG_LMID_OWN_ROWS : GG_LMID_AUTO_ROWS) ||
+        (c->linear_mode != GG_GPU_LINEAR_OWN && !c->lmid_s && M <= GG_LMID_MIN_ROWS &&
+         K <= GG_LMID_K8_BLAS))
         return 1;
     int s, bk;
     lmid_pick(c, M, K, N, &s, &bk);
