@@ -13,8 +13,9 @@
  * and writes y.
  *
  * On NVIDIA sm_80+ in f16/bf16 with Dh 32, 64 or 128 the block is 4 warps
- * doing the products on tensor cores (k_attention_mma), the same chunking,
- * partials and merge; elsewhere the CUDA-core kernel (k_attention_split).
+ * (8 at Dh 128 with GQA groups up to 8) doing the products on tensor cores
+ * (k_attention_mma), the same chunking, partials and merge; elsewhere the
+ * CUDA-core kernel (k_attention_split).
  * On sm_90 the tensor-core kernel's chunks of a group run as one thread-block
  * cluster where the cluster holds every chunk (up to 8: batch 1 at short
  * contexts, batch 16 at 2048): the blocks merge through each other's shared
@@ -488,7 +489,8 @@ static int pick_split(gg_gpu_ctx *c, int64_t rows, int Hq, int64_t S, int W,
  * through shared memory, else by the last block (at_merge: one L2 round
  * trip for up to 32 chunks at Dh <= 64, 16 at Dh 128).  At Dh <= 64 a
  * warp's tiles pass through a ring of three in registers, two loading while
- * one is computed; at Dh 128 a warp holds one tile and the next one's K.
+ * one is computed; at Dh 128 a warp holds one tile and the next one's K,
+ * in blocks of 8 warps where at most 8 q heads share them.
  *
  * At batch 1 the launch is one chain of dependent steps with 4 warps a
  * multiprocessor (ncu, H100, context 512: ~1300 instructions a warp at ~10
@@ -502,13 +504,22 @@ static int pick_split(gg_gpu_ctx *c, int64_t rows, int Hq, int64_t S, int W,
  * stages, fragment- or row-ordered; 5-50% slower past L2), at Dh 128 the
  * next tile staged through cp.async (9.9 us against 9.4), prefetching the
  * chunk into L2 before lens is read (no gain) or a warp's tiles 2-16 ahead
- * (5-20% slower past L2), 8 warps a block (clusters of 16 such blocks wait
- * for whole GPCs), three blocks a multiprocessor (168 registers: spills,
- * 10-20% slower), a second register tile at Dh 128 (it spills), rows 8-15
+ * (5-20% slower past L2), 8 warps a block at Dh 64 (clusters of 16 such
+ * blocks wait for whole GPCs), three blocks a multiprocessor (168
+ * registers: spills, 10-20% slower), a second register tile at Dh 128 (it
+ * spills), rows 8-15
  * of the mma dropped from the accumulators (more registers, 1% slower), Q
  * K^T in two chains of k-slices (1% slower past L2), __ldg or an L2
  * evict-first policy for K and V (no gain or slower). */
 #define GG_AT_WARPS 4
+/* A block's warps, and the rows of the mma a warp keeps for the block's sum
+ * (8 when heads gid + 8 are not in use).  Dh 128 with at most 8 q heads a
+ * block: 8 warps, one block a multiprocessor, so that at batch 1 a warp's
+ * share of a chunk is one tile (H100, context 2048: 8.4 us; 4 warps took
+ * their two tiles one after the other, 8.9). */
+template <int DH, bool HI> struct at_geo {
+    enum { NW = DH == 128 && !HI ? 8 : GG_AT_WARPS, RW = HI ? 16 : 8 };
+};
 #define GG_AT_GMAX 16
 #define GG_AT_CLMAX 8 /* blocks a cluster at most */
 
@@ -841,13 +852,13 @@ static __device__ __forceinline__ void at_merge(const float *part, unsigned *cnt
 #define GG_AT_SROW(dh) ((dh) + (dh) / 32)
 
 /* One block: (chunk blockIdx.x, q group blockIdx.y, row and kv head
- * blockIdx.z), GG_AT_WARPS warps.  RING 3: a warp's tiles pass through a
+ * blockIdx.z), at_geo's warps.  RING 3: a warp's tiles pass through a
  * ring of three in registers (Dh <= 64); 1: one tile and the next one's K.
  * HI: more than 8 q heads a block (at_tile).  ncl > 0: the
  * launch is a cluster of ncl blocks, the chunks of one group (nsplit ==
  * ncl), merged through shared memory. */
 template <int DT, int DH, int RING, bool HI>
-__global__ void __launch_bounds__(GG_AT_WARPS * 32)
+__global__ void __launch_bounds__(at_geo<DH, HI>::NW * 32)
     k_attention_mma(const uint16_t *q, const uint16_t *k, const uint16_t *v, const int32_t *lens,
                     uint16_t *y, float *part, unsigned *cnt, int Hq, int Hkv, int S, int G,
                     int nsplit, float qs, int ncl)
@@ -856,8 +867,8 @@ __global__ void __launch_bounds__(GG_AT_WARPS * 32)
     /* KC: K elements a lane reads a position (KW words), KT: mma k-slices
      * over Dh; DPL: V dims a lane reads a position (VW words) = P V mmas */
     enum { KC = DH / 4, KW = KC / 2, KT = DH / 16, DPL = DH / 8, VW = DPL / 2 };
-    enum { NW = GG_AT_WARPS };
-    extern __shared__ float smf[]; /* [NW][16][SROW], m, l [NW][16], partial */
+    enum { NW = at_geo<DH, HI>::NW, RW = at_geo<DH, HI>::RW };
+    extern __shared__ float smf[]; /* [NW][RW][SROW], m, l [NW][RW], partial */
     const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
     const int gid = lane >> 2, tig = lane & 3;
     /* the grid's three dims: no division for the block's place but one */
@@ -947,9 +958,9 @@ __global__ void __launch_bounds__(GG_AT_WARPS * 32)
 
     /* the block's warps: each wrote its rows, then one pass merges them */
     enum { SR = GG_AT_SROW(DH) };
-    float *so = smf, *sm = smf + NW * 16 * SR, *sl = sm + NW * 16;
+    float *so = smf, *sm = smf + NW * RW * SR, *sl = sm + NW * RW;
     /* in a cluster the block's partial stays here: [G][DH], max [G], sum [G] */
-    float *cp = sl + NW * 16;
+    float *cp = sl + NW * RW;
 #pragma unroll
     for (int off = 1; off < 4; off <<= 1) {
         l0 += gg_shfl_xor(l0, off);
@@ -958,15 +969,17 @@ __global__ void __launch_bounds__(GG_AT_WARPS * 32)
 #pragma unroll
     for (int t = 0; t < DPL; t++)
 #pragma unroll
-        for (int e = 0; e < 4; e++) {
+        for (int e = 0; e < (HI ? 4 : 2); e++) {
             const int row = e < 2 ? gid : gid + 8, d = at_vdim<DPL>(2 * tig + (e & 1), t);
-            so[(wid * 16 + row) * SR + d + d / 32] = o[t][e];
+            so[(wid * RW + row) * SR + d + d / 32] = o[t][e];
         }
     if (tig == 0) {
-        sm[wid * 16 + gid] = m0;
-        sm[wid * 16 + gid + 8] = m1;
-        sl[wid * 16 + gid] = l0;
-        sl[wid * 16 + gid + 8] = l1;
+        sm[wid * RW + gid] = m0;
+        sl[wid * RW + gid] = l0;
+        if (HI) {
+            sm[wid * RW + gid + 8] = m1;
+            sl[wid * RW + gid + 8] = l1;
+        }
     }
     __syncthreads();
     enum { W = GG_AT_W(DH) };
@@ -975,14 +988,14 @@ __global__ void __launch_bounds__(GG_AT_WARPS * 32)
         float M = -INFINITY;
 #pragma unroll
         for (int w = 0; w < NW; w++)
-            M = fmaxf(M, sm[w * 16 + g]);
+            M = fmaxf(M, sm[w * RW + g]);
         float O = 0.0f, L = 0.0f;
 #pragma unroll
         for (int w = 0; w < NW; w++) {
-            const float mw = sm[w * 16 + g];
+            const float mw = sm[w * RW + g];
             const float x = mw == -INFINITY ? 0.0f : exp2f(mw - M);
-            O += so[(w * 16 + g) * SR + d + d / 32] * x;
-            L += sl[w * 16 + g] * x;
+            O += so[(w * RW + g) * SR + d + d / 32] * x;
+            L += sl[w * RW + g] * x;
         }
         if (nsplit == 1) {
             y[(row0 + g) * DH + d] = D::st(len > 0 ? O / L : 0.0f);
@@ -1040,12 +1053,12 @@ __global__ void __launch_bounds__(GG_AT_WARPS * 32)
     gg_cluster_sync();
 }
 
-/* Dynamic shared memory of a k_attention_mma launch: the block's sum, the
- * warps' max and sum, the block's partial (clusters). */
-static size_t at_shm(int Dh, int G)
+/* Dynamic shared memory of a k_attention_mma<., DH, ., HI> launch: the
+ * block's sum, the warps' max and sum, the block's partial (clusters). */
+template <int DH, bool HI> static size_t at_shm(int G)
 {
-    return ((size_t)GG_AT_WARPS * 16 * GG_AT_SROW(Dh) + 2 * GG_AT_WARPS * 16 +
-            (size_t)G * (Dh + 2)) *
+    enum { NW = at_geo<DH, HI>::NW, RW = at_geo<DH, HI>::RW };
+    return ((size_t)NW * RW * GG_AT_SROW(DH) + 2 * NW * RW + (size_t)G * (DH + 2)) *
            sizeof(float);
 }
 
@@ -1058,8 +1071,8 @@ static int at_per_sm(gg_gpu_ctx *c)
     if (*slot == 0) {
         int n = 0;
         if (hipOccupancyMaxActiveBlocksPerMultiprocessor(&n, k_attention_mma<DT, DH, RING, HI>,
-                                                         GG_AT_WARPS * 32,
-                                                         at_shm(DH, HI ? GG_AT_GMAX : 8)) !=
+                                                         at_geo<DH, HI>::NW * 32,
+                                                         at_shm<DH, HI>(HI ? GG_AT_GMAX : 8)) !=
                 hipSuccess ||
             n < 1) {
             (void)hipGetLastError();
@@ -1080,12 +1093,13 @@ static hipError_t at_launch(gg_gpu_ctx *c, dim3 grid, const gg_tensor *in, const
                    *vp = (const uint16_t *)in[2].data;
     const int32_t *lp = (const int32_t *)in[3].data;
     uint16_t *yp = (uint16_t *)out[0].data;
-    const size_t shm = at_shm(DH, G);
+    const size_t shm = at_shm<DH, HI>(G);
+    const dim3 block(at_geo<DH, HI>::NW * 32);
     if (ncl > 0)
-        return gg_hip_launch_cluster(k_attention_mma<DT, DH, RING, HI>, grid, dim3(GG_AT_WARPS * 32), shm,
+        return gg_hip_launch_cluster(k_attention_mma<DT, DH, RING, HI>, grid, block, shm,
                                      c->stream, (unsigned)ncl, qp, kp, vp, lp, yp, c->attn_part,
                                      c->attn_cnt, Hq, Hkv, S, G, ns, qs, ncl);
-    k_attention_mma<DT, DH, RING, HI><<<grid, GG_AT_WARPS * 32, shm, c->stream>>>(
+    k_attention_mma<DT, DH, RING, HI><<<grid, block, shm, c->stream>>>(
         qp, kp, vp, lp, yp, c->attn_part, c->attn_cnt, Hq, Hkv, S, G, ns, qs, 0);
     return hipSuccess;
 }
@@ -1154,7 +1168,9 @@ static int launch_mma(gg_gpu_ctx *c, const gg_tensor *in, const gg_tensor *out, 
                            : Dh == 64 ? GG_AT_OCC(64, 3, 3)
                                       : GG_AT_OCC(128, 1, 1);
 #undef GG_AT_OCC
-        const int ns = pick_split(c, rows, Hq, S, GG_AT_W(Dh), groups, per_sm, 16 * 4,
+        const int nw = Dh == 128 ? (G > 8 ? (int)at_geo<128, true>::NW : (int)at_geo<128, false>::NW)
+                                 : GG_AT_WARPS;
+        const int ns = pick_split(c, rows, Hq, S, GG_AT_W(Dh), groups, per_sm, 16 * nw,
                                   GG_AT_MERGE_CH(Dh));
         /* the chunks of a group as one cluster that merges through shared
          * memory, where the pick wants at most GG_AT_CLMAX chunks (batch 16
