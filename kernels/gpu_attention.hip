@@ -517,8 +517,9 @@ static int pick_split(gg_gpu_ctx *c, int64_t rows, int Hq, int64_t S, int W,
  * block: 8 warps, one block a multiprocessor, so that at batch 1 a warp's
  * share of a chunk is one tile (H100, context 2048: 8.4 us; 4 warps took
  * their two tiles one after the other, 8.9). */
+#define GG_AT_NW(dh, hi) ((dh) == 128 && !(hi) ? 8 : GG_AT_WARPS)
 template <int DH, bool HI> struct at_geo {
-    enum { NW = DH == 128 && !HI ? 8 : GG_AT_WARPS, RW = HI ? 16 : 8 };
+    enum { NW = GG_AT_NW(DH, HI), RW = HI ? 16 : 8 };
 };
 #define GG_AT_GMAX 16
 #define GG_AT_CLMAX 8 /* blocks a cluster at most */
@@ -858,7 +859,7 @@ static __device__ __forceinline__ void at_merge(const float *part, unsigned *cnt
  * launch is a cluster of ncl blocks, the chunks of one group (nsplit ==
  * ncl), merged through shared memory. */
 template <int DT, int DH, int RING, bool HI>
-__global__ void __launch_bounds__(at_geo<DH, HI>::NW * 32)
+__global__ void __launch_bounds__(GG_AT_NW(DH, HI) * 32) /* HIP's macro splits at<a, b> */
     k_attention_mma(const uint16_t *q, const uint16_t *k, const uint16_t *v, const int32_t *lens,
                     uint16_t *y, float *part, unsigned *cnt, int Hq, int Hkv, int S, int G,
                     int nsplit, float qs, int ncl)
