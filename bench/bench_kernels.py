@@ -243,10 +243,12 @@ def targets(case, pct, ratio):
     has none; f32 linear (linear:lin32-auto) only the PyTorch ratio."""
     out = {}
     name = case["name"]
-    if ":" in name and not name.endswith("-auto"):
-        return out
-    past_l2 = case["sets"] == 1
-    if (case["op"] == "linear" and name == "linear") or past_l2:
+    if case["op"] == "linear":
+        if name != "linear" and not name.endswith("-auto"):
+            return out
+        if name == "linear":
+            out["pct_copy_ge_80"] = pct >= 80.0
+    elif case["sets"] == 1:
         out["pct_copy_ge_80"] = pct >= 80.0
     if ratio is not None:
         out["ratio_le_1"] = ratio <= 1.0

@@ -18,8 +18,9 @@
  * CUDA-core kernel (k_attention_split).
  * On sm_90 the tensor-core kernel's chunks of a group run as one thread-block
  * cluster where the cluster holds every chunk (up to 8: batch 1 at short
- * contexts, batch 16 at 2048): the blocks merge through each other's shared
- * memory, with no partials, fence or counter in global memory.
+ * contexts, batch 16 at 2048 with Dh 64): the blocks merge through each
+ * other's shared memory, with no partials, fence or counter in global
+ * memory.
  *
  * Chunks split the row's len (read on the device, clamped to [0, S]), not S:
  * every chunk gets the same share whatever len is.  The chunk count is picked
@@ -1175,7 +1176,7 @@ static int launch_mma(gg_gpu_ctx *c, const gg_tensor *in, const gg_tensor *out, 
                                   GG_AT_MERGE_CH(Dh));
         /* the chunks of a group as one cluster that merges through shared
          * memory, where the pick wants at most GG_AT_CLMAX chunks (batch 16
-         * at context 2048: 2; batch 1 at context 512: 8): a cluster of
+         * at context 2048, Dh 64: 2; batch 1 at context 512: 8): a cluster of
          * exactly that many blocks (any count up to 8, not only powers of
          * two).  H100: a cluster that held fewer, longer chunks than the
          * pick (batch 1, context 2048, Dh 64: 8 of 256 positions) took 7.0

@@ -465,9 +465,11 @@ int main(int argc, char **argv)
                 attn_case_ramp(dt, 1, 24, 2, 100, 64, lr + 1, 0.0, rp, &seed);
             }
             /* chunks in clusters (sm_90) of every size up to 8: batch 16 at
-             * Dh 128 (2 chunks), batch 1 at contexts the pick cuts into 5, 6
-             * and 7 chunks; with the sawtooth */
+             * Dh 128 (one pass on an H100) and batch 8 (2 chunks: a cluster
+             * of 2 blocks of 8 warps), batch 1 at contexts the pick cuts
+             * into 5, 6 and 7 chunks; with the sawtooth */
             attn_case_ramp(dt, 16, 32, 8, 2048, 128, l16, 0.0, 2, &seed);
+            attn_case_ramp(dt, 8, 32, 8, 2048, 128, l16 + 8, 0.0, 2, &seed);
             const int32_t l1c[1] = {447};
             attn_case_ramp(dt, 1, 32, 8, 320, 64, l1c, 0.0, 2, &seed);
             attn_case_ramp(dt, 1, 32, 8, 384, 64, l1c, 0.0, 2, &seed);
