@@ -802,6 +802,17 @@ static __device__ __forceinline__ uint4 gg_ld_stream16(const uint4 *p)
 #endif
 }
 
+/* A load that does not go through the (non-coherent) L1: data other blocks
+ * of the running kernel wrote (attention's partials). */
+static __device__ __forceinline__ float gg_ld_cg(const float *p)
+{
+#if defined(GFXGRAPH_HIP_CUDA)
+    return __ldcg(p);
+#else
+    return *(const volatile float *)p;
+#endif
+}
+
 /* Whether p holds on any lane of the warp (every lane calls it). */
 static __device__ __forceinline__ bool gg_warp_any(bool p)
 {

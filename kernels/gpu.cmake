@@ -23,13 +23,15 @@ set(_gg_gpu_dir ${CMAKE_CURRENT_LIST_DIR})
 # dispatch; gpu_decode.hip: the decode-step ops (embedding, rope,
 # cache_write, attention_decode's one-block kernel, argmax, cast);
 # gpu_linear.hip: linear (own kernels, vendor BLAS, mode choice);
-# gpu_attention.hip: attention_decode split along S (flash-decoding);
+# gpu_attention.hip: attention_decode split along S (flash-decoding), its
+# CUDA-core kernel and the chunk pick; gpu_attention_mma.hip: its
+# tensor-core kernel;
 # gpu_fused.hip: the daemon planner's fused ops (ops.h); gpu_probe.hip: the
 # read ceiling the kernel bench sets beside attention_decode;
 # gpu_internal.h: what they share (private: not an exported header).
 set(_gg_gpu_sources ${_gg_gpu_dir}/gpu_ops.hip ${_gg_gpu_dir}/gpu_decode.hip
-  ${_gg_gpu_dir}/gpu_linear.hip ${_gg_gpu_dir}/gpu_attention.hip ${_gg_gpu_dir}/gpu_fused.hip
-  ${_gg_gpu_dir}/gpu_probe.hip)
+  ${_gg_gpu_dir}/gpu_linear.hip ${_gg_gpu_dir}/gpu_attention.hip
+  ${_gg_gpu_dir}/gpu_attention_mma.hip ${_gg_gpu_dir}/gpu_fused.hip ${_gg_gpu_dir}/gpu_probe.hip)
 set(_gg_gpu_headers ${_gg_gpu_dir}/gg_hip.h ${_gg_gpu_dir}/gpu_ops.h ${_gg_gpu_dir}/ops.h
   ${_gg_gpu_dir}/gpu_internal.h)
 

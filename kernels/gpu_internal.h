@@ -303,7 +303,7 @@ int gg_gpu_linear_mid_launch(gg_gpu_ctx *c, gg_dtype dtype, const void *x, const
                              const void *b, void *h, void *y, int M, int K, int N, int act,
                              float p);
 
-/* ---- attention_decode split along S (gpu_attention.hip) ---------------------- */
+/* ---- attention_decode split along S (gpu_attention.hip, gpu_attention_mma.hip) - */
 
 /* The context's scratch for the split (allocated here, at context creation,
  * never at launch); a failed allocation leaves it NULL and returns 0. */
@@ -316,6 +316,23 @@ void gg_gpu_attention_ctx_fini(gg_gpu_ctx *c);
 int gg_gpu_attention_split_launch(gg_gpu_ctx *c, gg_dtype dtype, const gg_tensor *in,
                                   const gg_tensor *out, int64_t rows, int Hq, int Hkv, int64_t S,
                                   int Dh, float scale);
+
+/* The chunk count for a split launch of `groups` (row, kv head, q group)
+ * blocks a chunk, per_sm of them resident a multiprocessor, chunks of at
+ * least min_chunk positions, a merge taking merge_ch chunks a pass (0: any
+ * number), partials of W floats a q head; 1 is one pass.  Kept for the next
+ * launch of the same shape. */
+int gg_gpu_attention_pick(gg_gpu_ctx *c, int64_t rows, int Hq, int64_t S, int W, int64_t groups,
+                          int per_sm, int min_chunk, int merge_ch);
+
+/* The tensor-core kernel (gpu_attention_mma.hip): its cluster size and
+ * occupancy at context creation, and its launch, with the arguments of
+ * gg_gpu_attention_split_launch: 0 launched, 1 not a shape, dtype or
+ * device it takes. */
+void gg_gpu_attention_mma_init(gg_gpu_ctx *c);
+int gg_gpu_attention_mma_launch(gg_gpu_ctx *c, gg_dtype dtype, const gg_tensor *in,
+                                const gg_tensor *out, int64_t rows, int Hq, int Hkv, int64_t S,
+                                int Dh, float scale);
 
 /* ---- decode-step ops (gpu_decode.hip) ---------------------------------------------- */
 
