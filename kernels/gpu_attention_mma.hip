@@ -317,11 +317,11 @@ template <> struct at_fvec<4> {
 };
 
 /* The chunks' merge through global memory, by the last block of its (row,
- * kv head, q group) to finish (as gpu_attention.hip's merge_chunks): a warp a head, a lane
- * DH / 32 dims, every chunk's (max, sum) and dims loaded together, CH
- * chunks at a time, so that up to CH chunks cost one L2 round trip after
- * the counter (merge_chunks needs two, and more at Dh 128, where its
- * threads walk the outputs one after another). */
+ * kv head, q group) to finish (as gpu_attention.hip's merge_chunks): a warp
+ * a head, a lane DH / 32 dims, every chunk's (max, sum) and dims loaded
+ * together, CH chunks at a time, so that up to CH chunks cost one L2 round
+ * trip after the counter (merge_chunks needs two, and more at Dh 128, where
+ * its threads walk the outputs one after another). */
 template <int DT, int DH, int NW>
 static __device__ __forceinline__ void at_merge(const float *part, unsigned *cnt, int grpid,
                                                 uint16_t *y, int64_t row0, int Ga, int nsplit,
