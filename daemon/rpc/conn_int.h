@@ -1,5 +1,6 @@
-/* What rpc/conn.c (connections, reading, answering) and rpc/conn_fd.c
- * (descriptors on a connection) share; not for other modules. */
+/* What rpc/conn.c (connections, reading, handling requests), rpc/conn_write.c
+ * (answers leaving) and rpc/conn_fd.c (descriptors on a connection) share;
+ * not for other modules. */
 #ifndef GG_CONN_INT_H
 #define GG_CONN_INT_H
 
@@ -95,6 +96,10 @@ typedef struct gg_conn {
 void conn_buf_reset(msgpack_sbuffer *sb);
 /* Close at once, without flushing what is queued. */
 void conn_close_now(gg_conn *c);
+/* With the core lock held: answer the requests the read buffer holds, then
+ * read again unless reading is paused, held or over (conn_write.c, once the
+ * queued answers have drained). */
+void conn_read_resume(gg_conn *c);
 /* conn_fd.c: hold the descriptors a read brought; close those whose bytes
  * all lie before stream offset upto, telling the client; send len bytes
  * with fd on the first (false: not sent). */
