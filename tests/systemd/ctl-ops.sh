@@ -37,10 +37,20 @@ if command -v tmux >/dev/null; then
     tsock=$gg_tmp/tmux
     tmux -S "$tsock" new-session -d -x 160 -y 40 "$GFXGRAPHCTL --socket $sock top --interval 0.2"
     gg_cleanup_hooks+=("tmux -S $tsock kill-server 2>/dev/null")
-    sleep 1.2
-    s1=$(tmux -S "$tsock" capture-pane -p)
-    sleep 1.2
-    s2=$(tmux -S "$tsock" capture-pane -p)
+    # the screen itself is waited for (at most 60 s each): a first frame,
+    # then a screen unlike it
+    s1=""
+    for _ in $(seq 1 600); do
+        s1=$(tmux -S "$tsock" capture-pane -p)
+        grep -q "gfxgraphd top" <<<"$s1" && break
+        sleep 0.1
+    done
+    s2=$s1
+    for _ in $(seq 1 600); do
+        s2=$(tmux -S "$tsock" capture-pane -p)
+        [ "$s2" != "$s1" ] && grep -q "gfxgraphd top" <<<"$s2" && break
+        sleep 0.1
+    done
     echo "$s2"
     gg_check "top in tmux: a frame on screen" grep -q "gfxgraphd top" <<<"$s2"
     gg_check "top in tmux: one frame at a time (screen cleared)" test "$(grep -c 'gfxgraphd top' <<<"$s2")" -eq 1

@@ -57,11 +57,11 @@ jrec() {
         { for (i = 1; i <= n; i++) if ($0 ~ ("^" w[i] "$")) got[i] = 1 }
         END { exit !found }' "$T/journal.txt"
 }
-# jwait FIELD=REGEX...: jrec, giving the stand-in journald up to 10 s to
+# jwait FIELD=REGEX...: jrec, giving the stand-in journald up to 60 s to
 # write out what it has received.
 jwait() {
     local i
-    for i in $(seq 1 100); do
+    for i in $(seq 1 600); do
         jrec "$@" && return 0
         sleep 0.1
     done

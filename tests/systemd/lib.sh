@@ -108,10 +108,11 @@ gg_make_unit_root() {
     [ -e "$root/usr/lib/systemd/system/sysinit.target" ]
 }
 
-# Wait until PATH is a socket (at most ~10 s).
+# Wait until PATH is a socket (at most ~60 s: a sanitizer build on a busy
+# machine starts slowly).
 gg_wait_socket() {
     local i
-    for i in $(seq 1 200); do
+    for i in $(seq 1 1200); do
         [ -S "$1" ] && return 0
         sleep 0.05
     done

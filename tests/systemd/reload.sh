@@ -15,18 +15,37 @@ gg_cleanup_hooks+=("kill -KILL $pid 2>/dev/null")
 gg_check "daemon listens" gg_wait_socket "$sock"
 gg_check "health before the reload" "$GFXGRAPHCTL" --socket "$sock" health
 
-# one idle connection of ours, held open across the reload
-python3 -c 'import socket,sys,time; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); time.sleep(60)' "$sock" &
-holder=$!
-gg_cleanup_hooks+=("kill $holder 2>/dev/null")
-sleep 0.3
-gg_check "health with a second connection open (limit 16)" "$GFXGRAPHCTL" --socket "$sock" health >/dev/null
-
-wait_log() {   # wait_log PATTERN: at most 10 s
+wait_log() {   # wait_log PATTERN: at most 60 s
     local i
-    for i in $(seq 1 100); do grep -q -- "$1" "$log" && return 0; sleep 0.1; done
+    for i in $(seq 1 600); do grep -q -- "$1" "$log" && return 0; sleep 0.1; done
     return 1
 }
+# wait_file PATH: until the file has a line (at most 60 s; python3 can be a
+# slow shim, and the machine busy)
+wait_file() {
+    local i
+    for i in $(seq 1 1200); do [ -s "$1" ] && return 0; sleep 0.05; done
+    return 1
+}
+# health_ok: until a health check passes (at most 60 s): the daemon counts a
+# closed connection out when its loop sees the hang-up, not at the close
+health_ok() {
+    local i
+    for i in $(seq 1 600); do
+        "$GFXGRAPHCTL" --socket "$sock" health >/dev/null 2>&1 && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+# one idle connection of ours, held open across the reload; it says so once
+# connect() returned (the daemon accepts in order: the health check below,
+# connected after it, is accepted after it)
+python3 -c 'import socket,sys,time; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); f=open(sys.argv[2], "w"); f.write("connected\n"); f.close(); time.sleep(600)' "$sock" "$gg_tmp/holder" &
+holder=$!
+gg_cleanup_hooks+=("kill $holder 2>/dev/null")
+gg_check "holder connection open" wait_file "$gg_tmp/holder"
+gg_check "health with a second connection open (limit 16)" "$GFXGRAPHCTL" --socket "$sock" health >/dev/null
 printf 'log-level = debug\nmax-connections-per-uid = 1\nworkers = 3\n' >"$conf"
 kill -HUP "$pid"
 gg_check "reload logged" wait_log "reload of $conf"
@@ -46,8 +65,7 @@ echo "$out"
 gg_check "debug records after the reload" wait_log "gfxgraphd debug: "
 
 kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
-sleep 0.3
-gg_check "serving after the reload" "$GFXGRAPHCTL" --socket "$sock" health >/dev/null
+gg_check "serving after the reload" health_ok
 
 # a broken file changes nothing
 printf 'log-level = info\nmax-connections-per-uid = lots\n' >"$conf"
