@@ -1,37 +1,50 @@
 /* bench_fastpath: what the fast path (PROTOCOL.md section 15) buys, in one
  * run: the same replays through the fast path, through the socket
- * (GFXGRAPH_FASTPATH=0), and launched in this process without the daemon.
+ * (GFXGRAPH_FASTPATH=0), and launched in this process without the daemon,
+ * every comparison between the same kernels.
  *
- *   bench_fastpath [--socket PATH] [--iters N] [--warmup N] [--clients N]
- *                  [--tput-iters N] [--memory auto|shm|gpu] [--no-inproc]
- *                  [--json FILE] [--commit SHA]
+ *   bench_fastpath [--socket PATH] [--socket-unfused PATH] [--iters N]
+ *                  [--warmup N] [--clients N] [--tput-iters N]
+ *                  [--memory auto|shm|gpu] [--no-inproc] [--json FILE]
+ *                  [--commit SHA]
  *
  * 1. Latency, one process (a child: the GPU runtime is never started in the
- *    parent, whose forks must start clean), for each program:
- *      onenode  one `scale` on [1, 1024] f32
- *      chain64  (layernorm -> gelu) x 32, batch 1, d = 1024, f16: the decode
- *               chain of bench_chain_inproc and bench_replay
+ *    parent, whose forks must start clean), for each row:
+ *      onenode          one `scale` on [1, 1024] f32 (one launch)
+ *      chain64_fused    (layernorm -> gelu) x 32, batch 1, d = 1024, f16, the
+ *                       decode chain of bench_chain_inproc and bench_replay,
+ *                       through the daemon at --socket, which fuses it
+ *                       (core/fuse.h: two row-chain kernels); in process,
+ *                       the same two row chains (gg_gpu_rowchain_launch)
+ *      chain64_unfused  the same program through the daemon at
+ *                       --socket-unfused, started with GFXGRAPH_FUSE=0 (64
+ *                       launches); in process, the 64 kernels (without
+ *                       --socket-unfused the row is not measured)
+ *    Each row's launches per replay are the daemon's own count (program.list
+ *    `kernels`) beside the in-process graph's; the JSON's `work` says
+ *    "equal" only when they match, and `outputs_equal` whether the daemon's
+ *    output bytes are the in-process graph's.
  *    - fast:    a client connected with the default environment (the fast
  *               path when the daemon offers it; gg_client_fastpath_status()
  *               is recorded and the run says so when it is not in use);
  *    - socket:  a second client, connected with GFXGRAPH_FASTPATH=0 set (the
  *               environment is read at connect);
- *    each with its own buffers and program, prepared and warmed up; the two
- *    are timed in alternating blocks (--iters each in all) so that drift
- *    falls on both; every gg_client_replay() round trip is timed with
- *    CLOCK_MONOTONIC;
- *    - inproc:  GPU builds with the daemon on device memory: the same graph
+ *    - inproc:  GPU builds with the daemon on device memory: the row's graph
  *               captured here (the project's kernels on a stream of this
- *               process) and replayed with hipGraphLaunch +
- *               hipStreamSynchronize, timed the same way: the floor a daemon
- *               could reach;
+ *               process), each launch followed by a device write of a
+ *               host-mapped word that the host spins on: the completion wait
+ *               of a fast-path replay, whose record the device writes too;
+ *    - inproc_sync: the same launch waited for with hipStreamSynchronize (the
+ *               wait a program using its own graphs would write);
  *    - device:  the same graph launch between two events: the GPU's own time.
- *               Also the daemon's device_us: socket replays report it; fast
- *               replays with the TIMED flag (gg_replay_opts.timed) measure it,
- *               in a separate untimed pass.
- *    Derived: each path's p50 minus the device p50 (the cost of getting the
- *    work there and the answer back), and the ratios fast / inproc (target
- *    <= 1.0), fast / socket.
+ *    All paths are timed in interleaved blocks (fast, socket, inproc,
+ *    inproc_sync, device; --iters each in all, in 10 blocks) so that drift
+ *    falls on all of them; every round trip is timed with CLOCK_MONOTONIC.
+ *    The daemon's device_us: socket replays report it; fast replays with the
+ *    TIMED flag (gg_replay_opts.timed) measure it, in a separate untimed
+ *    pass.  Derived: each path's p50 minus the device p50 (the cost of
+ *    getting the work there and the answer back), and the ratios
+ *    fast / inproc (target <= 1.0), fast / inproc_sync, fast / socket.
  * 2. Throughput: --clients client processes (16) at once, each its own
  *    session, onenode, --tput-iters replays each after a barrier: aggregate
  *    replays/s (all replays over first start to last end), on the fast path
@@ -39,7 +52,7 @@
  *
  * Memory: shm (the cpu backend), gpu (hipMalloc +
  * gg_client_buffer_register_device; the hip backend, GPU builds), auto (by
- * the backend hello reports).  inproc and device need a GPU build and gpu
+ * the backend hello reports).  The in-process paths need a GPU build and gpu
  * memory; otherwise they are reported as null.
  *
  * It measures; nothing is asserted.  The last lines are rows starting with
@@ -63,6 +76,8 @@
 
 #include <gfxgraph/client.h>
 
+#include "internal.h"   /* gg_client_call: program.list's `kernels` */
+
 #ifdef GFXGRAPH_HAVE_GPU
 #include "gg_hip.h"
 #include "gpu_ops.h"
@@ -75,13 +90,14 @@
 #define MAX_ITERS 1000000
 #define BLOCKS 10
 
-typedef enum { PROG_ONENODE = 0, PROG_CHAIN64 = 1, NPROG } prog_kind;
+typedef enum { PROG_ONENODE = 0, PROG_CHAIN_FUSED, PROG_CHAIN_UNFUSED, NPROG } prog_kind;
 typedef enum { MEM_AUTO, MEM_SHM, MEM_GPU } mem_kind;
-enum { P_FAST = 0, P_SOCKET, P_INPROC, P_DEVICE, NPATH };
-static const char *const path_names[NPATH] = {"fast", "socket", "inproc", "device"};
+enum { P_FAST = 0, P_SOCKET, P_INPROC, P_INPROC_SYNC, P_DEVICE, NPATH };
+static const char *const path_names[NPATH] = {"fast", "socket", "inproc", "inproc_sync",
+                                              "device"};
 
 typedef struct {
-    const char *socket;
+    const char *socket, *socket_unfused;
     int iters, warmup, clients, tput_iters;
     mem_kind mem;
     bool no_inproc;
@@ -99,6 +115,11 @@ typedef struct {
     double daemon_device_us_socket;   /* mean of the socket replays' device_us */
     double daemon_device_us_fast;     /* mean of TIMED fast replays' device_us, NAN without */
     int graph, eager, captured;       /* over the timed daemon replays */
+    bool measured;                    /* the daemon rows ran (chain64_unfused needs a socket) */
+    char skipped[96];                 /* why not */
+    int daemon_kernels;               /* program.list `kernels`: launches per replay; -1 unknown */
+    int inproc_kernels;               /* launches in the in-process graph; -1 none */
+    int outputs_equal;                /* daemon's y bytes == the in-process y: 1, 0, -1 unknown */
 } prog_result;
 
 /* everything the children send back, in shared memory */
@@ -163,7 +184,35 @@ static lat_stats summarize(double *v, int n)
 
 static const char *prog_name(prog_kind p)
 {
-    return p == PROG_ONENODE ? "onenode" : "chain64";
+    return p == PROG_ONENODE ? "onenode" : p == PROG_CHAIN_FUSED ? "chain64_fused"
+                                                                 : "chain64_unfused";
+}
+
+/* the daemon program of a row: the two chain rows define the same 64 nodes */
+static bool prog_is_chain(prog_kind p)
+{
+    return p != PROG_ONENODE;
+}
+
+/* Whether a row compares the same launches: the daemon's own count against
+ * the in-process graph's; the text goes into the JSON as `work`. */
+static void work_label(const prog_result *pr, char *buf, size_t len)
+{
+    if (pr->inproc_kernels < 0)
+        snprintf(buf, len, "no in-process graph (daemon: %d launches per replay)",
+                 pr->daemon_kernels);
+    else if (pr->daemon_kernels < 0)
+        snprintf(buf, len, "unknown: the daemon's launches per replay were not read");
+    else if (pr->daemon_kernels == pr->inproc_kernels && pr->outputs_equal == 1)
+        snprintf(buf, len, "equal");
+    else if (pr->daemon_kernels == pr->inproc_kernels && pr->outputs_equal < 0)
+        snprintf(buf, len, "equal launches (%d), outputs not compared", pr->daemon_kernels);
+    else if (pr->daemon_kernels != pr->inproc_kernels)
+        snprintf(buf, len, "differs: daemon %d launches per replay, in-process graph %d",
+                 pr->daemon_kernels, pr->inproc_kernels);
+    else
+        snprintf(buf, len, "differs: %d launches each, but the outputs differ",
+                 pr->daemon_kernels);
 }
 
 /* ---- a client of the daemon: buffers and the program ------------------------ */
@@ -189,9 +238,11 @@ static uint32_t rnd32(void)
 }
 
 /* the buffer image: x, y, w, b; f32 x in [-1, 1) for onenode; f16 x of
- * magnitude 0.5..1 with w = 1, b = 0 for chain64 */
+ * magnitude 0.5..1 with w = 1, b = 0 for chain64.  The same bytes for every
+ * client of a row and for the in-process graph, so their outputs compare. */
 static uint8_t *make_image(prog_kind pk, size_t *size, size_t off[4])
 {
+    rng = 0x9e3779b97f4a7c15ull ^ (prog_is_chain(pk) ? 0x2545f4914f6cdd1dull : 0);
     const size_t es = pk == PROG_ONENODE ? 4 : 2, act = (size_t)D * es;
     off[0] = 0;
     off[1] = act;
@@ -225,8 +276,8 @@ static int dfail(char *err, size_t len, const char *what, gg_client *c)
 
 /* Connect (with GFXGRAPH_FASTPATH=0 when socket_only), register buffers,
  * define and prepare the program, warm up. */
-static int dclient_open(dclient *dc, prog_kind pk, mem_kind mem, bool socket_only, int idx,
-                        char *err, size_t elen)
+static int dclient_open(dclient *dc, const char *sock, prog_kind pk, mem_kind mem,
+                        bool socket_only, int idx, char *err, size_t elen)
 {
     memset(dc, 0, sizeof *dc);
     dc->mem = mem;
@@ -245,7 +296,7 @@ static int dclient_open(dclient *dc, prog_kind pk, mem_kind mem, bool socket_onl
     char name[64];
     snprintf(name, sizeof name, "bench_fastpath/%s/%s/%d", prog_name(pk),
              socket_only ? "socket" : "fast", idx);
-    int rc = gg_client_connect(dc->c, o.socket, name);
+    int rc = gg_client_connect(dc->c, sock, name);
     if (saved) {
         setenv("GFXGRAPH_FASTPATH", saved, 1);
         free(saved);
@@ -256,7 +307,6 @@ static int dclient_open(dclient *dc, prog_kind pk, mem_kind mem, bool socket_onl
         return dfail(err, elen, "connect", dc->c);
 
     size_t off[4];
-    rng ^= (uint64_t)(idx + 1) * 0x2545f4914f6cdd1dull;
     uint8_t *img = make_image(pk, &dc->size, off);
     if (!img) {
         snprintf(err, elen, "out of memory");
@@ -335,6 +385,56 @@ static int dclient_open(dclient *dc, prog_kind pk, mem_kind mem, bool socket_onl
     return 0;
 }
 
+static const msgpack_object *mp_get(const msgpack_object *m, const char *key)
+{
+    if (!m || m->type != MSGPACK_OBJECT_MAP)
+        return NULL;
+    size_t kl = strlen(key);
+    for (uint32_t i = 0; i < m->via.map.size; i++) {
+        const msgpack_object *k = &m->via.map.ptr[i].key;
+        if (k->type == MSGPACK_OBJECT_STR && k->via.str.size == kl &&
+            memcmp(k->via.str.ptr, key, kl) == 0)
+            return &m->via.map.ptr[i].val;
+    }
+    return NULL;
+}
+
+/* The launches a replay of dc's program makes, as the daemon planned them
+ * (program.list `kernels`: fewer than the nodes where it fuses), or -1. */
+static int dclient_kernels(dclient *dc)
+{
+    const msgpack_object *r = NULL;
+    if (gg_client_call(dc->c, "program.list", NULL, 0, &r) < 0)
+        return -1;
+    const msgpack_object *ps = mp_get(r, "programs");
+    for (uint32_t i = 0; ps && ps->type == MSGPACK_OBJECT_ARRAY && i < ps->via.array.size; i++) {
+        const msgpack_object *id = mp_get(&ps->via.array.ptr[i], "id");
+        const msgpack_object *k = mp_get(&ps->via.array.ptr[i], "kernels");
+        if (id && id->type == MSGPACK_OBJECT_POSITIVE_INTEGER && id->via.u64 == dc->prog && k &&
+            k->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
+            return (int)k->via.u64;
+    }
+    return -1;
+}
+
+#ifdef GFXGRAPH_HAVE_GPU
+/* The bytes of dc's output y into out (len: the row's y size): 0 or -1. */
+static int dclient_read_y(const dclient *dc, prog_kind pk, void *out, size_t len)
+{
+    const size_t yoff = (size_t)D * (prog_is_chain(pk) ? 2 : 4);
+    if (yoff + len > dc->size)
+        return -1;
+    if (dc->host) {
+        memcpy(out, (const uint8_t *)dc->host + yoff, len);
+        return 0;
+    }
+    if (dc->dev)
+        return hipMemcpy(out, (const uint8_t *)dc->dev + yoff, len, hipMemcpyDeviceToHost) ==
+                       hipSuccess ? 0 : -1;
+    return -1;
+}
+#endif
+
 static void dclient_close(dclient *dc)
 {
     if (dc->c && gg_client_connected(dc->c)) {
@@ -366,18 +466,80 @@ static void dclient_close(dclient *dc)
         }                                                                                 \
     } while (0)
 
-/* The program's graph captured on a stream of this process; iters launches
- * timed with CLOCK_MONOTONIC around hipGraphLaunch + hipStreamSynchronize
- * (wall) and between events (dev), in separate loops. */
-static int inproc_measure(prog_kind pk, double *wall, double *dev, char *err, size_t elen)
+/* A row's graph captured on a stream of this process, with a host-mapped
+ * word the device writes behind each launch. */
+typedef struct {
+    hipStream_t s;
+    gg_gpu_ctx *ctx;
+    hipGraph_t g;
+    hipGraphExec_t x;
+    hipEvent_t e0, e1;
+    void *p[6];                /* x y w b t a */
+    uint64_t *word;            /* host page, registered mapped */
+    void *dword;               /* the device's address of it */
+    bool registered;
+    uint64_t seq;
+    int kernels;               /* launches the graph holds */
+} inproc_graph;
+
+/* One chain's stages as the daemon's planner binds them for this program
+ * (core/fuse.c): each layernorm -> gelu pair is a norm_act stage; its normed
+ * value (scratch t) is still written while a later node of the program reads
+ * t, i.e. by every pair but the last; a stage's y (scratch a) is written only
+ * when something after the chain reads it: in the first chain always (the
+ * second reads a), in the second only its last stage (y).  first: the pair
+ * the chain starts at. */
+static void inproc_chain(gg_rowchain *c, int first, int n, const gg_tensor *x,
+                         const gg_tensor *y, const gg_tensor *w, const gg_tensor *b,
+                         const gg_tensor *t, const gg_tensor *a)
 {
-    int rc = -1;
-    hipStream_t s = NULL;
-    gg_gpu_ctx *ctx = NULL;
-    hipGraph_t g = NULL;
-    hipGraphExec_t x = NULL;
-    hipEvent_t e0 = NULL, e1 = NULL;
-    void *p[6] = {0};
+    memset(c, 0, sizeof *c);
+    c->x = *x;
+    c->n = n;
+    for (int k = 0; k < n; k++) {
+        int pair = first + k;
+        gg_rowchain_stage *st = &c->st[k];
+        st->w = *w;
+        st->b = *b;
+        st->eps = 1e-5;
+        st->act = GG_ACT_GELU_ERF;
+        if (pair < CHAIN_PAIRS - 1)
+            st->h = *t;
+        if (pair == CHAIN_PAIRS - 1)
+            st->y = *y;
+        else if (first == 0 || k == n - 1)
+            st->y = *a;
+    }
+}
+
+static void inproc_close(inproc_graph *ig)
+{
+    if (ig->x)
+        hipGraphExecDestroy(ig->x);
+    if (ig->g)
+        hipGraphDestroy(ig->g);
+    if (ig->e0)
+        hipEventDestroy(ig->e0);
+    if (ig->e1)
+        hipEventDestroy(ig->e1);
+    if (ig->ctx)
+        gg_gpu_ctx_destroy(ig->ctx);
+    if (ig->s)
+        hipStreamDestroy(ig->s);
+    for (int i = 0; i < 6; i++)
+        if (ig->p[i])
+            hipFree(ig->p[i]);
+    if (ig->registered)
+        hipHostUnregister(ig->word);
+    free(ig->word);
+    memset(ig, 0, sizeof *ig);
+}
+
+/* Capture row pk's graph: onenode one scale; chain64_fused the two row
+ * chains of the daemon's fused plan; chain64_unfused the 64 kernels. */
+static int inproc_open(inproc_graph *ig, prog_kind pk, char *err, size_t elen)
+{
+    memset(ig, 0, sizeof *ig);
     const gg_dtype dt = pk == PROG_ONENODE ? GG_DT_F32 : GG_DT_F16;
     gg_tensor_desc row = {.dtype = dt, .ndim = 2, .dims = {1, D}};
     gg_tensor_desc vec = {.dtype = dt, .ndim = 1, .dims = {D}};
@@ -387,48 +549,72 @@ static int inproc_measure(prog_kind pk, double *wall, double *dev, char *err, si
         snprintf(err, elen, "out of memory");
         return -1;
     }
+    if (posix_memalign((void **)&ig->word, 4096, 4096) != 0) {
+        ig->word = NULL;
+        snprintf(err, elen, "out of memory");
+        free(img);
+        return -1;
+    }
+    memset(ig->word, 0, 4096);
     size_t rb = gg_desc_bytes(&row), vb = gg_desc_bytes(&vec);
     for (int i = 0; i < 6; i++)
-        HCK(hipMalloc(&p[i], rb));
-    /* x y w b t a */
-    HCK(hipMemcpy(p[0], img + off[0], rb, hipMemcpyHostToDevice));
-    HCK(hipMemcpy(p[2], img + off[2], vb, hipMemcpyHostToDevice));
-    HCK(hipMemcpy(p[3], img + off[3], vb, hipMemcpyHostToDevice));
-    HCK(hipStreamCreateWithFlags(&s, hipStreamNonBlocking));
-    if (gg_gpu_ctx_create(s, &ctx)) {
+        HCK(hipMalloc(&ig->p[i], rb));
+    HCK(hipMemcpy(ig->p[0], img + off[0], rb, hipMemcpyHostToDevice));
+    HCK(hipMemcpy(ig->p[2], img + off[2], vb, hipMemcpyHostToDevice));
+    HCK(hipMemcpy(ig->p[3], img + off[3], vb, hipMemcpyHostToDevice));
+    HCK(hipHostRegister(ig->word, 4096, hipHostRegisterMapped | hipHostRegisterPortable));
+    ig->registered = true;
+    HCK(hipHostGetDevicePointer(&ig->dword, ig->word, 0));
+    HCK(hipStreamCreateWithFlags(&ig->s, hipStreamNonBlocking));
+    if (gg_gpu_ctx_create(ig->s, &ig->ctx)) {
         snprintf(err, elen, "gg_gpu_ctx_create: %s", gg_gpu_last_error());
         goto out;
     }
-    gg_tensor tx = {.data = p[0], .desc = row}, ty = {.data = p[1], .desc = row},
-              tw = {.data = p[2], .desc = vec}, tb = {.data = p[3], .desc = vec},
-              tt = {.data = p[4], .desc = row}, ta = {.data = p[5], .desc = row};
+    gg_tensor tx = {.data = ig->p[0], .desc = row}, ty = {.data = ig->p[1], .desc = row},
+              tw = {.data = ig->p[2], .desc = vec}, tb = {.data = ig->p[3], .desc = vec},
+              tt = {.data = ig->p[4], .desc = row}, ta = {.data = ig->p[5], .desc = row};
     const gg_op_def *scale = gg_ops_find("scale"), *ln = gg_ops_find("layernorm"),
                     *gelu = gg_ops_find("gelu");
     if (!scale || !ln || !gelu) {
         snprintf(err, elen, "the op table lacks scale, layernorm or gelu");
         goto out;
     }
+    gg_rowchain ch[2];
+    if (pk == PROG_CHAIN_FUSED) {
+        inproc_chain(&ch[0], 0, GG_ROWCHAIN_MAX_STAGES, &tx, &ty, &tw, &tb, &tt, &ta);
+        inproc_chain(&ch[1], GG_ROWCHAIN_MAX_STAGES, CHAIN_PAIRS - GG_ROWCHAIN_MAX_STAGES, &ta,
+                     &ty, &tw, &tb, &tt, &ta);
+        for (int k = 0; k < 2; k++)
+            if (gg_rowchain_check(&ch[k], err, elen) != 0)
+                goto out;
+    }
     for (int pass = 0; pass < 2; pass++) {
         /* pass 0: one eager run (first-use setup outside the capture);
          * pass 1: the capture */
         if (pass == 1)
-            HCK(hipStreamBeginCapture(s, hipStreamCaptureModeThreadLocal));
-        int lrc = 0;
+            HCK(hipStreamBeginCapture(ig->s, hipStreamCaptureModeThreadLocal));
+        int lrc = 0, n = 0;
         if (pk == PROG_ONENODE) {
             gg_op_attrs at = {{0}};
             at.v[0] = 0.5;
-            lrc = gg_gpu_op_launch(ctx, scale, &tx, 1, &ty, 1, &at);
+            lrc = gg_gpu_op_launch(ig->ctx, scale, &tx, 1, &ty, 1, &at);
+            n = 1;
+        } else if (pk == PROG_CHAIN_FUSED) {
+            for (int k = 0; k < 2 && !lrc; k++, n++)
+                lrc = gg_gpu_rowchain_launch(ig->ctx, &ch[k]);
         } else {
             for (int i = 0; i < CHAIN_PAIRS && !lrc; i++) {
                 gg_tensor in[3] = {i == 0 ? tx : ta, tw, tb};
-                lrc = gg_gpu_op_launch(ctx, ln, in, 3, &tt, 1, NULL);
+                lrc = gg_gpu_op_launch(ig->ctx, ln, in, 3, &tt, 1, NULL);
                 if (!lrc)
-                    lrc = gg_gpu_op_launch(ctx, gelu, &tt, 1, i == CHAIN_PAIRS - 1 ? &ty : &ta,
-                                           1, NULL);
+                    lrc = gg_gpu_op_launch(ig->ctx, gelu, &tt, 1,
+                                           i == CHAIN_PAIRS - 1 ? &ty : &ta, 1, NULL);
+                n += 2;
             }
         }
+        ig->kernels = n;
         if (pass == 1) {
-            hipError_t ce = hipStreamEndCapture(s, &g);
+            hipError_t ce = hipStreamEndCapture(ig->s, &ig->g);
             if (lrc || ce != hipSuccess) {
                 snprintf(err, elen, "capture: launch %d (%s), end capture %s", lrc,
                          gg_gpu_last_error(), hipGetErrorString(ce));
@@ -438,48 +624,63 @@ static int inproc_measure(prog_kind pk, double *wall, double *dev, char *err, si
             snprintf(err, elen, "launch: %d %s", lrc, gg_gpu_last_error());
             goto out;
         }
-        HCK(hipStreamSynchronize(s));
+        HCK(hipStreamSynchronize(ig->s));
     }
-    HCK(hipGraphInstantiate(&x, g, NULL, NULL, 0));
-    HCK(hipEventCreate(&e0));
-    HCK(hipEventCreate(&e1));
+    HCK(hipGraphInstantiate(&ig->x, ig->g, NULL, NULL, 0));
+    HCK(hipEventCreate(&ig->e0));
+    HCK(hipEventCreate(&ig->e1));
     for (int i = 0; i < o.warmup; i++)
-        HCK(hipGraphLaunch(x, s));
-    HCK(hipStreamSynchronize(s));
-    for (int i = 0; i < o.iters; i++) {
-        double t0 = now_s();
-        HCK(hipGraphLaunch(x, s));
-        HCK(hipStreamSynchronize(s));
-        wall[i] = (now_s() - t0) * 1e6;
-    }
-    for (int i = 0; i < o.iters; i++) {
-        float ms = 0;
-        HCK(hipEventRecord(e0, s));
-        HCK(hipGraphLaunch(x, s));
-        HCK(hipEventRecord(e1, s));
-        HCK(hipEventSynchronize(e1));
-        HCK(hipEventElapsedTime(&ms, e0, e1));
-        dev[i] = ms * 1000.0;
-    }
-    rc = 0;
+        HCK(hipGraphLaunch(ig->x, ig->s));
+    HCK(hipStreamSynchronize(ig->s));
+    free(img);
+    return 0;
 out:
     free(img);
-    if (x)
-        hipGraphExecDestroy(x);
-    if (g)
-        hipGraphDestroy(g);
-    if (e0)
-        hipEventDestroy(e0);
-    if (e1)
-        hipEventDestroy(e1);
-    if (ctx)
-        gg_gpu_ctx_destroy(ctx);
-    if (s)
-        hipStreamDestroy(s);
-    for (int i = 0; i < 6; i++)
-        if (p[i])
-            hipFree(p[i]);
-    return rc;
+    inproc_close(ig);
+    return -1;
+}
+
+/* n launches of each in-process kind: spin (the device writes the next
+ * sequence number into the mapped word behind the graph; the host spins on
+ * it), sync (hipStreamSynchronize), dev (between two events). */
+static int inproc_block(inproc_graph *ig, int n, double *spin, double *sync, double *dev,
+                        char *err, size_t elen)
+{
+    for (int i = 0; i < n; i++) {
+        uint64_t want = ++ig->seq;
+        double t0 = now_s();
+        HCK(hipGraphLaunch(ig->x, ig->s));
+        HCK(hipStreamWriteValue64(ig->s, ig->dword, want, 0));
+        while (__atomic_load_n(ig->word, __ATOMIC_ACQUIRE) < want)
+            ;
+        spin[i] = (now_s() - t0) * 1e6;
+    }
+    for (int i = 0; i < n; i++) {
+        double t0 = now_s();
+        HCK(hipGraphLaunch(ig->x, ig->s));
+        HCK(hipStreamSynchronize(ig->s));
+        sync[i] = (now_s() - t0) * 1e6;
+    }
+    for (int i = 0; i < n; i++) {
+        float ms = 0;
+        HCK(hipEventRecord(ig->e0, ig->s));
+        HCK(hipGraphLaunch(ig->x, ig->s));
+        HCK(hipEventRecord(ig->e1, ig->s));
+        HCK(hipEventSynchronize(ig->e1));
+        HCK(hipEventElapsedTime(&ms, ig->e0, ig->e1));
+        dev[i] = ms * 1000.0;
+    }
+    return 0;
+out:
+    return -1;
+}
+
+/* y of the in-process graph, after the launches above */
+static int inproc_read_y(inproc_graph *ig, void *out, size_t len)
+{
+    return hipStreamSynchronize(ig->s) == hipSuccess &&
+                   hipMemcpy(out, ig->p[1], len, hipMemcpyDeviceToHost) == hipSuccess
+               ? 0 : -1;
 }
 #endif
 
@@ -531,15 +732,42 @@ static int latency_child(mem_kind mem, bool inproc)
     for (int pk = 0; pk < NPROG; pk++) {
         prog_result *pr = &res->prog[pk];
         pr->daemon_device_us_fast = NAN;
+        pr->daemon_kernels = pr->inproc_kernels = pr->outputs_equal = -1;
+        const char *sock = pk == PROG_CHAIN_UNFUSED ? o.socket_unfused : o.socket;
+        if (pk == PROG_CHAIN_UNFUSED && !sock) {
+            snprintf(pr->skipped, sizeof pr->skipped, "no --socket-unfused (a daemon started "
+                     "with GFXGRAPH_FUSE=0)");
+            continue;
+        }
         dclient f, s;
-        if (dclient_open(&f, (prog_kind)pk, mem, false, 0, err, elen) < 0 ||
-            dclient_open(&s, (prog_kind)pk, mem, true, 0, err, elen) < 0)
+        if (dclient_open(&f, sock, (prog_kind)pk, mem, false, 0, err, elen) < 0 ||
+            dclient_open(&s, sock, (prog_kind)pk, mem, true, 0, err, elen) < 0)
             return 1;
-        snprintf(res->fp_status_fast, sizeof res->fp_status_fast, "%s",
-                 gg_client_fastpath_status(f.c));
-        snprintf(res->fp_status_socket, sizeof res->fp_status_socket, "%s",
-                 gg_client_fastpath_status(s.c));
-        /* alternating blocks */
+        pr->measured = true;
+        pr->daemon_kernels = dclient_kernels(&f);
+        if (pk != PROG_CHAIN_UNFUSED) {
+            snprintf(res->fp_status_fast, sizeof res->fp_status_fast, "%s",
+                     gg_client_fastpath_status(f.c));
+            snprintf(res->fp_status_socket, sizeof res->fp_status_socket, "%s",
+                     gg_client_fastpath_status(s.c));
+        }
+        bool ip = false;
+#ifdef GFXGRAPH_HAVE_GPU
+        inproc_graph ig;
+        if (inproc) {
+            char ierr[256] = "";
+            ip = inproc_open(&ig, (prog_kind)pk, ierr, sizeof ierr) == 0;
+            if (ip)
+                pr->inproc_kernels = ig.kernels;
+            else
+                fprintf(stderr, "bench_fastpath: in-process %s: %s\n", prog_name((prog_kind)pk),
+                        ierr);
+        }
+#else
+        (void)inproc;
+        (void)ip;
+#endif
+        /* interleaved blocks: every path sees the same drift */
         double dev_sum = 0;
         int done = 0;
         for (int b = 0; b < BLOCKS; b++) {
@@ -547,11 +775,33 @@ static int latency_child(mem_kind mem, bool inproc)
             if (timed_block(&f, n, v[P_FAST] + done, pr, false, NULL, err, elen) < 0 ||
                 timed_block(&s, n, v[P_SOCKET] + done, pr, true, &dev_sum, err, elen) < 0)
                 return 1;
+#ifdef GFXGRAPH_HAVE_GPU
+            if (ip && inproc_block(&ig, n, v[P_INPROC] + done, v[P_INPROC_SYNC] + done,
+                                   v[P_DEVICE] + done, err, elen) < 0)
+                return 1;
+#endif
             done += n;
         }
         pr->daemon_device_us_socket = dev_sum / o.iters;
         pr->lat[P_FAST] = summarize(v[P_FAST], o.iters);
         pr->lat[P_SOCKET] = summarize(v[P_SOCKET], o.iters);
+#ifdef GFXGRAPH_HAVE_GPU
+        if (ip) {
+            pr->lat[P_INPROC] = summarize(v[P_INPROC], o.iters);
+            pr->lat[P_INPROC_SYNC] = summarize(v[P_INPROC_SYNC], o.iters);
+            pr->lat[P_DEVICE] = summarize(v[P_DEVICE], o.iters);
+            /* the same input bytes on both sides: the same kernels leave the
+             * same output */
+            const size_t yb = (size_t)D * (prog_is_chain((prog_kind)pk) ? 2 : 4);
+            uint8_t *a = malloc(yb), *bb = malloc(yb);
+            if (a && bb && dclient_read_y(&f, (prog_kind)pk, a, yb) == 0 &&
+                inproc_read_y(&ig, bb, yb) == 0)
+                pr->outputs_equal = memcmp(a, bb, yb) == 0;
+            free(a);
+            free(bb);
+            inproc_close(&ig);
+        }
+#endif
         /* the daemon's device time on the fast path: TIMED replays, untimed here */
         gg_replay_opts opts = {0};
         opts.timed = true;
@@ -570,20 +820,6 @@ static int latency_child(mem_kind mem, bool inproc)
             pr->daemon_device_us_fast = fsum / fn;
         dclient_close(&f);
         dclient_close(&s);
-#ifdef GFXGRAPH_HAVE_GPU
-        if (inproc) {
-            char ierr[256] = "";
-            if (inproc_measure((prog_kind)pk, v[P_INPROC], v[P_DEVICE], ierr, sizeof ierr) == 0) {
-                pr->lat[P_INPROC] = summarize(v[P_INPROC], o.iters);
-                pr->lat[P_DEVICE] = summarize(v[P_DEVICE], o.iters);
-            } else {
-                fprintf(stderr, "bench_fastpath: in-process %s: %s\n", prog_name((prog_kind)pk),
-                        ierr);
-            }
-        }
-#else
-        (void)inproc;
-#endif
     }
     for (int k = 0; k < NPATH; k++)
         free(v[k]);
@@ -635,8 +871,8 @@ static int tput_client(int idx, mem_kind mem, bool socket_only, int ready_fd, in
     double *rt = calloc((size_t)o.tput_iters, sizeof(double));
     dclient dc;
     memset(&dc, 0, sizeof dc);
-    int setup = rt ? dclient_open(&dc, PROG_ONENODE, mem, socket_only, idx + 1, rep.err,
-                                  sizeof rep.err)
+    int setup = rt ? dclient_open(&dc, o.socket, PROG_ONENODE, mem, socket_only, idx + 1,
+                                  rep.err, sizeof rep.err)
                    : -1;
     if (setup == 0)
         rep.active = strncmp(gg_client_fastpath_status(dc.c), "active", 6) == 0;
@@ -868,11 +1104,14 @@ static void json_lat(FILE *f, const lat_stats *s)
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: bench_fastpath [--socket PATH] [--iters N] [--warmup N] [--clients N]\n"
-            "                      [--tput-iters N] [--memory auto|shm|gpu] [--no-inproc]\n"
-            "                      [--json FILE] [--commit SHA]\n"
+            "usage: bench_fastpath [--socket PATH] [--socket-unfused PATH] [--iters N]\n"
+            "                      [--warmup N] [--clients N] [--tput-iters N]\n"
+            "                      [--memory auto|shm|gpu] [--no-inproc] [--json FILE]\n"
+            "                      [--commit SHA]\n"
             "\n"
             "  --socket PATH    the daemon's socket (default: the client library's default)\n"
+            "  --socket-unfused PATH  a second daemon, started with GFXGRAPH_FUSE=0: the\n"
+            "                   chain64_unfused row (not measured without it)\n"
             "  --iters N        timed replays per path and program (2000)\n"
             "  --warmup N       untimed replays first, per client and in process (200)\n"
             "  --clients N      client processes of the throughput runs (16)\n"
@@ -896,7 +1135,7 @@ static int parse_int(const char *s, int lo, int hi, int *out)
 
 int main(int argc, char **argv)
 {
-    o = (options){NULL, 2000, 200, 16, 2000, MEM_AUTO, false, NULL, NULL};
+    o = (options){NULL, NULL, 2000, 200, 16, 2000, MEM_AUTO, false, NULL, NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool bad = false;
@@ -912,6 +1151,8 @@ int main(int argc, char **argv)
             bad = true;
         } else if (!strcmp(a, "--socket")) {
             o.socket = v;
+        } else if (!strcmp(a, "--socket-unfused")) {
+            o.socket_unfused = v;
         } else if (!strcmp(a, "--iters")) {
             bad = parse_int(v, BLOCKS, MAX_ITERS, &o.iters) < 0;
         } else if (!strcmp(a, "--warmup")) {
@@ -1013,34 +1254,45 @@ int main(int argc, char **argv)
         printf("in process: not measured (%s)\n", inproc_why);
     for (int pk = 0; pk < NPROG && res->lat_ok; pk++) {
         const prog_result *pr = &res->prog[pk];
+        if (!pr->measured) {
+            printf("\n%s: not measured (%s)\n", prog_name((prog_kind)pk), pr->skipped);
+            continue;
+        }
         const char *src;
         double dt = device_time(pr, &src);
+        char work[128];
+        work_label(pr, work, sizeof work);
         printf("\n%s (%s): round trip us (%d each; %d graph, %d eager, %d captured in the "
-               "timing)\n",
+               "timing)\n  launches per replay: daemon %d, in-process graph %d; outputs equal: "
+               "%s; work: %s\n",
                prog_name((prog_kind)pk), pk == PROG_ONENODE ? "scale [1, 1024] f32"
                : "(layernorm -> gelu) x 32, [1, 1024] f16", o.iters, pr->graph, pr->eager,
-               pr->captured);
-        printf("  %-8s %9s %9s %9s %9s %9s\n", "path", "p50", "p90", "p99", "mean", "p50-dev");
+               pr->captured, pr->daemon_kernels, pr->inproc_kernels,
+               pr->outputs_equal < 0 ? "unknown" : pr->outputs_equal ? "yes" : "NO", work);
+        printf("  %-11s %9s %9s %9s %9s %9s\n", "path", "p50", "p90", "p99", "mean", "p50-dev");
         for (int k = 0; k < NPATH; k++) {
             const lat_stats *s = &pr->lat[k];
             if (!s->have) {
-                printf("  %-8s %9s\n", path_names[k], "-");
+                printf("  %-11s %9s\n", path_names[k], "-");
                 continue;
             }
             char extra[32] = "";
             if (k != P_DEVICE && isfinite(dt))
                 snprintf(extra, sizeof extra, "%9.1f", s->p50 - dt);
-            printf("  %-8s %9.1f %9.1f %9.1f %9.1f %9s\n", path_names[k], s->p50, s->p90, s->p99,
+            printf("  %-11s %9.1f %9.1f %9.1f %9.1f %9s\n", path_names[k], s->p50, s->p90, s->p99,
                    s->mean, extra);
         }
         printf("  device time %.2f us from %s; daemon device_us: socket %.2f, fast TIMED %.2f\n",
                dt, src, pr->daemon_device_us_socket, pr->daemon_device_us_fast);
-        printf("  ratios (p50): fast/inproc %.2f (target <= 1.0), fast/socket %.2f;  (p99): "
-               "fast/inproc %.2f, fast/socket %.2f\n",
+        printf("  ratios (p50): fast/inproc %.2f (target <= 1.0), fast/inproc_sync %.2f, "
+               "fast/socket %.2f;  (p99): fast/inproc %.2f, fast/socket %.2f%s\n",
                ratio(p50_of(pr, P_FAST), p50_of(pr, P_INPROC)),
+               ratio(p50_of(pr, P_FAST), p50_of(pr, P_INPROC_SYNC)),
                ratio(p50_of(pr, P_FAST), p50_of(pr, P_SOCKET)),
                ratio(p99_of(pr, P_FAST), p99_of(pr, P_INPROC)),
-               ratio(p99_of(pr, P_FAST), p99_of(pr, P_SOCKET)));
+               ratio(p99_of(pr, P_FAST), p99_of(pr, P_SOCKET)),
+               strncmp(work, "differs", 7) == 0 ? "  (NOT EQUAL WORK: the in-process ratios do not compare "
+               "the same launches)" : "");
     }
     printf("\nthroughput, onenode, %d client processes x %d replays:\n", o.clients, o.tput_iters);
     for (int mode = 0; mode < 2; mode++)
@@ -1103,17 +1355,38 @@ int main(int argc, char **argv)
             json_str(f, res->fp_status_socket);
             fprintf(f, ", \"fast_in_use\": %s},\n", fast_used ? "true" : "false");
             fprintf(f, "  \"options\": {\"iters\": %d, \"warmup\": %d, \"blocks\": %d, "
-                    "\"memory\": \"%s\", \"batch\": 1, \"d\": %d, \"inproc\": %s, "
-                    "\"clients\": %d, \"tput_iters\": %d},\n",
+                    "\"interleaved\": true, \"memory\": \"%s\", \"batch\": 1, \"d\": %d, "
+                    "\"inproc\": %s, \"inproc_wait\": \"host spin on a word the device writes "
+                    "behind the graph (as the fast path's completion record)\", "
+                    "\"inproc_sync_wait\": \"hipStreamSynchronize\", \"socket_unfused\": ",
                     o.iters, o.warmup, BLOCKS, mem == MEM_GPU ? "gpu" : "shm", D,
-                    inproc ? "true" : "false", o.clients, o.tput_iters);
+                    inproc ? "true" : "false");
+            if (o.socket_unfused)
+                json_str(f, o.socket_unfused);
+            else
+                fputs("null", f);
+            fprintf(f, ", \"clients\": %d, \"tput_iters\": %d},\n", o.clients, o.tput_iters);
             fprintf(f, "  \"latency_us\": {");
             for (int pk = 0; pk < NPROG; pk++) {
                 const prog_result *pr = &res->prog[pk];
                 const char *src;
                 double dt = device_time(pr, &src);
-                fprintf(f, "%s\n    \"%s\": {\"nodes\": %d", pk ? "," : "",
-                        prog_name((prog_kind)pk), pk == PROG_ONENODE ? 1 : 2 * CHAIN_PAIRS);
+                char work[128];
+                work_label(pr, work, sizeof work);
+                fprintf(f, "%s\n    \"%s\": {\"nodes\": %d, \"measured\": %s", pk ? "," : "",
+                        prog_name((prog_kind)pk), pk == PROG_ONENODE ? 1 : 2 * CHAIN_PAIRS,
+                        pr->measured ? "true" : "false");
+                if (!pr->measured) {
+                    fprintf(f, ", \"skipped\": ");
+                    json_str(f, pr->skipped);
+                    fputc('}', f);
+                    continue;
+                }
+                fprintf(f, ", \"daemon_kernels\": %d, \"inproc_kernels\": %d, "
+                        "\"outputs_equal\": %s, \"work\": ", pr->daemon_kernels,
+                        pr->inproc_kernels, pr->outputs_equal < 0 ? "null"
+                        : pr->outputs_equal ? "true" : "false");
+                json_str(f, work);
                 for (int k = 0; k < NPATH; k++) {
                     fprintf(f, ",\n      \"%s\": ", path_names[k]);
                     json_lat(f, &pr->lat[k]);
@@ -1132,10 +1405,14 @@ int main(int argc, char **argv)
                 json_num(f, p50_of(pr, P_SOCKET) - dt);
                 fprintf(f, ", \"inproc\": ");
                 json_num(f, p50_of(pr, P_INPROC) - dt);
+                fprintf(f, ", \"inproc_sync\": ");
+                json_num(f, p50_of(pr, P_INPROC_SYNC) - dt);
                 fprintf(f, "},\n      \"ratios\": {\"fast_over_inproc_p50\": ");
                 json_num(f, ratio(p50_of(pr, P_FAST), p50_of(pr, P_INPROC)));
                 fprintf(f, ", \"fast_over_inproc_p99\": ");
                 json_num(f, ratio(p99_of(pr, P_FAST), p99_of(pr, P_INPROC)));
+                fprintf(f, ", \"fast_over_inproc_sync_p50\": ");
+                json_num(f, ratio(p50_of(pr, P_FAST), p50_of(pr, P_INPROC_SYNC)));
                 fprintf(f, ", \"fast_over_socket_p50\": ");
                 json_num(f, ratio(p50_of(pr, P_FAST), p50_of(pr, P_SOCKET)));
                 fprintf(f, ", \"fast_over_socket_p99\": ");
@@ -1174,7 +1451,7 @@ int main(int argc, char **argv)
     for (int pk = 0; pk < NPROG && res->lat_ok; pk++)
         for (int k = 0; k < NPATH; k++)
             if (res->prog[pk].lat[k].have)
-                printf("FASTPATH %-8s %-7s %9.1f %9.1f %9.1f\n", prog_name((prog_kind)pk),
+                printf("FASTPATH %-15s %-11s %9.1f %9.1f %9.1f\n", prog_name((prog_kind)pk),
                        path_names[k], res->prog[pk].lat[k].p50, res->prog[pk].lat[k].p99,
                        res->prog[pk].lat[k].mean);
     for (int mode = 0; mode < 2; mode++)
