@@ -230,12 +230,22 @@ def record(family, dtn, batch, outdir):
     for p, s in tr.storages.items():
         if s["id"] in after:
             arrays["s%d_after" % s["id"]] = raw(p)
-    # the replay against an eager step from the same state (the cache row
-    # it writes is the same): the trace must be the step the model computes
+    # the replay against an eager step from the same state (every external
+    # storage put back as it was before the replay; transformers' static
+    # cache keeps its own position on the device and advances it): the
+    # trace must be the step the model computes
+    out_logits = logits.float().clone()
+    for p, s in tr.storages.items():
+        if s["external"]:
+            t = tr.st_keep[p]
+            st = t.untyped_storage()
+            u = torch.empty(0, dtype=torch.uint8, device=t.device)
+            u.set_(st, 0, (st.nbytes(),))
+            u.copy_(torch.from_numpy(arrays["s%d_before" % s["id"]]).to(t.device))
     with torch.no_grad():
         eager = step().float()
     torch.cuda.synchronize()
-    ref_rel = float((logits.float() - eager).norm() / eager.norm().clamp_min(1e-30))
+    ref_rel = float((out_logits - eager).norm() / eager.norm().clamp_min(1e-30))
     name = "%s_%s_b%d" % (family, dtn, batch)
     doc = {
         "version": 1, "family": family, "model_class": cls_name, "dtype": dtn, "batch": batch,
