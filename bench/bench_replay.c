@@ -44,6 +44,8 @@
 
 #include <gfxgraph/client.h>
 
+#include "internal.h"   /* gg_client_call: program.list's `kernels` */
+
 #ifdef GFXGRAPH_HAVE_GPU
 #include "gg_hip.h"
 #endif
@@ -68,6 +70,7 @@ typedef struct {
     int ok;
     int n;
     int graph, eager, fallback, captured, errors;
+    int kernels;                  /* the daemon's launches per replay (program.list), -1 unknown */
     double device_us_sum;
     double t_start, t_end;        /* CLOCK_MONOTONIC seconds, first start / last end */
     char err[256];
@@ -96,6 +99,39 @@ static int bucket_of(int batch)
     while (b < batch)
         b *= 2;
     return b;
+}
+
+/* The launches a replay of prog makes as the daemon planned them
+ * (program.list `kernels`: 64 for chain64 with fusion off, fewer with it on),
+ * or -1: which work a row measured. */
+static int program_kernels(gg_client *c, uint64_t prog)
+{
+    const msgpack_object *r = NULL;
+    if (gg_client_call(c, "program.list", NULL, 0, &r) < 0 || r->type != MSGPACK_OBJECT_MAP)
+        return -1;
+    for (uint32_t i = 0; i < r->via.map.size; i++) {
+        const msgpack_object_kv *kv = &r->via.map.ptr[i];
+        if (kv->key.type != MSGPACK_OBJECT_STR || kv->key.via.str.size != 8 ||
+            memcmp(kv->key.via.str.ptr, "programs", 8) != 0 || kv->val.type != MSGPACK_OBJECT_ARRAY)
+            continue;
+        for (uint32_t j = 0; j < kv->val.via.array.size; j++) {
+            const msgpack_object *p = &kv->val.via.array.ptr[j];
+            int64_t id = -1, k = -1;
+            for (uint32_t m = 0; p->type == MSGPACK_OBJECT_MAP && m < p->via.map.size; m++) {
+                const msgpack_object_kv *e = &p->via.map.ptr[m];
+                if (e->key.type != MSGPACK_OBJECT_STR ||
+                    e->val.type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+                    continue;
+                if (e->key.via.str.size == 2 && memcmp(e->key.via.str.ptr, "id", 2) == 0)
+                    id = (int64_t)e->val.via.u64;
+                else if (e->key.via.str.size == 7 && memcmp(e->key.via.str.ptr, "kernels", 7) == 0)
+                    k = (int64_t)e->val.via.u64;
+            }
+            if (id == (int64_t)prog)
+                return (int)k;
+        }
+    }
+    return -1;
 }
 
 /* ---- one client ----------------------------------------------------------- */
@@ -238,6 +274,7 @@ static int client_setup(const options *o, int idx, client_state *st, client_repo
     if (rc < 0)
         return bench_fail(rep, "program.define", c);
     st->have_prog = true;
+    rep->kernels = program_kernels(c, st->prog);
 
     int bucket = rows, ready = 0, failed = 0;
     rc = gg_client_program_prepare(c, st->prog, 1, &bucket, 0, &ready, &failed);
@@ -306,6 +343,7 @@ static int client_main(const options *o, int idx, mem_kind mem, int ready_fd, in
 {
     client_report rep;
     memset(&rep, 0, sizeof rep);
+    rep.kernels = -1;
     double *rt = calloc((size_t)o->iters, sizeof(double));
     client_state st;
     memset(&st, 0, sizeof st);
@@ -574,6 +612,7 @@ int main(int argc, char **argv)
     double *all = calloc((size_t)n * (size_t)o.iters + 1, sizeof(double));
     double *p50s = calloc((size_t)n + 1, sizeof(double));
     int total = 0, graph = 0, eager = 0, fallback = 0, captured = 0, failed = 0, np50 = 0;
+    int kernels = -1;
     double dev_sum = 0, t0 = INFINITY, t1 = -INFINITY;
     for (int k = 0; k < n; k++) {
         client_report rep;
@@ -601,6 +640,8 @@ int main(int argc, char **argv)
             if (rep.t_end > t1)
                 t1 = rep.t_end;
         }
+        if (k == 0)
+            kernels = rep.kernels;
         total += rep.n;
         graph += rep.graph;
         eager += rep.eager;
@@ -633,6 +674,10 @@ int main(int argc, char **argv)
            total, wall, rps);
     printf("  path: %d graph, %d eager (%d fallback), %d captured in the timing%s\n", graph, eager,
            fallback, captured, failed ? "; SOME CLIENTS FAILED" : "");
+    printf("  launches per replay (the daemon's plan): %d of %d nodes%s\n", kernels,
+           o.prog == PROG_ONENODE ? 1 : 2 * CHAIN_PAIRS,
+           kernels >= 0 && kernels < (o.prog == PROG_ONENODE ? 1 : 2 * CHAIN_PAIRS)
+               ? " (fused)" : "");
 
     int rc = failed ? 1 : 0;
     if (o.json) {
@@ -682,6 +727,9 @@ int main(int argc, char **argv)
                     prog_name(o.prog), o.prog == PROG_ONENODE ? 1 : 2 * CHAIN_PAIRS,
                     o.prog == PROG_ONENODE ? "f32" : "f16", D, mem_name(mem), o.clients, o.iters,
                     o.warmup, o.batch, bucket_of(o.batch));
+            fprintf(f, "  \"daemon_kernels\": %d,\n  \"fused\": %s,\n", kernels,
+                    kernels < 0 ? "null"
+                    : kernels < (o.prog == PROG_ONENODE ? 1 : 2 * CHAIN_PAIRS) ? "true" : "false");
             fprintf(f, "  \"replays\": %d,\n  \"failed_clients\": %d,\n  \"round_trip_us\": {",
                     total, failed);
             fprintf(f, "\"p50\": ");
@@ -714,10 +762,11 @@ int main(int argc, char **argv)
             }
         }
     }
-    /* label program memory clients iters p50 p90 p99 mean device_us replays/s graph eager */
-    printf("RESULT %-22s %-8s %-4s %7d %6d %9.1f %9.1f %9.1f %9.1f %9.1f %10.0f %7d %7d\n", label,
-           prog_name(o.prog), mem_name(mem), o.clients, o.iters, p50, p90, p99, mean, dev_mean,
-           rps, graph, eager);
+    /* label program memory clients iters p50 p90 p99 mean device_us replays/s graph eager
+     * launches-per-replay */
+    printf("RESULT %-22s %-8s %-4s %7d %6d %9.1f %9.1f %9.1f %9.1f %9.1f %10.0f %7d %7d %6d\n",
+           label, prog_name(o.prog), mem_name(mem), o.clients, o.iters, p50, p90, p99, mean,
+           dev_mean, rps, graph, eager, kernels);
     free(all);
     free(p50s);
     return rc;
