@@ -3,6 +3,7 @@
  * keeps working (a good replay after each). */
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -561,8 +562,17 @@ static void test_events(void)
     for (int i = 0; i < 32; i++)
         gx.f[i] = (float)i;
     tbuf_fill(&gy, SENT);
-    if (CHECK(gg_client_replay_ex(A, gprog, 3, -1, &o, &res) == 0))
-        CHECK(gy.f[11] == 22.0f && res.path == GG_PATH_GRAPH && res.device_us >= 0);
+    uint64_t n0 = 0, n1 = 0;
+    double sum0 = 0, sum1 = 0;
+    CHECK(t_session_replays(A, 0, &n0, &sum0));
+    if (CHECK(gg_client_replay_ex(A, gprog, 3, -1, &o, &res) == 0)) {
+        CHECK(gy.f[11] == 22.0f && res.path == GG_PATH_GRAPH);
+        /* the device time answered is the one the daemon counted for it */
+        CHECK(t_session_replays(A, n0 + 1, &n1, &sum1));
+        CHECKF(n1 == n0 + 1 && fabs((sum1 - sum0) - res.device_us) < 0.01,
+               "device_us %.1f is what the session's replay time in stats grew by (%.3f, %llu "
+               "replays)", res.device_us, sum1 - sum0, (unsigned long long)(n1 - n0));
+    }
     /* async: answered once enqueued */
     o.async = true;
     tbuf_fill(&gy, SENT);

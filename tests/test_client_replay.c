@@ -177,7 +177,13 @@ static void test_round_trip(const h_daemon *d)
             CHECK_EQ(res.branch, 0);
             CHECK(res.captured);
             CHECK(!res.fallback);
-            CHECK(res.device_us >= 0);
+            /* the device time answered is the one the daemon counted: this
+             * session's only replay so far */
+            uint64_t n = 0;
+            double sum = -1;
+            CHECK(t_session_replays(c, 1, &n, &sum));
+            CHECKF(n == 1 && sum == res.device_us, "device_us %.1f is the session's replay time "
+                   "in stats (%llu replays, %.1f us)", res.device_us, (unsigned long long)n, sum);
         }
         if (model_replay(c, &m, 3, &res)) {
             CHECK(res.path == GG_PATH_GRAPH);

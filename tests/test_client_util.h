@@ -71,6 +71,35 @@ static inline uint64_t t_stat(gg_client *c, const char *key)
     return r ? h_getu(r, key) : UINT64_MAX;
 }
 
+/* This client's own session in stats, once its replay count reaches want
+ * (polled, up to 60 s: a fast-path completion can be seen before the daemon
+ * has counted it): the count and the sum of the replays' device times
+ * (avg_replay_us x replays).  false when stats fail or the count never gets
+ * there. */
+static inline bool t_session_replays(gg_client *c, uint64_t want, uint64_t *replays,
+                                     double *us_sum)
+{
+    uint64_t id = gg_client_session_id(c);
+    for (int64_t end = h_now_ms() + 60000;; h_sleep_ms(5)) {
+        const msgpack_object *r = NULL;
+        if (gg_client_call(c, "stats", NULL, 0, &r) != 0)
+            return false;
+        const msgpack_object *ss = h_get(r, "sessions");
+        for (uint32_t i = 0; ss && ss->type == MSGPACK_OBJECT_ARRAY && i < ss->via.array.size;
+             i++) {
+            const msgpack_object *e = &ss->via.array.ptr[i];
+            if (h_getu(e, "id") != id)
+                continue;
+            *replays = h_getu(e, "replays");
+            *us_sum = h_getf(e, "avg_replay_us") * (double)*replays;
+            if (*replays != UINT64_MAX && *replays >= want)
+                return true;
+        }
+        if (h_now_ms() >= end)
+            return false;
+    }
+}
+
 /* The cache entry of (program, branch, bucket) in a stats result. */
 static inline const msgpack_object *t_entry(const msgpack_object *stats, uint64_t prog,
                                             int branch, int bucket)
