@@ -1263,7 +1263,7 @@ int main(int argc, char **argv)
         char work[128];
         work_label(pr, work, sizeof work);
         printf("\n%s (%s): round trip us (%d each; %d graph, %d eager, %d captured in the "
-               "timing)\n  launches per replay: daemon %d, in-process graph %d; outputs equal: "
+               "timing)\n  launches: daemon %d per replay, in-process graph %d; outputs equal: "
                "%s; work: %s\n",
                prog_name((prog_kind)pk), pk == PROG_ONENODE ? "scale [1, 1024] f32"
                : "(layernorm -> gelu) x 32, [1, 1024] f16", o.iters, pr->graph, pr->eager,

@@ -8,14 +8,29 @@
 #  2. configure + build a CUDA tree (Ninja, GFXGRAPH_GPU=cuda, sm_90) in
 #     $GG_BUILD_DIR (default build-dev)
 #  3. ctest -L gpu -V (all output kept), then the rest of the suite (-LE gpu):
-#     together, the whole suite
-#  4. bench_chain_inproc (in-process eager vs graph), JSON
-#  5. gfxgraphd --backend hip + bench_replay --memory gpu:
-#       chain64, 1 client, 2000 replays: (a) graphs, (b) eager (GFXGRAPH=0),
-#       (c) completion by host functions (GFXGRAPH_COMPLETION=hostfn);
-#       onenode with 1 client and with 16 clients (on daemon a)
-#     then bench_fastpath on its own daemon: onenode and chain64 through
-#     the fast path, the socket and an in-process graph; 16 clients
+#     together, the whole suite; then the torch tests of the Python package
+#     (tests/gpu/python/run.sh: each asserts the daemon's replay counters,
+#     and test_fault_detection.py shows each failing against a daemon with
+#     GFXGRAPH_FAULT set), their output appended to ctest-gpu.log
+#  4. bench_chain_inproc (in-process eager vs graph, the same 64 kernels), JSON
+#  5. with an MPS control daemon of this run's own when
+#     nvidia-cuda-mps-control exists (GG_MPS=0: without; the daemon and its
+#     clients then share one GPU context, as bench/run_python.sh GG_MPS=1):
+#     gfxgraphd --backend hip + bench_replay --memory gpu, chain64 at 1
+#       client, 2000 replays, each row naming the plan it ran (the daemon's
+#       launches per replay in the RESULT row and the JSON):
+#       chain64-fused-graph / chain64-fused-eager (GFXGRAPH=0): fusion on
+#         both sides (2 launches either way);
+#       chain64-unfused-graph (GFXGRAPH_FUSE=0) / chain64-unfused-eager
+#         (GFXGRAPH=0 GFXGRAPH_FUSE=0): fusion off both sides, 64 launches
+#         against one graph of 64 kernels: what the graph saves;
+#       chain64-fused-hostfn (GFXGRAPH_COMPLETION=hostfn);
+#       onenode with 1 client and with 16 clients (on the first daemon).
+#       Each daemon in turn: these rows are not interleaved.
+#     then bench_fastpath on its own two daemons (fusion on, and
+#     GFXGRAPH_FUSE=0 for --socket-unfused): onenode, chain64_fused and
+#     chain64_unfused through the fast path, the socket and an in-process
+#     graph of the same launches, interleaved; 16 clients
 #  6. a summary table, printed at the end
 #
 # Output, in $OUT (default ./out-device; at most 8 files, no folders):
@@ -30,12 +45,14 @@
 #   bench-fastpath.json      bench_fastpath --json
 #
 # Each step runs under a time limit taken from one budget
-# ($GG_DEVICE_BUDGET_S, default 480 s); a failed step is recorded and the
+# ($GG_DEVICE_BUDGET_S, default 500 s); a failed step is recorded and the
 # next one runs.  Without a GPU (a local dry run) the gpu tests SKIP, the
 # in-process bench says SKIP and the hip daemon does not start: the daemon
 # benches are then recorded as skipped (GG_DAEMON_BACKEND=cpu runs the
 # daemon benches on the cpu backend with shm buffers instead, to try the
-# script itself).  Exit status: 0 when every step
+# script itself; GG_SKIP_BUILD=1 takes $GG_BUILD_DIR as built, whatever its
+# GPU kind, and GG_SKIP_CTEST=1 leaves out the ctest steps).  Exit status: 0
+# when every step
 # passed, else 1.  The git commit for the JSON: $GFXGRAPH_GIT_COMMIT, else
 # git rev-parse where .git exists.
 set +x
@@ -46,7 +63,7 @@ OUT=${OUT:-$root/out-device}
 mkdir -p "$OUT" || exit 1
 OUT=$(cd "$OUT" && pwd)
 build=${GG_BUILD_DIR:-build-dev}
-budget=${GG_DEVICE_BUDGET_S:-480}
+budget=${GG_DEVICE_BUDGET_S:-500}
 jobs=${GG_JOBS:-$(nproc 2>/dev/null || echo 4)}
 t_begin=$(date +%s)
 summary=$OUT/summary.txt
@@ -59,10 +76,14 @@ rm -f "$summary" "$setup_log" "$bench_log" "$OUT/ctest-gpu.log" "$OUT/ctest-rest
 : >"$bench_log"
 tmp=$(mktemp -d /tmp/gg-device-run.XXXXXX)
 dpid=
+d2pid=
+mps=
 
 # shellcheck disable=SC2317  # (called by the trap)
 cleanup() {
     daemon_stop >/dev/null 2>&1
+    daemon2_stop >/dev/null 2>&1
+    mps_stop >/dev/null 2>&1
     rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -98,10 +119,12 @@ step() {
     t0=$(date +%s)
     timeout -k 10 "$lim" "$@" >>"$log" 2>&1
     rc=$?
-    local note=""
+    local note="" status=$rc
     [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ] && note="timed out after ${lim}s"
+    # 77: the step's own "nothing could run here" (no torch, no device)
+    [ "$rc" -eq 77 ] && status=skipped note="exit 77: nothing could run here"
     echo "==== $name: exit $rc" >>"$log"
-    record "$name" "$rc" "$(($(date +%s) - t0))" "$note"
+    record "$name" "$status" "$(($(date +%s) - t0))" "$note"
     return "$rc"
 }
 
@@ -129,7 +152,9 @@ nvcc_arg=()
 if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
     nvcc_arg=(-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)
 fi
-if step "configure (cuda, sm_90)" 180 "$setup_log" \
+if [ "${GG_SKIP_BUILD:-0}" = 1 ]; then
+    record "configure + build" skipped 0 "GG_SKIP_BUILD=1: $build as it is"
+elif step "configure (cuda, sm_90)" 180 "$setup_log" \
     cmake -S . -B "$build" -G Ninja -DGFXGRAPH_GPU=cuda -DCMAKE_CUDA_ARCHITECTURES=90 \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo ${nvcc_arg[@]+"${nvcc_arg[@]}"}; then
     # -k 0: build everything that builds, so one broken target does not
@@ -139,13 +164,21 @@ fi
 [ -d "$build" ] || record "build" skipped 0 "not configured"
 
 # ---- 3. tests ----------------------------------------------------------------------
-if [ -f "$build/CTestTestfile.cmake" ]; then
+if [ "${GG_SKIP_CTEST:-0}" = 1 ]; then
+    record "ctest" skipped 0 "GG_SKIP_CTEST=1"
+elif [ -f "$build/CTestTestfile.cmake" ]; then
     step "ctest -L gpu" 240 "$OUT/ctest-gpu.log" \
         ctest --test-dir "$build" -L gpu -V --output-on-failure --timeout 220
     step "ctest -LE gpu (rest of the suite)" 180 "$OUT/ctest-rest.log" \
         ctest --test-dir "$build" -LE gpu --output-on-failure -j "$jobs" --timeout 170
 else
     record "ctest" skipped 0 "no build tree"
+fi
+# the torch tests (exit 77: no python3, torch or CUDA device here)
+if [ -x "$build/daemon/gfxgraphd" ]; then
+    echo "#### tests/gpu/python/run.sh" >>"$OUT/ctest-gpu.log"
+    step "python torch tests (gpu/python/run.sh)" 240 "$OUT/ctest-gpu.log" \
+        bash tests/gpu/python/run.sh "$build"
 fi
 
 # ---- 4. in-process bench ----------------------------------------------------------
@@ -175,6 +208,70 @@ daemon_stop() {
     fi
     [ -n "$dpid" ] && wait "$dpid" 2>/dev/null
     dpid=
+}
+
+# The unfused daemon of bench_fastpath's chain64_unfused row, beside the
+# first one: GFXGRAPH_FUSE=0, its own socket and log.
+sock2=$tmp/gfxgraphd-unfused.sock
+daemon2_start() {
+    rm -f "$sock2"
+    (
+        for v in $(compgen -e | grep -E '^(GFXGRAPH|HGB_)'); do unset "$v"; done
+        export GFXGRAPH_CONFIG=/dev/null GFXGRAPH_FUSE=0
+        exec "$daemon" --backend "$backend" --socket "$sock2" --log-target stderr
+    ) >"$tmp/daemon2.log" 2>&1 &
+    d2pid=$!
+    local t0
+    t0=$(date +%s)
+    while [ $(($(date +%s) - t0)) -lt 60 ] && kill -0 "$d2pid" 2>/dev/null; do
+        if [ -S "$sock2" ] && "$ctl" --socket "$sock2" --timeout 5 health >/dev/null 2>&1; then
+            record "gfxgraphd (GFXGRAPH_FUSE=0, 2nd)" 0 "$(($(date +%s) - t0))" "healthy"
+            return 0
+        fi
+        sleep 0.2
+    done
+    record "gfxgraphd (GFXGRAPH_FUSE=0, 2nd)" "no-start" "$(($(date +%s) - t0))" "see bench.log"
+    { echo "#### gfxgraphd (GFXGRAPH_FUSE=0) did not start:"; cat "$tmp/daemon2.log"; } >>"$bench_log"
+    daemon2_stop
+    return 1
+}
+daemon2_stop() {
+    if [ -n "$d2pid" ] && kill -0 "$d2pid" 2>/dev/null; then
+        {
+            echo "#### gfxgraphctl stats (GFXGRAPH_FUSE=0)"
+            "$ctl" --socket "$sock2" --timeout 10 stats 2>&1
+        } >>"$bench_log"
+        kill -TERM "$d2pid" 2>/dev/null
+        for _ in $(seq 100); do kill -0 "$d2pid" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$d2pid" 2>/dev/null
+        { echo "#### gfxgraphd log (GFXGRAPH_FUSE=0)"; cat "$tmp/daemon2.log"; } >>"$bench_log"
+    fi
+    [ -n "$d2pid" ] && wait "$d2pid" 2>/dev/null
+    d2pid=
+}
+
+# An MPS control daemon of this run's own (private pipe and log directories,
+# as bench/run_python.sh GG_MPS=1), for the figures where a daemon and its
+# clients share the GPU: started after the tests, stopped at the end.
+mps_start() {
+    [ "${GG_MPS:-1}" = 1 ] && command -v nvidia-cuda-mps-control >/dev/null 2>&1 || {
+        record "MPS control daemon" skipped 0 "GG_MPS=0 or no nvidia-cuda-mps-control"
+        return 0
+    }
+    export CUDA_MPS_PIPE_DIRECTORY=$tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=$tmp/mps-log
+    mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+    if nvidia-cuda-mps-control -d >>"$bench_log" 2>&1; then
+        mps=1
+        record "MPS control daemon" 0 0 "started"
+    else
+        unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+        record "MPS control daemon" "no-start" 0 "see bench.log"
+    fi
+}
+mps_stop() {
+    [ -n "$mps" ] || return 0
+    echo quit | nvidia-cuda-mps-control >/dev/null 2>&1
+    mps=
 }
 
 # daemon_start LABEL [KEY=VALUE...]: gfxgraphd --backend $backend with a clean
@@ -261,19 +358,33 @@ daemon_benches() { # LABEL ENV... -- BENCH-LABEL ARGS... [-- BENCH-LABEL ARGS...
 }
 
 if [ -x "$daemon" ] && [ -x "$breplay" ] && [ -x "$ctl" ]; then
+    [ "$backend" = hip ] && mps_start
+    # fusion on (the default): graph against eager of the same fused plan
     daemon_benches "graphs" \
-        -- chain64-graph --program chain64 --clients 1 --iters 2000 \
+        -- chain64-fused-graph --program chain64 --clients 1 --iters 2000 \
         -- onenode-c1 --program onenode --clients 1 --iters 2000 \
         -- onenode-c16 --program onenode --clients 16 --iters 1000
+    daemon_benches "GFXGRAPH=0" GFXGRAPH=0 \
+        -- chain64-fused-eager --program chain64 --clients 1 --iters 2000
+    # fusion off on both sides: 64 launches against one graph of 64 kernels,
+    # what the graph itself saves
+    daemon_benches "GFXGRAPH_FUSE=0" GFXGRAPH_FUSE=0 \
+        -- chain64-unfused-graph --program chain64 --clients 1 --iters 2000
+    daemon_benches "GFXGRAPH=0 GFXGRAPH_FUSE=0" GFXGRAPH=0 GFXGRAPH_FUSE=0 \
+        -- chain64-unfused-eager --program chain64 --clients 1 --iters 2000
     # the fast path against the socket and an in-process graph launch, and
     # 16 client processes on each path (bench/README.md)
     fpbench=$build/bench/bench_fastpath
     if [ -x "$fpbench" ]; then
         if daemon_start "fastpath"; then
+            unfused=()
+            daemon2_start && unfused=(--socket-unfused "$sock2")
             echo "#### bench_fastpath" >>"$bench_log"
             step "bench_fastpath" 150 "$bench_log" \
-                "$fpbench" --socket "$sock" --iters 2000 --warmup 200 --clients 16 \
-                --tput-iters 2000 --commit "$commit" --json "$OUT/bench-fastpath.json"
+                "$fpbench" --socket "$sock" ${unfused[@]+"${unfused[@]}"} --iters 2000 \
+                --warmup 200 --clients 16 --tput-iters 2000 --commit "$commit" \
+                --json "$OUT/bench-fastpath.json"
+            daemon2_stop
             daemon_end "fastpath"
         fi
     else
@@ -281,7 +392,7 @@ if [ -x "$daemon" ] && [ -x "$breplay" ] && [ -x "$ctl" ]; then
     fi
     # the floor, in the same run: two processes and a shared page, no daemon
     # (bench/fastpath_probe.cu; its numbers sit beside bench_fastpath's)
-    if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
+    if [ "$backend" = hip ] && { command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; }; then
         nvcc_bin=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
         echo "#### fastpath_probe" >>"$bench_log"
         if step "fastpath_probe build" 120 "$bench_log" \
@@ -290,10 +401,8 @@ if [ -x "$daemon" ] && [ -x "$breplay" ] && [ -x "$ctl" ]; then
             step "fastpath_probe 64 nodes" 90 "$bench_log" "$tmp/fastpath_probe" 64 3000
         fi
     fi
-    daemon_benches "GFXGRAPH=0" GFXGRAPH=0 \
-        -- chain64-eager --program chain64 --clients 1 --iters 2000
     daemon_benches "GFXGRAPH_COMPLETION=hostfn" GFXGRAPH_COMPLETION=hostfn \
-        -- chain64-hostfn --program chain64 --clients 1 --iters 2000
+        -- chain64-fused-hostfn --program chain64 --clients 1 --iters 2000
     # the README's demo, against the GPU: device memory registered by pointer
     demo=$build/client/gfxgraph-demo
     if [ -x "$demo" ] && daemon_start "demo"; then
@@ -302,6 +411,7 @@ if [ -x "$daemon" ] && [ -x "$breplay" ] && [ -x "$ctl" ]; then
         { echo "#### gfxgraphctl health (demo)"; "$ctl" --socket "$sock" health 2>&1; } >>"$bench_log"
         daemon_end "demo"
     fi
+    mps_stop
 else
     record "bench_replay" skipped 0 "gfxgraphd, bench_replay or gfxgraphctl not built"
 fi
@@ -327,6 +437,7 @@ fi
         echo "gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)"
     fi
     echo "total: $(elapsed) s (budget $budget s)"
+    echo "MPS for the daemon benches: $(grep -q '^MPS control daemon *0 ' <(printf '%s\n' "${steps[@]}") && echo on || echo off)"
     echo
     printf '%-40s %-8s %6s  %s\n' step status time note
     for s in "${steps[@]}"; do echo "$s"; done
@@ -352,17 +463,20 @@ fi
     fi
     echo
     echo "bench_replay through gfxgraphd --backend $backend (round trip per replay, us):"
-    printf '  %-22s %-8s %-4s %7s %6s %9s %9s %9s %9s %9s %10s %7s %7s\n' label program mem \
-        clients iters p50 p90 p99 mean dev_us replays/s graph eager
+    echo "  (kern: the daemon's launches per replay; each daemon in turn, not interleaved)"
+    printf '  %-22s %-8s %-4s %7s %6s %9s %9s %9s %9s %9s %10s %7s %7s %6s\n' label program mem \
+        clients iters p50 p90 p99 mean dev_us replays/s graph eager kern
     if grep -q '^RESULT ' "$bench_log"; then
         sed -n 's/^RESULT /  /p' "$bench_log"
     else
         echo "  (no runs)"
     fi
     echo
-    echo "bench_fastpath (fast path vs socket vs in-process graph, us; 16 clients' replays/s):"
+    echo "bench_fastpath (fast path vs socket vs in-process graph of the same launches, us;"
+    echo "16 clients' replays/s):"
     if grep -q '^FASTPATH ' "$bench_log"; then
-        grep -E '^fast path:|^in process:|^  ratios|^  device time' "$bench_log" | sed 's/^/  /'
+        grep -E '^fast path:|^in process:|^(onenode|chain64_[a-z]*)[ :]|^  launches: |^  ratios|^  device time' \
+            "$bench_log" | sed 's/^/  /'
         sed -n 's/^FASTPATH /  /p' "$bench_log"
     else
         echo "  (no run)"
