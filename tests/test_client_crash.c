@@ -110,9 +110,23 @@ static void one_round(const h_daemon *d, gg_client *w, int round)
         got += (int)n;
     }
     CHECKF(got >= want, "the child ran %d good replays before the kill (wanted %d)", got, want);
-    if (round % 2)
-        h_sleep_ms(3);   /* land somewhere inside the next replay */
-    const msgpack_object *st = t_stats(w);
+    const msgpack_object *st = NULL;
+    if (round % 2) {
+        /* kill only once the daemon has taken a replay this process has not
+         * heard of (running, or just answered): the kill lands later in the
+         * stream than in the even rounds.  No check depends on where it
+         * lands: whatever the child was doing, its session must go. */
+        st = t_stats(w);
+        uint64_t r0 = h_getu(session_by_client(st, "doomed"), "requests"), r = r0;
+        for (int64_t end = h_now_ms() + 60000; r0 != UINT64_MAX && r <= r0 && h_now_ms() < end;
+             h_sleep_ms(1)) {
+            st = t_stats(w);
+            r = h_getu(session_by_client(st, "doomed"), "requests");
+        }
+        CHECKF(r0 != UINT64_MAX && r > r0, "the daemon took a further replay of the child (%llu "
+               "requests, %llu before)", (unsigned long long)r, (unsigned long long)r0);
+    }
+    st = t_stats(w);
     CHECK(st && session_by_client(st, "doomed") != NULL);
     CHECK(st && h_getu(st, "sessions_active") == sessions0 + 1);
     kill(pid, SIGKILL);
