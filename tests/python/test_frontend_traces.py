@@ -1,0 +1,278 @@
+#!/usr/bin/env python3
+"""The PyTorch frontend (python/gfxgraph/frontend) on recorded decode steps,
+against a cpu-backend gfxgraphd, without torch.
+
+    test_frontend_traces.py --daemon PATH/gfxgraphd --lib PATH/libgfxgraph-client.so.0
+
+For every trace in tests/traces/*.json (+ .npz: the external storages'
+bytes before one replay, and after it for the storages the step writes and
+those holding its outputs), and for synthetic steps built here with their
+expected values computed in numpy (float64): build the IR, run the passes,
+lower, put every storage the program uses in shared memory (external ones
+filled from the recorded bytes), define the program on the daemon, replay
+once, and compare each output tensor and each state storage with the
+recorded result (rel-L2 <= 1e-5 in f32, 1e-2 in f16/bf16).  The path is
+asserted too: the daemon's replay count rises by exactly one and the replay
+reports no fallback.  Exit 0 when all passed, 1 otherwise, 77 when numpy
+or python cannot run it here.
+"""
+import argparse
+import glob
+import json
+import math
+import os
+import sys
+import tempfile
+
+import test_package as tp
+from test_package import check
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TRACES = os.path.join(HERE, "..", "traces")
+TOL = {"f32": 1e-5, "f16": 1e-2, "bf16": 1e-2}
+
+
+# ---- synthetic traces ---------------------------------------------------------
+
+class Synth:
+    """A trace written by hand, in the recorder's format (docs/python.md)."""
+
+    NP = {"f32": "float32", "f16": "float16", "i64": "int64", "i32": "int32", "bool": "bool"}
+    SIZE = {"f32": 4, "f16": 2, "bf16": 2, "i64": 8, "i32": 4, "bool": 1}
+
+    def __init__(self, dtype="f32"):
+        self.doc = {"version": 1, "family": "synthetic", "dtype": dtype, "batch": 1,
+                    "storages": [], "tensors": [], "ops": [], "inputs": [], "outputs": [],
+                    "state": []}
+        self.before, self.after = {}, {}
+
+    def storage(self, nbytes, external):
+        sid = len(self.doc["storages"])
+        self.doc["storages"].append({"id": sid, "nbytes": int(nbytes), "external": external})
+        return sid
+
+    def tensor(self, sid, shape, dtype="f32", offset=0, stride=None):
+        if stride is None:
+            stride, acc = [], 1
+            for d in reversed(shape):
+                stride.insert(0, acc)
+                acc *= d
+        tid = len(self.doc["tensors"])
+        self.doc["tensors"].append({"id": tid, "storage": sid, "offset": offset,
+                                    "shape": list(shape), "stride": list(stride),
+                                    "dtype": dtype})
+        return {"t": tid}
+
+    def new(self, shape, dtype="f32", external=False, value=None):
+        """A fresh contiguous tensor in its own storage (value: its bytes
+        before the step, for an external one)."""
+        import numpy as np
+        n = 1
+        for d in shape:
+            n *= d
+        sid = self.storage(max(1, n * self.SIZE[dtype]), external)
+        if value is not None:
+            self.before[sid] = np.ascontiguousarray(value, dtype=self.NP[dtype]).tobytes()
+        return self.tensor(sid, shape, dtype)
+
+    def view(self, t, shape, stride=None, offset=None):
+        src = self.doc["tensors"][t["t"]]
+        return self.tensor(src["storage"], shape, src["dtype"],
+                           src["offset"] if offset is None else offset, stride)
+
+    def op(self, name, args, out, kwargs=None):
+        self.doc["ops"].append({"op": name, "args": args, "kwargs": kwargs or {}, "out": out})
+        return out
+
+    def expect(self, t, value):
+        """t (an output) must hold value after the step."""
+        import numpy as np
+        info = self.doc["tensors"][t["t"]]
+        st = self.doc["storages"][info["storage"]]
+        a = np.zeros(st["nbytes"], dtype=np.uint8)
+        if info["storage"] in self.after:
+            a[:] = np.frombuffer(self.after[info["storage"]], dtype=np.uint8)
+        v = np.ascontiguousarray(value, dtype=self.NP[info["dtype"]]).tobytes()
+        off = info["offset"] * self.SIZE[info["dtype"]]
+        a[off:off + len(v)] = np.frombuffer(v, dtype=np.uint8)
+        self.after[info["storage"]] = a.tobytes()
+        self.doc["outputs"].append(t["t"])
+
+
+def synth_rmsnorm_linear():
+    """HF RMSNorm (f32, no round trip) then a linear through t + mm, as
+    LlamaRMSNorm and nn.Linear record them; expected in float64."""
+    import numpy as np
+    rng = np.random.default_rng(1)
+    B, L, D, N, eps = 1, 3, 8, 6, 1e-6
+    x0 = rng.standard_normal((B, L, D)).astype(np.float32)
+    w0 = (1 + 0.1 * rng.standard_normal(D)).astype(np.float32)
+    W0 = (0.3 * rng.standard_normal((N, D))).astype(np.float32)
+    s = Synth()
+    x = s.new([B, L, D], external=True, value=x0)
+    w = s.new([D], external=True, value=w0)
+    W = s.new([N, D], external=True, value=W0)
+    p = s.op("aten.pow.Tensor_Scalar", [x, 2], s.new([B, L, D]))
+    v = s.op("aten.mean.dim", [p, [-1], True], s.new([B, L, 1]))
+    ve = s.op("aten.add.Tensor", [v, eps], s.new([B, L, 1]))
+    r = s.op("aten.rsqrt.default", [ve], s.new([B, L, 1]))
+    n = s.op("aten.mul.Tensor", [x, r], s.new([B, L, D]))
+    h = s.op("aten.mul.Tensor", [w, n], s.new([B, L, D]))
+    wt = s.op("aten.t.default", [W], s.view(W, [D, N], [1, D]))
+    h2 = s.op("aten.view.default", [h, [B * L, D]], s.view(h, [B * L, D]))
+    y2 = s.op("aten.mm.default", [h2, wt], s.new([B * L, N]))
+    y = s.op("aten._unsafe_view.default", [y2, [B, L, N]], s.view(y2, [B, L, N]))
+    s.doc["inputs"].append(x["t"])
+    xd = x0.astype(np.float64)
+    hd = xd / np.sqrt((xd ** 2).mean(-1, keepdims=True) + eps) * w0
+    s.expect(y, hd @ W0.astype(np.float64).T)
+    return "synthetic_rmsnorm_linear", s, ["rmsnorm", "linear"]
+
+
+def synth_gelu_silu_mul():
+    """GPT-2's spelled-out GELU and silu(a) * b over views (f32)."""
+    import numpy as np
+    rng = np.random.default_rng(2)
+    R, D = 4, 10
+    a0 = rng.standard_normal((R, D)).astype(np.float32) * 2
+    b0 = rng.standard_normal((R, D)).astype(np.float32)
+    s = Synth()
+    a = s.new([R, D], external=True, value=a0)
+    b = s.new([R, D], external=True, value=b0)
+    half = s.op("aten.mul.Tensor", [a, 0.5], s.new([R, D]))
+    p3 = s.op("aten.pow.Tensor_Scalar", [a, 3.0], s.new([R, D]))
+    k = s.op("aten.mul.Tensor", [p3, 0.044715], s.new([R, D]))
+    inner = s.op("aten.add.Tensor", [a, k], s.new([R, D]))
+    sc = s.op("aten.mul.Tensor", [inner, math.sqrt(2.0 / math.pi)], s.new([R, D]))
+    th = s.op("aten.tanh.default", [sc], s.new([R, D]))
+    one = s.op("aten.add.Tensor", [th, 1.0], s.new([R, D]))
+    g = s.op("aten.mul.Tensor", [half, one], s.new([R, D]))
+    si = s.op("aten.silu.default", [g], s.new([R, D]))
+    y = s.op("aten.mul.Tensor", [si, b], s.new([R, D]))
+    ad = a0.astype(np.float64)
+    gd = 0.5 * ad * (1 + np.tanh(math.sqrt(2 / math.pi) * (ad + 0.044715 * ad ** 3)))
+    s.expect(y, gd / (1 + np.exp(-gd)) * b0)
+    return "synthetic_gelu_silu_mul", s, ["gelu", "silu_mul"]
+
+
+SYNTH = [synth_rmsnorm_linear, synth_gelu_silu_mul]
+
+
+# ---- running one trace -------------------------------------------------------------
+
+def rel_l2(out, ref):
+    import numpy as np
+    out = np.asarray(out, dtype=np.float64).ravel()
+    ref = np.asarray(ref, dtype=np.float64).ravel()
+    den = math.sqrt(float((ref * ref).sum())) or 1.0
+    return math.sqrt(float(((out - ref) ** 2).sum())) / den
+
+
+def run_trace(client, sock, name, doc, before, after, want_ops=None):
+    """Build, define, replay once, compare; every check reported."""
+    import numpy as np
+    import gfxgraph
+    from gfxgraph import frontend
+    from gfxgraph.frontend import shmrun
+    g = frontend.Graph.from_json(doc)
+    try:
+        plan = frontend.build(g)
+    except frontend.Unsupported as e:
+        return check(False, "%s: lowered (%s)" % (name, e))
+    ops = [n["op"] for n in plan.nodes]
+    check(True, "%s: %d recorded ops -> %d nodes (%s), fused %r"
+          % (name, len(g.ops), len(plan.nodes), " ".join(ops[:40]), plan.report["fused"]))
+    if want_ops is not None:
+        check(ops == want_ops, "%s: the program is exactly %s (%s)" % (name, want_ops, ops))
+    arrays = shmrun.storage_arrays(g, plan, before)
+    try:
+        prog, _ = shmrun.define(client, g, plan, arrays, name)
+    except gfxgraph.Error as e:
+        return check(False, "%s: program.define (%s)" % (name, e))
+    st0 = gfxgraph.stats(sock)
+    r = prog.replay(1)
+    st1 = gfxgraph.stats(sock)
+    n0 = st0["replay_count"] + st0.get("eager_count", 0)
+    n1 = st1["replay_count"] + st1.get("eager_count", 0)
+    check(n1 == n0 + 1 and not r["fallback"],
+          "%s: one daemon replay (%d -> %d), no fallback (%r)" % (name, n0, n1, r))
+    dtype = doc.get("dtype", "f32")
+    tol = TOL.get(dtype, 1e-2)
+    for tid in g.outputs:
+        t = g.tensors[tid]
+        got = shmrun.tensor_values(arrays[t.storage.id], t)
+        ref = shmrun.tensor_values(np.frombuffer(after[t.storage.id], dtype=np.uint8), t)
+        e = rel_l2(got, ref)
+        check(e <= TOL.get(t.dtype, tol) and np.isfinite(got).all(),
+              "%s: output %d %s rel-L2 %.3g <= %g" % (name, tid, t.describe(), e,
+                                                     TOL.get(t.dtype, tol)))
+    for tid in g.state:
+        t = g.tensors[tid]
+        sid = t.storage.id
+        whole = frontend.Tensor(None, t.storage, 0, [t.storage.nbytes // t.itemsize], [1],
+                                t.dtype)
+        got = shmrun.tensor_values(arrays[sid], whole)
+        ref = shmrun.tensor_values(np.frombuffer(after[sid], dtype=np.uint8), whole)
+        e = rel_l2(got, ref)
+        check(e <= TOL.get(t.dtype, tol), "%s: state storage %d rel-L2 %.3g" % (name, sid, e))
+    prog.release()
+    return True
+
+
+def load_trace(path):
+    import numpy as np
+    with open(path) as f:
+        doc = json.load(f)
+    data = np.load(path[:-5] + ".npz")
+    before, after = {}, {}
+    for k in data.files:
+        sid, _, when = k[1:].partition("_")
+        (before if when == "before" else after)[int(sid)] = data[k].tobytes()
+    return doc, before, after
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--daemon", required=True)
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--only", default=None, help="run the traces whose name contains this")
+    args = ap.parse_args()
+    try:
+        import numpy  # noqa: F401
+    except ImportError:
+        print("SKIP: numpy does not import here (Debian: python3-numpy)")
+        return 77
+    os.environ["GFXGRAPH_LIB"] = args.lib
+    for k in ("GFXGRAPH_SOCKET", "GFXGRAPH_FASTPATH"):
+        os.environ.pop(k, None)
+    import gfxgraph
+    tmp = tempfile.mkdtemp(prefix="ggfe.")
+    d = tp.Daemon(args.daemon, tmp)
+    try:
+        with gfxgraph.Client(d.sock) as c:
+            for fn in SYNTH:
+                name, s, want = fn()
+                if args.only and args.only not in name:
+                    continue
+                run_trace(c, d.sock, name, s.doc, s.before, s.after, want)
+            paths = sorted(p for p in glob.glob(os.path.join(TRACES, "*.json"))
+                           if os.path.exists(p[:-5] + ".npz"))
+            for p in paths:
+                name = os.path.basename(p)[:-5]
+                if args.only and args.only not in name:
+                    continue
+                doc, before, after = load_trace(p)
+                run_trace(c, d.sock, name, doc, before, after)
+            check(True, "%d recorded traces in tests/traces" % len(paths))
+    finally:
+        rc = d.stop()
+        if tp.FAILS:
+            d.dump()
+    check(rc == 0, "daemon stopped cleanly (%r)" % rc)
+    print("%d passed, %d failed" % (tp.PASSES, tp.FAILS))
+    return 1 if tp.FAILS else 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+    sys.exit(main())
