@@ -29,11 +29,10 @@ set(_gg_gpu_dir ${CMAKE_CURRENT_LIST_DIR})
 # gpu_fused.hip: the daemon planner's fused ops (ops.h); gpu_probe.hip: the
 # read ceiling the kernel bench sets beside attention_decode;
 # gpu_internal.h: what they share (private: not an exported header).
-set(_gg_gpu_sources ${_gg_gpu_dir}/gpu_ops.hip ${_gg_gpu_dir}/gpu_decode.hip
-  ${_gg_gpu_dir}/gpu_linear.hip ${_gg_gpu_dir}/gpu_attention.hip
-  ${_gg_gpu_dir}/gpu_attention_mma.hip ${_gg_gpu_dir}/gpu_fused.hip ${_gg_gpu_dir}/gpu_probe.hip)
+# Every gpu_*.hip here (a new family's file joins without an edit here).
+file(GLOB _gg_gpu_sources CONFIGURE_DEPENDS ${_gg_gpu_dir}/gpu_*.hip)
 set(_gg_gpu_headers ${_gg_gpu_dir}/gg_hip.h ${_gg_gpu_dir}/gpu_ops.h ${_gg_gpu_dir}/ops.h
-  ${_gg_gpu_dir}/gpu_internal.h)
+  ${_gg_gpu_dir}/ops_list.h ${_gg_gpu_dir}/gpu_internal.h)
 
 if(GFXGRAPH_GPU_KIND STREQUAL "hip")
   # ---- AMD: hipcc -------------------------------------------------------------

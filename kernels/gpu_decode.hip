@@ -363,7 +363,7 @@ static int launch_decode_dt(gg_gpu_ctx *c, const gg_op_def *op, int kind, const 
     typedef typename dt<DT>::T T;
     const gg_tensor_desc *xd = &in[0].desc, *yd = &out[0].desc;
     switch (kind) {
-    case K_EMBEDDING: {
+    case GG_OP_EMBEDDING: {
         const gg_tensor_desc *td = &in[1].desc;
         if (xd->ndim != 1 || td->ndim != 2 || yd->ndim != 2 || yd->dims[0] != xd->dims[0] ||
             yd->dims[1] != td->dims[1])
@@ -380,7 +380,7 @@ static int launch_decode_dt(gg_gpu_ctx *c, const gg_op_def *op, int kind, const 
                 xd->dims[0], td->dims[0], D);
         return gg_gpu_launched(op);
     }
-    case K_ROPE: {
+    case GG_OP_ROPE: {
         if (xd->ndim != 3 || gg_desc_numel(yd) != gg_desc_numel(xd) ||
             gg_desc_numel(&in[1].desc) != xd->dims[0] || xd->dims[2] > INT_MAX ||
             xd->dims[1] > INT_MAX)
@@ -407,7 +407,7 @@ static int launch_decode_dt(gg_gpu_ctx *c, const gg_op_def *op, int kind, const 
                 xd->dims[0], H, dh, rd, theta, gptj);
         return gg_gpu_launched(op);
     }
-    case K_CACHE_WRITE: {
+    case GG_OP_CACHE_WRITE: {
         if (xd->ndim != 3 || yd->ndim != 4 || yd->dims[0] != xd->dims[0] ||
             yd->dims[2] != xd->dims[1] || yd->dims[3] != xd->dims[2] ||
             gg_desc_numel(&in[1].desc) != xd->dims[0] ||
@@ -427,7 +427,7 @@ static int launch_decode_dt(gg_gpu_ctx *c, const gg_op_def *op, int kind, const 
                 xd->dims[0], yd->dims[1], row);
         return gg_gpu_launched(op);
     }
-    case K_ATTENTION_DECODE: {
+    case GG_OP_ATTENTION_DECODE: {
         const gg_tensor_desc *kd = &in[1].desc;
         if (xd->ndim != 3 || kd->ndim != 4 || kd->dims[0] != xd->dims[0] ||
             kd->dims[3] != xd->dims[2] || xd->dims[1] % kd->dims[2] != 0 ||
@@ -455,7 +455,7 @@ static int launch_decode_dt(gg_gpu_ctx *c, const gg_op_def *op, int kind, const 
             (int)kd->dims[2], kd->dims[1], dh, scale);
         return gg_gpu_launched(op);
     }
-    case K_ARGMAX: {
+    case GG_OP_ARGMAX: {
         const int64_t cols = xd->dims[xd->ndim - 1], rows = gg_desc_numel(xd) / cols;
         if (out[0].desc.dtype != GG_DT_I32 || gg_desc_numel(yd) != rows)
             return gg_gpu_fail(-EINVAL, "%s: y must be i32 with one element per row", op->name);
@@ -470,7 +470,7 @@ static int launch_decode_dt(gg_gpu_ctx *c, const gg_op_def *op, int kind, const 
                 (const T *)in[0].data, (int32_t *)out[0].data, rows, (int)cols);
         return gg_gpu_launched(op);
     }
-    case K_CAST: {
+    case GG_OP_CAST: {
         const int64_t n = gg_desc_numel(xd);
         if (gg_desc_numel(yd) != n || launch_cast_to<DT>(c, in[0].data, out[0].data, yd->dtype, n))
             return gg_gpu_fail(-EINVAL, "%s: y must be a floating tensor of x's size", op->name);
@@ -490,24 +490,31 @@ int gg_gpu_decode_launch(gg_gpu_ctx *c, const gg_op_def *op, int kind, const gg_
             return gg_gpu_fail(-EINVAL, "%s: operand %d is empty or has no data", op->name, i);
     }
     /* the floating operand that fixes the kernel's type; the i32 ones must be i32 */
-    const gg_tensor *f = kind == K_EMBEDDING ? &in[1] : &in[0];
+    const gg_tensor *f = kind == GG_OP_EMBEDDING ? &in[1] : &in[0];
     const gg_dtype dtype = f->desc.dtype;
-    static const signed char is_i32[][5] = {
-        /* inputs..., output; in kind order from K_EMBEDDING */
-        {1, 0, -1, -1, 0},  /* embedding */
-        {0, 1, -1, -1, 0},  /* rope */
-        {0, 1, 1, -1, 0},   /* cache_write */
-        {0, 0, 0, 1, 0},    /* attention_decode */
-        {0, -1, -1, -1, 1}, /* argmax */
-        {0, -1, -1, -1, 0}, /* cast */
-    };
-    static_assert(K_CAST - K_EMBEDDING == 5, "is_i32 follows the kind order");
-    const signed char *want = is_i32[kind - K_EMBEDDING];
+    /* which operands are i32 (inputs..., output): 1 i32, 0 the kernel's
+     * floating dtype, -1 none */
+    static const signed char i32_embedding[5] = {1, 0, -1, -1, 0},
+                             i32_rope[5] = {0, 1, -1, -1, 0},
+                             i32_cache_write[5] = {0, 1, 1, -1, 0},
+                             i32_attention[5] = {0, 0, 0, 1, 0},
+                             i32_argmax[5] = {0, -1, -1, -1, 1},
+                             i32_cast[5] = {0, -1, -1, -1, 0};
+    const signed char *want;
+    switch (kind) {
+    case GG_OP_EMBEDDING: want = i32_embedding; break;
+    case GG_OP_ROPE: want = i32_rope; break;
+    case GG_OP_CACHE_WRITE: want = i32_cache_write; break;
+    case GG_OP_ATTENTION_DECODE: want = i32_attention; break;
+    case GG_OP_ARGMAX: want = i32_argmax; break;
+    case GG_OP_CAST: want = i32_cast; break;
+    default: return gg_gpu_fail(-ENOTSUP, "%s: no GPU kernel", op->name);
+    }
     for (int i = 0; i < nin + nout; i++) {
         const gg_tensor *t = i < nin ? &in[i] : &out[0];
         const int w = i < nin ? want[i] : want[4];
         if (w == 1 ? t->desc.dtype != GG_DT_I32
-                   : (kind == K_CAST ? !gg_dtype_is_float(t->desc.dtype) : t->desc.dtype != dtype))
+                   : (kind == GG_OP_CAST ? !gg_dtype_is_float(t->desc.dtype) : t->desc.dtype != dtype))
             return gg_gpu_fail(-EINVAL, "%s: operand %d has dtype %s", op->name, i,
                                gg_dtype_name(t->desc.dtype));
     }

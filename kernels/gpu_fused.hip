@@ -1000,7 +1000,7 @@ static int fz_linear_act(gg_gpu_ctx *c, const gg_op_def *op, const gg_tensor *in
     void *mid = h ? h : y;
     gg_tensor lo = out[0];
     lo.data = mid;
-    int rc = gg_gpu_linear_launch(c, c->ops[K_LINEAR], in, sep ? 2 : nin, &lo);
+    int rc = gg_gpu_linear_launch(c, gg_ops_at(GG_OP_LINEAR), in, sep ? 2 : nin, &lo);
     if (rc < 0 || (!sep && act == GG_ACT_NONE))
         return rc;
     typedef typename dt<DT>::T T;
@@ -1034,11 +1034,11 @@ static int fz_gate_up(gg_gpu_ctx *c, const gg_op_def *op, const gg_tensor *in,
         return fz_launched(op);
     }
     gg_tensor gin[2] = {in[0], in[1]}, uin[2] = {in[0], in[2]}, sin[2] = {out[1], out[2]};
-    int rc = gg_gpu_linear_launch(c, c->ops[K_LINEAR], gin, 2, &out[1]);
+    int rc = gg_gpu_linear_launch(c, gg_ops_at(GG_OP_LINEAR), gin, 2, &out[1]);
     if (rc == 0)
-        rc = gg_gpu_linear_launch(c, c->ops[K_LINEAR], uin, 2, &out[2]);
+        rc = gg_gpu_linear_launch(c, gg_ops_at(GG_OP_LINEAR), uin, 2, &out[2]);
     if (rc == 0)
-        rc = gg_gpu_op_launch(c, c->ops[K_SILU_MUL], sin, 2, &out[0], 1, NULL);
+        rc = gg_gpu_op_launch(c, gg_ops_at(GG_OP_SILU_MUL), sin, 2, &out[0], 1, NULL);
     return rc;
 }
 

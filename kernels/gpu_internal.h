@@ -3,7 +3,7 @@
  *
  *   - the vendor BLAS selection (cuBLAS on NVIDIA, rocBLAS on AMD when
  *     configured, else none) and the context struct that holds its handle;
- *   - the op kinds the context indexes its table entries by;
+ *   - what an op kind is (its table id);
  *   - error reporting (gg_gpu_fail sets gg_gpu_last_error()'s message) and
  *     the launch check;
  *   - dtype traits: f32 accumulation, f16/bf16 as raw 16-bit storage
@@ -39,26 +39,9 @@
 
 /* ---- op kinds --------------------------------------------------------------- */
 
-enum {
-    K_COPY,
-    K_ADD,
-    K_MUL,
-    K_SCALE,
-    K_GELU,
-    K_SILU,
-    K_SILU_MUL,
-    K_LAYERNORM,
-    K_RMSNORM,
-    K_LINEAR,
-    K_SOFTMAX,
-    K_EMBEDDING,
-    K_ROPE,
-    K_CACHE_WRITE,
-    K_ATTENTION_DECODE,
-    K_ARGMAX,
-    K_CAST,
-    K_COUNT
-};
+/* An op's kind is its table id (ops.h: gg_op_id, from ops_list.h);
+ * gg_gpu_op_launch hands each op to its family's launcher, which switches on
+ * the id.  Nothing here depends on the order of the ids. */
 
 /* ---- context ---------------------------------------------------------------- */
 
@@ -69,8 +52,6 @@ struct gg_gpu_ctx {
     int sms;         /* compute units / multiprocessors */
     int max_threads; /* per block */
     gg_gpu_linear_mode linear_mode;
-    const gg_op_def *ops[K_COUNT]; /* the table's entries, for a pointer lookup */
-    int attr_idx[K_COUNT];
     void *ws;
     size_t ws_bytes;
     /* attention_decode's split partials and merge counters (gpu_attention.hip);
@@ -336,8 +317,8 @@ int gg_gpu_attention_mma_launch(gg_gpu_ctx *c, gg_dtype dtype, const gg_tensor *
 
 /* ---- decode-step ops (gpu_decode.hip) ---------------------------------------------- */
 
-/* Decode-step op `op` of kind `kind` (K_EMBEDDING and after) on in/out, the
- * operand counts already checked: 0, or a negative errno with the message
+/* Decode-step op `op` (family GG_FAM_DECODE) of kind `kind` (its table id)
+ * on in/out, the operand counts already checked: 0, or a negative errno with the message
  * set. */
 int gg_gpu_decode_launch(gg_gpu_ctx *c, const gg_op_def *op, int kind, const gg_tensor *in,
                          int nin, const gg_tensor *out, const gg_op_attrs *attrs);

@@ -125,32 +125,6 @@ extern "C" int gg_gpu_write_u32(void *stream, void *dev_addr, uint32_t value, co
     return 0;
 }
 
-/* ---- op kinds --------------------------------------------------------------- */
-
-static const struct {
-    const char *name;
-    int nin_min, nin_max;
-    const char *attr; /* the one attribute the kernel reads, or NULL */
-} kinds[K_COUNT] = {
-    {"copy", 1, 1, NULL},          {"add", 2, 2, NULL},
-    {"mul", 2, 2, NULL},           {"scale", 1, 1, "scale"},
-    {"gelu", 1, 1, "approximate"}, {"silu", 1, 1, NULL},
-    {"silu_mul", 2, 2, NULL},      {"layernorm", 3, 3, "eps"},
-    {"rmsnorm", 2, 2, "eps"},      {"linear", 2, 3, NULL},
-    {"softmax", 1, 1, NULL},
-    {"embedding", 2, 2, NULL},     {"rope", 2, 2, NULL},
-    {"cache_write", 2, 3, NULL},   {"attention_decode", 4, 4, "scale"},
-    {"argmax", 1, 1, NULL},        {"cast", 1, 1, NULL},
-};
-
-static int kind_by_name(const char *name)
-{
-    for (int k = 0; name && k < K_COUNT; k++)
-        if (strcmp(kinds[k].name, name) == 0)
-            return k;
-    return -1;
-}
-
 /* ---- context ---------------------------------------------------------------- */
 
 extern "C" int gg_gpu_ctx_create(void *stream, gg_gpu_ctx **out)
@@ -196,11 +170,6 @@ extern "C" int gg_gpu_ctx_create(void *stream, gg_gpu_ctx **out)
     }
     if (c->sms < 1)
         c->sms = 1;
-    for (int k = 0; k < K_COUNT; k++) {
-        c->ops[k] = gg_ops_find(kinds[k].name);
-        c->attr_idx[k] = kinds[k].attr && c->ops[k] ? gg_ops_attr_index(c->ops[k], kinds[k].attr)
-                                                    : -1;
-    }
 
     /* the vendor BLAS handle and its workspace (gpu_linear.hip) */
     int rc = gg_gpu_linear_ctx_init(c, cc_major);
@@ -228,15 +197,38 @@ extern "C" void *gg_gpu_ctx_stream(const gg_gpu_ctx *c)
     return c ? (void *)c->stream : NULL;
 }
 
+/* The table row op is (itself, or the row of its name for a copy of one);
+ * NULL for anything else. */
+static const gg_op_def *gpu_row_of(const gg_op_def *op)
+{
+    if (!op || !op->name)
+        return NULL;
+    if (gg_ops_at(op->id) == op)
+        return op;
+    return gg_ops_find(op->name);
+}
+
 extern "C" int gg_gpu_op_supported(const gg_op_def *op, gg_dtype dt)
 {
-    return op && kind_by_name(op->name) >= 0 && gg_dtype_is_float(dt);
+    const gg_op_def *row = gpu_row_of(op);
+    if (!row)
+        return 0;
+    switch (row->family) {
+    case GG_FAM_ELEMENTWISE:
+    case GG_FAM_NORM:
+    case GG_FAM_LINEAR:
+    case GG_FAM_DECODE:
+        return gg_dtype_is_float(dt);
+    default:
+        return 0;
+    }
 }
 
 extern "C" int gg_gpu_op_needs_warmup(const gg_op_def *op)
 {
 #if defined(GG_BLAS_CUBLAS) || defined(GG_BLAS_ROCBLAS)
-    return op && (kind_by_name(op->name) == K_LINEAR || gg_gpu_fused_needs_warmup(op));
+    const gg_op_def *row = gpu_row_of(op);
+    return op && ((row && row->id == GG_OP_LINEAR) || gg_gpu_fused_needs_warmup(op));
 #else
     (void)op;
     return 0;
@@ -940,7 +932,7 @@ static float attr_value(const gg_op_def *op, const gg_op_attrs *attrs, int idx, 
 }
 
 template <int DT>
-static int launch_dt(gg_gpu_ctx *c, const gg_op_def *op, int kind, int attr_idx,
+static int launch_dt(gg_gpu_ctx *c, const gg_op_def *op, int kind,
                      const gg_tensor *in, int nin, const gg_tensor *out,
                      const gg_op_attrs *attrs)
 {
@@ -951,45 +943,45 @@ static int launch_dt(gg_gpu_ctx *c, const gg_op_def *op, int kind, int attr_idx,
     const void *x = in[0].data;
 
     switch (kind) {
-    case K_COPY:
-    case K_SCALE:
-    case K_GELU:
-    case K_SILU: {
+    case GG_OP_COPY:
+    case GG_OP_SCALE:
+    case GG_OP_GELU:
+    case GG_OP_SILU: {
         if (nx != n)
             return gg_gpu_fail(-EINVAL, "%s: x has %lld elements, y %lld", op->name, (long long)nx,
                                (long long)n);
-        if (kind == K_COPY)
+        if (kind == GG_OP_COPY)
             launch_ew<DT, E_COPY>(c, x, NULL, y, n, n, 0.0f);
-        else if (kind == K_SCALE)
-            launch_ew<DT, E_SCALE>(c, x, NULL, y, n, n, attr_value(op, attrs, attr_idx, 1.0));
-        else if (kind == K_SILU)
+        else if (kind == GG_OP_SCALE)
+            launch_ew<DT, E_SCALE>(c, x, NULL, y, n, n, attr_value(op, attrs, 0, 1.0));
+        else if (kind == GG_OP_SILU)
             launch_ew<DT, E_SILU>(c, x, NULL, y, n, n, 0.0f);
-        else if (attr_value(op, attrs, attr_idx, 0.0) == 1.0f) /* choice 1: "tanh" */
+        else if (attr_value(op, attrs, 0, 0.0) == 1.0f) /* choice 1: "tanh" */
             launch_ew<DT, E_GELU_TANH>(c, x, NULL, y, n, n, 0.0f);
         else
             launch_ew<DT, E_GELU_ERF>(c, x, NULL, y, n, n, 0.0f);
         return gg_gpu_launched(op);
     }
-    case K_ADD:
-    case K_MUL:
-    case K_SILU_MUL: {
+    case GG_OP_ADD:
+    case GG_OP_MUL:
+    case GG_OP_SILU_MUL: {
         const int64_t bn = gg_desc_numel(&in[1].desc);
-        if (nx != n || bn < 1 || n % bn != 0 || (bn != n && (kind == K_SILU_MUL || bn != cols)))
+        if (nx != n || bn < 1 || n % bn != 0 || (bn != n && (kind == GG_OP_SILU_MUL || bn != cols)))
             return gg_gpu_fail(-EINVAL,
                                "%s: operand sizes do not fit (a %lld, b %lld, y %lld elements)",
                                op->name, (long long)nx, (long long)bn, (long long)n);
         const void *b = in[1].data;
-        if (kind == K_ADD)
+        if (kind == GG_OP_ADD)
             launch_ew<DT, E_ADD>(c, x, b, y, n, bn, 0.0f);
-        else if (kind == K_MUL)
+        else if (kind == GG_OP_MUL)
             launch_ew<DT, E_MUL>(c, x, b, y, n, bn, 0.0f);
         else
             launch_ew<DT, E_SILU_MUL>(c, x, b, y, n, bn, 0.0f);
         return gg_gpu_launched(op);
     }
-    case K_LAYERNORM:
-    case K_RMSNORM: {
-        const int need = kind == K_LAYERNORM ? 3 : 2;
+    case GG_OP_LAYERNORM:
+    case GG_OP_RMSNORM: {
+        const int need = kind == GG_OP_LAYERNORM ? 3 : 2;
         if (nx != n || cols > INT_MAX)
             return gg_gpu_fail(-EINVAL, "%s: x and y differ or the last dim is too large",
                                op->name);
@@ -997,21 +989,21 @@ static int launch_dt(gg_gpu_ctx *c, const gg_op_def *op, int kind, int attr_idx,
             if (gg_desc_numel(&in[i].desc) != cols)
                 return gg_gpu_fail(-EINVAL, "%s: input %d must have %lld elements", op->name, i,
                                    (long long)cols);
-        const float eps = attr_value(op, attrs, attr_idx, kind == K_LAYERNORM ? 1e-5 : 1e-6);
-        if (kind == K_LAYERNORM)
+        const float eps = attr_value(op, attrs, 0, kind == GG_OP_LAYERNORM ? 1e-5 : 1e-6);
+        if (kind == GG_OP_LAYERNORM)
             launch_norm<DT, false>(c, x, in[1].data, in[2].data, y, n / cols, (int)cols, eps);
         else
             launch_norm<DT, true>(c, x, in[1].data, NULL, y, n / cols, (int)cols, eps);
         return gg_gpu_launched(op);
     }
-    case K_SOFTMAX: {
+    case GG_OP_SOFTMAX: {
         if (nx != n || cols > INT_MAX)
             return gg_gpu_fail(-EINVAL, "%s: x and y differ or the last dim is too large",
                                op->name);
         launch_softmax<DT>(c, x, y, n / cols, (int)cols);
         return gg_gpu_launched(op);
     }
-    case K_LINEAR:
+    case GG_OP_LINEAR:
         return gg_gpu_linear_launch(c, op, in, nin, out);
     }
     return gg_gpu_fail(-ENOTSUP, "%s: no GPU kernel", op->name);
@@ -1023,26 +1015,26 @@ extern "C" int gg_gpu_op_launch(gg_gpu_ctx *c, const gg_op_def *op, const gg_ten
     g_err[0] = '\0';
     if (!c || !op || !op->name || !in || !out)
         return gg_gpu_fail(-EINVAL, "gg_gpu_op_launch: NULL argument");
-    int kind = -1, attr_idx = -1;
-    for (int k = 0; k < K_COUNT; k++) /* the table's own entries: a pointer compare */
-        if (op == c->ops[k]) {
-            kind = k;
-            attr_idx = c->attr_idx[k];
-            break;
-        }
-    if (kind < 0 && gg_ops_fused_kind(op) >= 0) /* the planner's fused ops: gpu_fused.hip */
+    if (gg_ops_at(op->id) != op && gg_ops_fused_kind(op) >= 0) /* the planner's: gpu_fused.hip */
         return gg_gpu_fused_launch(c, op, gg_ops_fused_kind(op), in, nin, out, nout, attrs);
-    if (kind < 0) {
-        kind = kind_by_name(op->name);
-        if (kind < 0)
-            return gg_gpu_fail(-ENOTSUP, "%s: no GPU kernel for this op", op->name);
-        attr_idx = kinds[kind].attr ? gg_ops_attr_index(op, kinds[kind].attr) : -1;
-    }
-    if (nin < kinds[kind].nin_min || nin > kinds[kind].nin_max || nout != 1)
+    const gg_op_def *row = gpu_row_of(op);
+    if (!row)
+        return gg_gpu_fail(-ENOTSUP, "%s: no GPU kernel for this op", op->name);
+    const int kind = row->id;
+    /* an op that wants the batch gets one more input than its node's */
+    if (nin < row->nin_min || nin > row->nin_max + row->wants_batch || nout != row->nout)
         return gg_gpu_fail(-EINVAL, "%s: %d inputs and %d outputs do not fit the op", op->name, nin,
                            nout);
-    if (kind >= K_EMBEDDING) /* gpu_decode.hip */
+    switch (row->family) {
+    case GG_FAM_DECODE: /* gpu_decode.hip */
         return gg_gpu_decode_launch(c, op, kind, in, nin, out, attrs);
+    case GG_FAM_ELEMENTWISE: /* below, on one shared dtype */
+    case GG_FAM_NORM:
+    case GG_FAM_LINEAR:
+        break;
+    default:
+        return gg_gpu_fail(-ENOTSUP, "%s: no GPU kernel for this op", op->name);
+    }
     const gg_dtype dtype = in[0].desc.dtype;
     for (int i = 0; i < nin + nout; i++) {
         const gg_tensor *t = i < nin ? &in[i] : &out[i - nin];
@@ -1053,11 +1045,11 @@ extern "C" int gg_gpu_op_launch(gg_gpu_ctx *c, const gg_op_def *op, const gg_ten
     }
     switch (dtype) {
     case GG_DT_F32:
-        return launch_dt<GG_DT_F32>(c, op, kind, attr_idx, in, nin, out, attrs);
+        return launch_dt<GG_DT_F32>(c, op, kind, in, nin, out, attrs);
     case GG_DT_F16:
-        return launch_dt<GG_DT_F16>(c, op, kind, attr_idx, in, nin, out, attrs);
+        return launch_dt<GG_DT_F16>(c, op, kind, in, nin, out, attrs);
     case GG_DT_BF16:
-        return launch_dt<GG_DT_BF16>(c, op, kind, attr_idx, in, nin, out, attrs);
+        return launch_dt<GG_DT_BF16>(c, op, kind, in, nin, out, attrs);
     default:
         return gg_gpu_fail(-EINVAL, "%s: unknown dtype %d", op->name, (int)dtype);
     }

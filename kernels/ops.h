@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ops_list.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -63,6 +65,14 @@ typedef struct {
 
 typedef struct gg_op_def gg_op_def;
 
+/* Op ids (an op's index in the table) and families, from ops_list.h. */
+#define GG_OP_ENUM_(id_, name_, fam_) GG_OP_##id_,
+typedef enum { GG_OPS_LIST(GG_OP_ENUM_) GG_OP_COUNT } gg_op_id;
+#undef GG_OP_ENUM_
+#define GG_FAM_ENUM_(f_) GG_FAM_##f_,
+typedef enum { GG_FAMILY_LIST(GG_FAM_ENUM_) GG_FAM_COUNT } gg_op_family;
+#undef GG_FAM_ENUM_
+
 /* Shape and dtype rule: 0 if the operands fit the op, else -EINVAL with a
  * message a person can act on written to err. */
 typedef int (*gg_op_check_fn)(const gg_op_def *op, const gg_tensor_desc *in, int nin,
@@ -75,7 +85,10 @@ typedef void (*gg_op_cpu_fn)(const gg_tensor *in, int nin, const gg_tensor *out,
 
 struct gg_op_def {
     const char *name;
-    int id;                         /* index in the table, stable per build */
+    int id;                         /* index in the table (gg_op_id), stable per build */
+    int family;                     /* gg_op_family */
+    const char *in_names[GG_MAX_OPERANDS];  /* operand names for messages */
+    const char *out_names[GG_MAX_OPERANDS];
     int nin_min, nin_max;           /* optional trailing inputs (linear's bias) */
     int nout;
     int nattrs;
@@ -87,11 +100,15 @@ struct gg_op_def {
      * whose side effects the op skips: cache_write).  Without it (a direct
      * call with the node's own inputs only) every row is real. */
     int wants_batch;
+    /* 1: y may be exactly x (or a) in memory: each output element reads only
+     * its own position of the inputs (the elementwise ops, rope). */
+    int inplace;
     /* Every op in this library is independent across rows of dim 0 (the batch
      * rows), which is what makes padding rows harmless. */
 };
 
-/* Table access. */
+/* Table access.  gg_ops_at(GG_OP_ADD) is add's row; an op pointer p is the
+ * table's own when gg_ops_at(p->id) == p. */
 int gg_ops_count(void);
 const gg_op_def *gg_ops_at(int i);
 const gg_op_def *gg_ops_find(const char *name);

@@ -15,9 +15,11 @@ typedef struct {
     int top;
 } fz_ctx;
 
-static bool fz_is(const gg_pnode *n, const char *name)
+/* n runs the table's op `id` (ops_list.h); the planner's own fused nodes
+ * never match. */
+static bool fz_is(const gg_pnode *n, gg_op_id id)
 {
-    return strcmp(n->op->name, name) == 0;
+    return n->op == gg_ops_at(id);
 }
 
 static const gg_ptensor *fz_t(const fz_ctx *c, int t)
@@ -93,7 +95,7 @@ static int fz_add_rmsnorm(const fz_ctx *c, int i, gg_pnode *f)
     if (i + 1 >= br->nnodes)
         return 0;
     const gg_pnode *a = &br->nodes[i], *r = &br->nodes[i + 1];
-    if (!fz_is(a, "add") || !fz_is(r, "rmsnorm") || r->in[0] != a->out[0] ||
+    if (!fz_is(a, GG_OP_ADD) || !fz_is(r, GG_OP_RMSNORM) || r->in[0] != a->out[0] ||
         !fz_same_shape(c, a->in[0], a->in[1]) || r->in[1] == a->out[0])
         return 0;
     int in[3] = {a->in[0], a->in[1], r->in[1]}, out[2] = {a->out[0], r->out[0]};
@@ -112,7 +114,7 @@ static int fz_gate_up(const fz_ctx *c, int i, gg_pnode *f)
     if (i + 2 >= br->nnodes)
         return 0;
     const gg_pnode *l0 = &br->nodes[i], *l1 = &br->nodes[i + 1], *m = &br->nodes[i + 2];
-    if (!fz_is(l0, "linear") || !fz_is(l1, "linear") || !fz_is(m, "silu_mul") ||
+    if (!fz_is(l0, GG_OP_LINEAR) || !fz_is(l1, GG_OP_LINEAR) || !fz_is(m, GG_OP_SILU_MUL) ||
         l0->nin != 2 || l1->nin != 2 || l0->in[0] != l1->in[0] || l0->out[0] == l1->out[0])
         return 0;
     const gg_pnode *g, *u;
@@ -147,11 +149,11 @@ static int fz_act_of(const gg_pnode *n, double *param)
     *param = 0;
     if (n->nin != 1)
         return GG_ACT_NONE;
-    if (fz_is(n, "gelu"))
+    if (fz_is(n, GG_OP_GELU))
         return n->attrs.v[0] == 1.0 ? GG_ACT_GELU_TANH : GG_ACT_GELU_ERF;
-    if (fz_is(n, "silu"))
+    if (fz_is(n, GG_OP_SILU))
         return GG_ACT_SILU;
-    if (fz_is(n, "scale")) {
+    if (fz_is(n, GG_OP_SCALE)) {
         *param = n->attrs.v[0];
         return GG_ACT_SCALE;
     }
@@ -166,8 +168,8 @@ static int fz_norm_act(const fz_ctx *c, int i, gg_pnode *f)
     if (i + 1 >= br->nnodes)
         return 0;
     const gg_pnode *n = &br->nodes[i], *a = &br->nodes[i + 1];
-    bool rms = fz_is(n, "rmsnorm");
-    if (!rms && !fz_is(n, "layernorm"))
+    bool rms = fz_is(n, GG_OP_RMSNORM);
+    if (!rms && !fz_is(n, GG_OP_LAYERNORM))
         return 0;
     double param;
     int act = fz_act_of(a, &param);
@@ -192,7 +194,7 @@ static int fz_linear_act(const fz_ctx *c, int i, gg_pnode *f)
 {
     const gg_branch *br = c->br;
     const gg_pnode *l = &br->nodes[i];
-    if (!fz_is(l, "linear"))
+    if (!fz_is(l, GG_OP_LINEAR))
         return 0;
     int in[3] = {l->in[0], l->in[1], l->nin == 3 ? l->in[2] : -1}, nin = l->nin;
     int cur = l->out[0], used = 1, sep = 0, act = GG_ACT_NONE;
@@ -203,7 +205,7 @@ static int fz_linear_act(const fz_ctx *c, int i, gg_pnode *f)
         const gg_pnode *a = &br->nodes[i + used];
         const gg_ptensor *b = a->nin == 2 ? fz_t(c, a->in[1]) : NULL;
         const gg_ptensor *h = fz_t(c, cur);
-        if (fz_is(a, "add") && a->in[0] == cur && a->in[1] != cur && b->desc.ndim == 1 &&
+        if (fz_is(a, GG_OP_ADD) && a->in[0] == cur && a->in[1] != cur && b->desc.ndim == 1 &&
             b->batch_dim < 0 && b->desc.dims[0] == h->desc.dims[h->desc.ndim - 1] &&
             (a->out[0] == cur || !fz_needed_after(c, cur, i + used))) {
             in[2] = a->in[1];
@@ -244,21 +246,21 @@ static int fz_linear_act(const fz_ctx *c, int i, gg_pnode *f)
 
 static int fz_ew_code(const gg_pnode *n, bool value_right)
 {
-    if (fz_is(n, "add"))
+    if (fz_is(n, GG_OP_ADD))
         return GG_EW_ADD;
-    if (fz_is(n, "mul"))
+    if (fz_is(n, GG_OP_MUL))
         return GG_EW_MUL;
-    if (fz_is(n, "silu_mul"))
+    if (fz_is(n, GG_OP_SILU_MUL))
         return value_right ? GG_EW_SILU_MUL_R : GG_EW_SILU_MUL;
     if (n->nin != 1)
         return 0;
-    if (fz_is(n, "scale"))
+    if (fz_is(n, GG_OP_SCALE))
         return GG_EW_SCALE;
-    if (fz_is(n, "gelu"))
+    if (fz_is(n, GG_OP_GELU))
         return n->attrs.v[0] == 1.0 ? GG_EW_GELU_TANH : GG_EW_GELU_ERF;
-    if (fz_is(n, "silu"))
+    if (fz_is(n, GG_OP_SILU))
         return GG_EW_SILU;
-    if (fz_is(n, "copy"))
+    if (fz_is(n, GG_OP_COPY))
         return GG_EW_COPY;
     return 0;
 }
@@ -336,8 +338,8 @@ static int fz_ew_chain(const fz_ctx *c, int i, gg_pnode *f)
 static bool fz_stage_of(const gg_pnode *e, gg_pstage *st)
 {
     bool fused = e->op == gg_ops_fused(GG_FUSED_NORM_ACT);
-    bool rms = fused ? e->attrs.v[1] == 1.0 : fz_is(e, "rmsnorm");
-    if (!fused && !rms && !fz_is(e, "layernorm"))
+    bool rms = fused ? e->attrs.v[1] == 1.0 : fz_is(e, GG_OP_RMSNORM);
+    if (!fused && !rms && !fz_is(e, GG_OP_LAYERNORM))
         return false;
     if (e->nin != (rms ? 2 : 3))
         return false;

@@ -254,15 +254,10 @@ static int prog_attrs(const gg_op_def *op, const msgpack_object *attrs, gg_op_at
 }
 
 /* Ops whose output may alias an input exactly (each element reads only its
- * own position). */
+ * own position): the row says so (ops.h, inplace). */
 static bool prog_elementwise(const gg_op_def *op)
 {
-    static const char *const names[] = {"copy", "add", "mul", "scale", "gelu", "silu",
-                                        "silu_mul", "rope", NULL};
-    for (int i = 0; names[i]; i++)
-        if (strcmp(op->name, names[i]) == 0)
-            return true;
-    return false;
+    return op->inplace != 0;
 }
 
 /* No output of a node may overlap one of its inputs, except an exact alias
