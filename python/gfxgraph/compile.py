@@ -33,6 +33,7 @@ import logging
 import operator
 
 from .stats import local as _local
+from .stats import note_replay
 from .errors import Error
 
 log = logging.getLogger("gfxgraph")
@@ -253,6 +254,7 @@ def _make_partition_class():
                 log.warning("gfxgraph.compile: partition %s runs in eager PyTorch: %s",
                             self.part_name, why)
             self.eager = True
+            _local["compile_eager_fallbacks"] += 1
             self._release()
 
         def _release(self):
@@ -305,16 +307,18 @@ def _make_partition_class():
                 a = args[i]
                 (buf.narrow(0, 0, B) if batched else buf).copy_(a)
             if self._cpu:
-                b.prog.replay(B)         # returns with the outputs in place
+                r = b.prog.replay(B)     # returns with the outputs in place
             elif b.events is not None:
                 s = torch.cuda.current_stream()
                 pre, pre_id, post, post_id = b.events
                 pre.record(s)
-                b.prog.replay(B, wait_event=pre_id, signal_event=post_id, async_=True)
+                r = b.prog.replay(B, wait_event=pre_id, signal_event=post_id, async_=True)
                 s.wait_event(post)
             else:
                 torch.cuda.current_stream().synchronize()
-                b.prog.replay(B)
+                r = b.prog.replay(B)
+            _local["compiled_replays"] += 1
+            note_replay(r)
             outs = [(o.narrow(0, 0, B) if batched else o).clone() for (o, batched) in b.outputs]
             return outs[0] if self._single else tuple(outs)
 

@@ -47,6 +47,7 @@ import threading
 import time
 
 from .stats import local as _local
+from .stats import note_replay
 from .errors import Error
 
 log = logging.getLogger("gfxgraph")
@@ -417,14 +418,14 @@ def _make_classes(torch):
                 if ev is not None and ev[2] is not None:
                     pre, pre_id, post, post_id = ev
                     pre.record(s)
-                    p.replay(1, wait_event=pre_id, signal_event=post_id, async_=True)
+                    r = p.replay(1, wait_event=pre_id, signal_event=post_id, async_=True)
                     s.wait_event(post)
                 elif ev is not None:
                     ev[0].record(s)
-                    p.replay(1, wait_event=ev[1])
+                    r = p.replay(1, wait_event=ev[1])
                 else:
                     _wait_stream(s)
-                    p.replay(1)
+                    r = p.replay(1)
             except Error as e:
                 _log_once(("replay", e.code), "gfxgraph: a daemon replay failed (%s); this graph "
                           "replays with PyTorch from now on", e)
@@ -432,6 +433,7 @@ def _make_classes(torch):
                 _local["fallback_count"] += 1
                 return super().replay()
             _local["replays"] += 1
+            note_replay(r)
 
         def _gg_release(self):
             p = getattr(self, "_gg_prog", None)

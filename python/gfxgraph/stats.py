@@ -278,7 +278,25 @@ local = {
     "fallback_ops": {},       # op name -> captures it sent to PyTorch
     "compiled_partitions": 0,  # torch.compile: daemon partitions made
     "compile_fallback_ops": {},  # op name -> nodes left to eager PyTorch
+    "compiled_replays": 0,    # torch.compile: partition calls run by the daemon
+    "compile_eager_fallbacks": 0,  # partitions switched to eager PyTorch by an error
+    # how the daemon ran the replays above (enable()'s and torch.compile's),
+    # from each replay's answer: a graph replay the daemon could not launch
+    # is still answered, eagerly, with fallback set, and only these tell
+    "daemon_graph_replays": 0,
+    "daemon_eager_replays": 0,
+    "daemon_fallback_replays": 0,   # of the eager ones: the graph path failed
 }
+
+
+def note_replay(r):
+    """Count one daemon replay answer (Program.replay's dict) in local."""
+    if r.get("path") == "graph":
+        local["daemon_graph_replays"] += 1
+    else:
+        local["daemon_eager_replays"] += 1
+        if r.get("fallback"):
+            local["daemon_fallback_replays"] += 1
 
 
 def _local_copy():

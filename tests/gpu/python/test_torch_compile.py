@@ -3,11 +3,17 @@
 an nn.Module MLP and a small transformer block (attention's q @ k^T and
 probs @ v stay in PyTorch; norms, linears, gelu, softmax, residual adds go
 to daemon partitions), at several batch sizes, equal to eager PyTorch
-within tolerance; partitions and the ops left to PyTorch are counted."""
+within tolerance; partitions and the ops left to PyTorch are counted.
+Around every run the daemon's counters and the package's must show each
+partition call as a daemon graph launch (_common.DaemonReplays): a
+partition whose replay fails runs in eager PyTorch and a daemon whose graph
+launch fails answers eagerly, both with the right values, and only the
+counters tell (test_fault_detection.py shows this file failing against such
+a daemon)."""
 import logging
 
 import gfxgraph
-from _common import check, finish, need_torch_cuda, rel, socket
+from _common import DaemonReplays, check, finish, need_torch_cuda, rel, socket
 
 torch = need_torch_cuda()
 nn = torch.nn
@@ -59,14 +65,17 @@ def run(name, model, shapes, tol, dynamic=None):
     model = model.cuda().eval()
     cm = torch.compile(model, backend="gfxgraph", dynamic=dynamic)
     worst, n = 0.0, 0
-    with torch.no_grad():
+    # every partition call of cm a daemon graph launch (the package counts
+    # the calls: compiled_replays)
+    with DaemonReplays(sock, name) as d, torch.no_grad():
         for shp in shapes:
             x = torch.randn(shp, device="cuda")
             for _ in range(2):
                 got = cm(x)
                 worst = max(worst, rel(got, model(x)))
                 n += 1
-    torch.cuda.synchronize()
+        torch.cuda.synchronize()
+        d.expect(None)
     check(worst < tol, "%s: %d calls at shapes %s equal eager (worst rel L2 %.2g < %g)"
           % (name, n, shapes, worst, tol))
 

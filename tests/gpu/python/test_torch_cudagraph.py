@@ -7,12 +7,16 @@ torch.cuda.graph, copy into the static input, replay), must be routed to
 the daemon and equal PyTorch's eager result and PyTorch's own CUDA graph
 within tolerance; an op the daemon lacks (relu) in the middle of a region
 falls back to PyTorch's graph, counted and logged once, and is still right;
-the sync modes "stream" (the default), "gpu" and "events"; f16; disable()."""
+the sync modes "stream" (the default), "gpu" and "events"; f16; disable().
+Around every run the daemon's counters and the package's must show each
+replay as a daemon graph launch (_common.DaemonReplays): a daemon whose
+graph launch fails answers eagerly with the right values, and only they
+tell (test_fault_detection.py shows this file failing against one)."""
 import logging
 import os
 
 import gfxgraph
-from _common import check, finish, need_torch_cuda, rel, socket
+from _common import DaemonReplays, check, finish, need_torch_cuda, rel, socket
 
 torch = need_torch_cuda()
 nn = torch.nn
@@ -62,28 +66,38 @@ def run(name, model, shape, dtype=torch.float32, tol=1e-4, expect_daemon=True):
         check(routed == expect_daemon, "%s: capture %s" % (
             name, "routed to the daemon (%r)" % g.gfxgraph_program if routed
             else "left with PyTorch's CUDA graph"))
-        worst = 0.0
-        for _ in range(5):
-            x = torch.randn(shape, device="cuda", dtype=dtype)
-            sx.copy_(x)
-            g.replay()
-            out = sy.clone()              # ordered after the replay on the current stream
-            worst = max(worst, rel(out, model(x)))
-        torch.cuda.synchronize()
-        check(worst < tol, "%s: 5 replays equal eager PyTorch (worst rel L2 %.2g < %g)"
-              % (name, worst, tol))
-        # PyTorch's own graph of the same model, for the record
-        mode = gfxgraph.cudagraph._state["sync"]
-        gfxgraph.disable()
-        g2, sx2, sy2 = capture(model, x)
-        gfxgraph.enable(socket=sock, sync=mode)
-        sx2.copy_(x)
-        g2.replay()
+        # 6 replays of g below: all daemon graph launches when routed, none
+        # reaching the daemon when not
+        with DaemonReplays(sock, name) as d:
+            replays(name, model, shape, dtype, tol, g, sx, sy)
+            d.expect(6 if routed else 0)
+
+
+def replays(name, model, shape, dtype, tol, g, sx, sy):
+    """5 replays against eager PyTorch, then one against PyTorch's own
+    graph of the model (no grad: run()'s)."""
+    worst = 0.0
+    for _ in range(5):
+        x = torch.randn(shape, device="cuda", dtype=dtype)
         sx.copy_(x)
         g.replay()
-        torch.cuda.synchronize()
-        check(rel(sy, sy2) < tol, "%s: equal to torch.cuda.CUDAGraph's replay (rel L2 %.2g)"
-              % (name, rel(sy, sy2)))
+        out = sy.clone()              # ordered after the replay on the current stream
+        worst = max(worst, rel(out, model(x)))
+    torch.cuda.synchronize()
+    check(worst < tol, "%s: 5 replays equal eager PyTorch (worst rel L2 %.2g < %g)"
+          % (name, worst, tol))
+    # PyTorch's own graph of the same model, for the record
+    mode = gfxgraph.cudagraph._state["sync"]
+    gfxgraph.disable()
+    g2, sx2, sy2 = capture(model, x)
+    gfxgraph.enable(socket=sock, sync=mode)
+    sx2.copy_(x)
+    g2.replay()
+    sx.copy_(x)
+    g.replay()
+    torch.cuda.synchronize()
+    check(rel(sy, sy2) < tol, "%s: equal to torch.cuda.CUDAGraph's replay (rel L2 %.2g)"
+          % (name, rel(sy, sy2)))
 
 
 class Count(logging.Handler):

@@ -3,9 +3,13 @@
 daemon (run.sh): a program over torch tensors, one of them a slice in the
 middle of a larger allocation, replayed for batch 1..48 (buckets and eager
 above) and compared with the same ops in PyTorch; submit/wait; f16;
-register errors."""
+register errors.  Each replay's answer must say how the daemon ran it (a
+graph up to the top bucket, eager above it, never a fallback), and the
+daemon's counters must agree (_common.DaemonReplays): a daemon whose graph
+launch fails answers eagerly with the right values (test_fault_detection.py
+shows this file failing against one)."""
 import gfxgraph
-from _common import check, finish, need_torch_cuda, rel, socket
+from _common import COUNTERS, DaemonReplays, check, finish, need_torch_cuda, rel, socket
 
 torch = need_torch_cuda()
 F = torch.nn.functional
@@ -40,12 +44,18 @@ with gfxgraph.Client(sock, name="test_torch_ipc") as c:
                       {"op": "gelu", "inputs": ["g"], "outputs": ["y"],
                        "attrs": {"approximate": "tanh"}}]}
     p = c.define(spec)
-    bad = []
+    bad, paths = [], []
+    eager_rows = 0
     for batch in range(1, ROWS + 1):
         x.copy_(torch.randn(ROWS, D, device="cuda"))
         y.fill_(float("nan"))
         torch.cuda.synchronize()                 # the daemon reads x: our writes are done
         r = p.replay(batch)
+        want = "graph" if batch <= 32 else "eager"
+        eager_rows += want == "eager"
+        if r["path"] != want or r["fallback"]:
+            paths.append("batch %d: %s%s (%s)" % (batch, r["path"], ", fallback" if r["fallback"]
+                                                  else "", r["reason"]))
         ref = F.gelu(F.linear(F.layer_norm(x[:batch], (D,), lnw, lnb, 1e-5), w, b),
                      approximate="tanh")
         e = rel(y[:batch], ref)
@@ -53,11 +63,17 @@ with gfxgraph.Client(sock, name="test_torch_ipc") as c:
             bad.append("batch %d (%s, bucket %d): rel %g" % (batch, r["path"], r["bucket"], e))
     check(not bad, "replays at batch 1..%d match PyTorch (rel L2 < 1e-4)%s"
           % (ROWS, "; " + "; ".join(bad[:3]) if bad else ""))
+    check(not paths, "%s batch 1..32 ran as graphs, 33..%d eagerly above the top bucket, no "
+          "fallback%s" % (COUNTERS, ROWS, ": " + "; ".join(paths[:3]) if paths else ""))
     check(torch.isnan(arena[:1000]).sum() == 0 and (arena[:1000] == 0).all().item(),
           "the bytes before the registered slice were not written")
-    tickets = [p.submit(bt) for bt in (3, 17, 32)]
-    res = [c.wait(t) for t in tickets]
-    check([r["bucket"] for r in res] == [4, 32, 32], "submit/wait: %r" % res)
+    with DaemonReplays(sock, "submit/wait", package=False) as d:
+        tickets = [p.submit(bt) for bt in (3, 17, 32)]
+        res = [c.wait(t) for t in tickets]
+        d.expect(3)
+    check([r["bucket"] for r in res] == [4, 32, 32] and
+          all(r["path"] == "graph" and not r["fallback"] for r in res),
+          "%s submit/wait: %r" % (COUNTERS, res))
 
     xh, yh = x.half(), torch.empty(ROWS, D, device="cuda", dtype=torch.float16)
     ph = c.define({"name": "ipc_f16", "buckets": [8, ROWS],
@@ -65,8 +81,10 @@ with gfxgraph.Client(sock, name="test_torch_ipc") as c:
                                "y": {"dtype": "f16", "shape": ["batch", D], "buffer": c.register(yh)}},
                    "nodes": [{"op": "silu", "inputs": ["x"], "outputs": ["y"]}]})
     torch.cuda.synchronize()
-    ph.replay(ROWS)
-    check(rel(yh, F.silu(xh)) < 2e-3, "f16 silu over torch.float16 tensors")
+    with DaemonReplays(sock, "f16 silu", package=False) as d:
+        rh = ph.replay(ROWS)
+        d.expect(1)
+    check(rel(yh, F.silu(xh)) < 2e-3, "f16 silu over torch.float16 tensors (%s)" % rh["path"])
     try:
         c.register(torch.zeros(4))
         check(False, "register of a CPU tensor on the hip backend fails")
