@@ -315,7 +315,7 @@ static void test_queued_work(void)
             /* once the queued work is done the buffer is free to go */
             const msgpack_object *r;
             bool freed = false;
-            for (uint32_t i = 0; i < 200 && !freed; i++) {
+            for (uint32_t i = 0; i < 3000 && !freed; i++) {   /* up to 60 s */
                 const msgpack_object *e;
                 freed = h_conn_call(&c, 300 + i, "buffer.release", brel.sb.data, brel.sb.size, &r,
                                     &e) == 1 &&
@@ -347,7 +347,7 @@ static void test_queued_work(void)
     if (CHECK(h_conn_open(&c, d.sock) == 0)) {
         CHECK(hello(&c, 1));
         bool alone = false;
-        for (uint32_t i = 0; i < 500 && !alone; i++) {
+        for (uint32_t i = 0; i < 3000 && !alone; i++) {   /* up to 60 s */
             const msgpack_object *r;
             /* the closed session's ready graphs may stay, parked for a
              * restarted client to adopt; nothing may stay attached */
@@ -386,7 +386,7 @@ static void test_max_connections(void)
     /* the harness's readiness probe may not be closed on the daemon's side
      * yet: wait until this is the only connection */
     bool alone = false;
-    for (uint32_t i = 0; i < 500 && !alone; i++) {
+    for (uint32_t i = 0; i < 3000 && !alone; i++) {   /* up to 60 s */
         const msgpack_object *r;
         alone = call_ok(&a, 1000 + i, "stats", NULL, &r) && h_getu(r, "sessions_active") == 1;
         if (!alone)
@@ -407,7 +407,7 @@ static void test_max_connections(void)
     /* a slot frees when a connection goes */
     h_conn_close(&b);
     bool in = false;
-    for (int i = 0; i < 300 && !in; i++) {
+    for (int i = 0; i < 3000 && !in; i++) {   /* up to 60 s */
         if (h_conn_open(&c, d.sock) == 0) {
             const msgpack_object *o;
             /* refused connections get a notification at once; an accepted

@@ -480,7 +480,11 @@ int main(void)
                 }
             }
             uint64_t pid = rc == 1 && !err ? h_getu(r, "id") : 0;
-            h_sleep_ms(30);
+            /* and a health answer after the define's */
+            int at_end = atomic_load(&g_probe_ok);
+            for (int i = 0; i < 12000 && atomic_load(&g_probe_ok) == at_end; i++)
+                h_sleep_ms(5);
+            CHECKF(atomic_load(&g_probe_ok) > at_end, "health answered after the define");
             atomic_store(&g_stop, 1);
             pthread_join(th, NULL);
             CHECKF(before > 0, "health answered before the define");
