@@ -58,7 +58,7 @@ int main(void)
     gg_client_close(a);   /* no program.release: the client "crashed" */
     const msgpack_object *st = NULL;
     int parked = 0;
-    for (int i = 0; i < 500 && parked < 3; i++) {
+    for (int i = 0; i < 6000 && parked < 3; i++) {   /* up to 60 s */
         st = t_stats(w);
         parked = st ? parked_entries(st) : 0;
         if (parked < 3)
@@ -126,7 +126,7 @@ int main(void)
     h_section("an explicit release drops the graphs instead of parking them");
     gg_client_close(b);
     st = t_stats(w);
-    for (int i = 0; i < 500 && st && h_getu(st, "sessions_active") != 1; i++) {
+    for (int i = 0; i < 6000 && st && h_getu(st, "sessions_active") != 1; i++) {
         h_sleep_ms(10);
         st = t_stats(w);
     }
