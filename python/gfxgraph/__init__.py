@@ -28,6 +28,7 @@ __version__ = "0.1.0"
 
 __all__ = ["Error", "Client", "Buffer", "Program", "Ticket", "SharedMemory", "shared_array",
            "shm_of", "stats", "health_check", "server_info", "enable", "disable", "is_enabled",
+           "explain",
            "library_path", "__version__"]
 
 
@@ -47,6 +48,21 @@ def enable(socket=None, **kw):
                     "PyTorch, which does not import here") from None
     from . import cudagraph
     return cudagraph.enable(socket=socket, **kw)
+
+
+def explain(fn, *args, **kwargs):
+    """Capture fn(*args, **kwargs) in a CUDA graph under enable() and return
+    what the daemon made of it: routed or not, the program's node and
+    kernel counts, the recorded and lowered ops, the fused forms, and for a
+    capture left to PyTorch the first uncovered op with its operands'
+    shapes, dtypes and strides (gfxgraph.frontend.live.explain)."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise Error("ENOSYS", "gfxgraph.explain() captures a CUDA graph: it needs PyTorch, "
+                    "which does not import here") from None
+    from .frontend.live import explain as _explain
+    return _explain(fn, *args, **kwargs)
 
 
 def disable():

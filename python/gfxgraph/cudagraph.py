@@ -4,21 +4,26 @@ daemon.
 While enabled, ``torch.cuda.CUDAGraph`` is a subclass of PyTorch's whose
 capture also records the aten ops of the captured region with a
 TorchDispatchMode (the ops run normally: PyTorch captures its own graph as
-always).  At capture_end the recorded ops are translated into a daemon
-program (docs/ops.md: copy, add, mul, scale, gelu, silu, layernorm, rmsnorm,
-linear, softmax; views and allocations need no node) over the tensors they
-touch, whose storages are registered by IPC, so the outputs stay the tensors
-the user holds.  ``replay()`` then replays the program through the daemon
+always).  At capture_end gfxgraph.frontend turns the recorded ops into one
+daemon program (docs/python.md, "The PyTorch frontend": the step's tensors
+with their strides, dead-op elimination, the fused forms it recognizes,
+every other op lowered onto the daemon's general ops), over the storages
+they touch, registered by IPC, so the outputs stay the tensors the user
+holds.  ``replay()`` then replays the program through the daemon
 (libgfxgraph-client: the fast path when the daemon offers it).
 
-When a recorded op has no daemon equivalent, or anything else about the
-capture cannot be expressed (a CPU scalar operand, a non-contiguous view, a
-mixed-dtype op, memory that cannot be shared by IPC, no daemon), the capture
-keeps PyTorch's own CUDA graph: ``replay()`` is PyTorch's, the capture is
-counted in ``gfxgraph.stats()["local"]["fallback_count"]`` (with the op in
+When an op has no lowering, or anything else about the capture cannot be
+expressed (an operand on another device, memory that cannot be shared by
+IPC, no daemon), the capture keeps PyTorch's own CUDA graph: ``replay()`` is
+PyTorch's, the capture is counted in
+``gfxgraph.stats()["local"]["fallback_count"]`` (with the op in
 ``fallback_ops``), and the reason is logged once per op name (logger
-"gfxgraph").  Nothing raises: a capture that cannot go to the daemon runs as
-it would without gfxgraph.
+"gfxgraph").  Every capture's report (routed or not, nodes, kernels, the
+first uncovered op with its shapes, dtypes and strides) is
+``graph.gfxgraph_report`` and the last ones are in
+``stats()["local"]["captures_log"]``; ``gfxgraph.explain(fn, *args)``
+captures fn and returns its report.  Nothing raises: a capture that cannot
+go to the daemon runs as it would without gfxgraph.
 
 Ordering with the user's stream: by default (``sync="stream"``) replay()
 waits on the host for the current stream (polling it for up to 200 us, then
@@ -147,155 +152,12 @@ def _fallback(op, why):
               "(logged once per op)", op, why)
 
 
-# ---- aten -> daemon ops ---------------------------------------------------
-
-# ops with no device work of their own: views, allocations, metadata
-_PASS = {
-    "aten.view.default", "aten._unsafe_view.default", "aten.reshape.default",
-    "aten.t.default", "aten.transpose.int", "aten.detach.default", "aten.alias.default",
-    "aten.expand.default", "aten.unsqueeze.default", "aten.squeeze.dim", "aten.squeeze.default",
-    "aten.squeeze.dims", "aten.permute.default", "aten.slice.Tensor", "aten.select.int",
-    "aten.as_strided.default", "aten.empty.memory_format", "aten.empty_strided.default",
-    "aten.empty_like.default", "aten.empty.default", "aten.lift_fresh.default",
-    "aten.split.Tensor", "aten.split_with_sizes.default", "aten.unbind.int",
-    "aten.flatten.using_ints", "aten.view_as.default", "aten._reshape_alias.default",
-    "aten.contiguous.default", "aten.sym_size.int", "aten.sym_stride.int",
-    "aten.sym_numel.default", "aten.is_same_size.default", "aten.record_stream.default",
-}
-
-
-def _num(x):
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
-
-
-def translate(records, table):
-    """Nodes (program.define maps) for recorded (func, args, kwargs, out)
-    tuples; raises _torchprog.Unsupported naming the first op that has no
-    daemon equivalent."""
-    import torch
-    from ._torchprog import Unsupported, is_weight_transpose, same_dtype
-
-    nodes = []
-    dead = set()     # outputs the daemon does not produce (a norm's mean/rstd)
-
-    def node(op, ins, out, attrs=None):
-        n = {"op": op, "inputs": ins, "outputs": [out]}
-        if attrs:
-            n["attrs"] = attrs
-        nodes.append(n)
-
-    def T(t):
-        return table.name(t)
-
-    for func, args, kwargs, out in records:
-        name = str(func)
-        table.op = name
-        if name in _PASS:
-            continue
-        kw = dict(kwargs or {})
-        a = list(args)
-        ten = [x for x in a if isinstance(x, torch.Tensor)]
-        if any(x.data_ptr() in dead for x in ten):
-            raise Unsupported(name, "reads a norm's mean/rstd, which the daemon does not produce")
-        # the op's main output (native_layer_norm's mean/rstd are f32 for
-        # half inputs and are not produced by the daemon)
-        main = out[0] if isinstance(out, (tuple, list)) else out
-        same_dtype(name, *ten, main)
-        if name in ("aten.add.Tensor", "aten.add_.Tensor", "aten.mul.Tensor", "aten.mul_.Tensor",
-                    "aten.div.Tensor", "aten.div_.Tensor", "aten.mul.Scalar", "aten.mul_.Scalar",
-                    "aten.div.Scalar", "aten.div_.Scalar", "aten.sub.Tensor", "aten.sub_.Tensor"):
-            x, y = a[0], a[1]
-            alpha = kw.get("alpha", a[2] if len(a) > 2 else 1)
-            kind = name.split(".")[1].rstrip("_")
-            res = x if name.split(".")[1].endswith("_") else out
-            if not isinstance(x, torch.Tensor):
-                raise Unsupported(name, "a scalar first operand")
-            if _num(y) or (isinstance(y, torch.Tensor) and y.dim() == 0 and not y.is_cuda):
-                s = float(y)
-                if kind == "mul":
-                    node("scale", [T(x)], T(res), {"scale": s})
-                elif kind == "div" and s != 0:
-                    node("scale", [T(x)], T(res), {"scale": 1.0 / s})
-                else:
-                    raise Unsupported(name, "a scalar operand (the daemon has no add-scalar)")
-                continue
-            if kind in ("div", "sub") or alpha != 1:
-                raise Unsupported(name, "tensor %s%s" % (kind, "" if alpha == 1 else " with alpha"))
-            if tuple(res.shape) != tuple(x.shape):
-                if kind in ("add", "mul") and tuple(res.shape) == tuple(y.shape):
-                    x, y = y, x           # commutative: bias + x
-                else:
-                    raise Unsupported(name, "broadcast into a larger output")
-            if tuple(y.shape) == tuple(x.shape):
-                node(kind, [T(x), T(y)], T(res))
-            elif y.numel() == x.shape[-1] and all(d == 1 for d in y.shape[:-1]):
-                node(kind, [T(x), table.name(y, [y.numel()])], T(res))
-            else:
-                raise Unsupported(name, "broadcast of shape %s over %s" % (list(y.shape),
-                                                                          list(x.shape)))
-        elif name in ("aten.gelu.default", "aten.gelu_.default"):
-            appr = kw.get("approximate", a[1] if len(a) > 1 else "none")
-            res = a[0] if name.endswith("_.default") else out
-            node("gelu", [T(a[0])], T(res), {"approximate": appr})
-        elif name in ("aten.silu.default", "aten.silu_.default"):
-            res = a[0] if name.endswith("_.default") else out
-            node("silu", [T(a[0])], T(res))
-        elif name == "aten.native_layer_norm.default":
-            x, shp, w, b, eps = a[0], a[1], a[2], a[3], a[4]
-            if len(shp) != 1 or w is None or b is None:
-                raise Unsupported(name, "only a layer norm over the last dim with weight and bias")
-            node("layernorm", [T(x), table.name(w, [w.numel()]), table.name(b, [b.numel()])],
-                 T(out[0]), {"eps": float(eps)})
-            dead.update(o.data_ptr() for o in out[1:] if isinstance(o, torch.Tensor) and o.numel())
-        elif name == "aten._fused_rms_norm.default":
-            x, shp, w = a[0], a[1], a[2]
-            eps = a[3] if len(a) > 3 else kw.get("eps")
-            if len(shp) != 1 or w is None:
-                raise Unsupported(name, "only an RMS norm over the last dim with a weight")
-            if eps is None:
-                eps = torch.finfo(x.dtype).eps
-            node("rmsnorm", [T(x), table.name(w, [w.numel()])], T(out[0]), {"eps": float(eps)})
-            dead.update(o.data_ptr() for o in out[1:] if isinstance(o, torch.Tensor) and o.numel())
-        elif name in ("aten._softmax.default", "aten.softmax.int"):
-            x, dim = a[0], a[1]
-            if dim not in (-1, x.dim() - 1) or (len(a) > 2 and a[2] is True):
-                raise Unsupported(name, "softmax over a dim other than the last")
-            node("softmax", [T(x)], T(out))
-        elif name in ("aten.addmm.default", "aten.mm.default"):
-            if name == "aten.addmm.default":
-                bias, x, wt = a[0], a[1], a[2]
-                if kw.get("beta", 1) != 1 or kw.get("alpha", 1) != 1:
-                    raise Unsupported(name, "beta/alpha other than 1")
-                if bias.numel() != wt.shape[1]:
-                    raise Unsupported(name, "a bias that is not [N]")
-            else:
-                bias, x, wt = None, a[0], a[1]
-            if not is_weight_transpose(wt):
-                raise Unsupported(name, "a right operand that is not a linear weight's transpose")
-            w = wt.t()
-            ins = [table.name(x), table.name(w, list(w.shape))]
-            if bias is not None:
-                ins.append(table.name(bias.reshape(-1), [bias.numel()]))
-            node("linear", ins, T(out))
-        elif name == "aten.linear.default":
-            x, w = a[0], a[1]
-            b = a[2] if len(a) > 2 else kw.get("bias")
-            ins = [T(x), table.name(w, list(w.shape))]
-            if b is not None:
-                ins.append(table.name(b, [b.numel()]))
-            node("linear", ins, T(out))
-        elif name == "aten.copy_.default":
-            dst, src = a[0], a[1]
-            if tuple(dst.shape) != tuple(src.shape) or dst.dtype != src.dtype:
-                raise Unsupported(name, "a copy that broadcasts or converts")
-            node("copy", [T(src)], T(dst))
-        elif name in ("aten.clone.default", "aten._to_copy.default"):
-            if out.dtype != a[0].dtype or out.device != a[0].device:
-                raise Unsupported(name, "a conversion")
-            node("copy", [T(a[0])], T(out))
-        else:
-            raise Unsupported(name, "no daemon op")
-    return nodes
+def _report(rep):
+    """Keep a capture's report for stats()["local"]["captures_log"]."""
+    logl = _local.setdefault("captures_log", [])
+    logl.append(rep)
+    from .frontend.live import REPORTS_KEPT
+    del logl[:-REPORTS_KEPT]
 
 
 # ---- the classes ----------------------------------------------------------
@@ -323,6 +185,7 @@ def _make_classes(torch):
 
         def _gg_init(self):
             if not hasattr(self, "_gg_prog"):
+                self.gfxgraph_report = None
                 self._gg_prog = None
                 self._gg_rec = None
                 self._gg_keep = None
@@ -347,37 +210,48 @@ def _make_classes(torch):
                 rec.__exit__(None, None, None)
             super().capture_end()
             if rec is not None:
-                self._gg_build(rec.records)
+                self._gg_build(rec)
 
-        def _gg_build(self, records):
-            from ._torchprog import TensorTable, Unsupported
-            if not records:
+        def _gg_build(self, rec):
+            """The recorded ops -> one daemon program (gfxgraph.frontend);
+            anything it cannot express leaves the capture to PyTorch."""
+            from .frontend import Unsupported
+            from .frontend.live import build_from_recorder, fallback_report
+            self.gfxgraph_report = None
+            if not rec.records:
                 return
             try:
                 c = _client()
                 if c is None:
                     _local["fallback_count"] += 1
-                    return
-                table = TensorTable(c, _state["storages"])
-                nodes = translate(records, table)
-                if not nodes:
+                    self.gfxgraph_report = {"routed": False, "why": "no daemon"}
+                    _report(self.gfxgraph_report)
                     return
                 _state["seq"] += 1
-                spec = {"name": "torch_graph_%d" % _state["seq"], "tensors": table.tensors,
-                        "nodes": nodes, "buckets": [1]}
-                prog = c.define(spec)
-                prep = prog.prepare()
-                if prep.get("failed"):
+                built = build_from_recorder(rec, c, _state["storages"],
+                                            "torch_graph_%d" % _state["seq"])
+                prog = built.prog
+                self.gfxgraph_report = built.report
+                if prog is None:
+                    return
+                if built.report["prepare"].get("failed"):
                     log.debug("gfxgraph: %s: %d graph captures failed in the daemon (served "
-                              "eagerly)", spec["name"], prep["failed"])
+                              "eagerly)", prog.name, built.report["prepare"]["failed"])
             except Unsupported as e:
+                self.gfxgraph_report = fallback_report(e)
+                _report(self.gfxgraph_report)
                 _fallback(e.op, e.why or "no daemon op")
                 return
             except Exception as e:   # noqa: BLE001 -- never crash a capture
+                self.gfxgraph_report = {"routed": False, "op": type(e).__name__, "why": str(e)}
+                _report(self.gfxgraph_report)
                 _fallback(type(e).__name__, str(e))
                 return
+            finally:
+                rec.records = None
+            _report(self.gfxgraph_report)
             self._gg_prog = prog
-            self._gg_keep = table.keep
+            self._gg_keep = built.keep
             self._gg_events = (self._gg_make_events(c, _state["sync"] == "events")
                                if _state["sync"] != "stream" else None)
             _local["captures"] += 1

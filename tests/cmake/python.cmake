@@ -15,11 +15,30 @@
 #                     on the cpu backend, enable()'s aten -> op translation,
 #                     the class patching).  SKIP (77) without torch (CI has
 #                     none; Debian's python3-torch is enough).
-foreach(_t package torch_cpu)
+#   python_frontend_traces  tests/python/test_frontend_traces.py: the
+#                     PyTorch frontend on the recorded decode steps of
+#                     tests/traces and synthetic ones, each lowered, defined
+#                     on its own cpu-backend daemon, replayed once and
+#                     compared with the recorded results (one replay, no
+#                     fallback asserted).  SKIP (77) without numpy.
+#   python_frontend   tests/python/test_frontend.py: the frontend's passes
+#                     (each spelling of RMSNorm/GELU/silu*b, strided,
+#                     broadcast and mixed-dtype operands, Unsupported's
+#                     message), run in test_frontend_npexec.py's numpy model
+#                     of the daemon's ops; no daemon.  SKIP (77) without numpy.
+#   python_frontend_npexec  every trace through the frontend and that numpy
+#                     model against the recorded results (the lowering apart
+#                     from the kernels).  SKIP (77) without numpy.
+foreach(_t package torch_cpu frontend_traces)
   add_test(NAME python_${_t}
     COMMAND sh -c "command -v python3 >/dev/null 2>&1 || { echo 'SKIP: python3 is not available'; exit 77; }; exec python3 \"$@\"" sh
       ${CMAKE_SOURCE_DIR}/tests/python/test_${_t}.py
       --daemon $<TARGET_FILE:gfxgraphd> --lib $<TARGET_FILE:gfxgraph-client>)
+endforeach()
+foreach(_t frontend frontend_npexec)
+  add_test(NAME python_${_t}
+    COMMAND sh -c "command -v python3 >/dev/null 2>&1 || { echo 'SKIP: python3 is not available'; exit 77; }; exec python3 \"$@\"" sh
+      ${CMAKE_SOURCE_DIR}/tests/python/test_${_t}.py)
 endforeach()
 set(_gg_py_env "PYTHONPATH=${CMAKE_SOURCE_DIR}/python:${CMAKE_SOURCE_DIR}/tests/python"
   PYTHONDONTWRITEBYTECODE=1)
@@ -33,6 +52,7 @@ if(GFXGRAPH_SANITIZE)
     ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
     GG_DAEMON_ASAN_OPTIONS=detect_leaks=1:abort_on_error=1)
 endif()
-set_tests_properties(python_package python_torch_cpu PROPERTIES
+set_tests_properties(python_package python_torch_cpu python_frontend_traces python_frontend
+  python_frontend_npexec PROPERTIES
   LABELS integration TIMEOUT 300 SKIP_RETURN_CODE 77
   ENVIRONMENT "${_gg_py_env}")

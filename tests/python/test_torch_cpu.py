@@ -12,9 +12,10 @@ python3-torch is enough here).
   1..20 and a 3-D input, equal to eager PyTorch; the daemon counted the
   replays; relu is named among the ops left to PyTorch.  torch.compile
   itself when torch._dynamo exists, else the backend on a symbolic trace;
-- the aten -> daemon op translation of gfxgraph.enable() on recorded ops
-  (decode chain, MLP on 2-D and 3-D inputs, scale/silu/add/softmax/div,
-  broadcast bias): the expected daemon nodes; relu refused by name;
+- gfxgraph.enable()'s frontend on recorded ops (decode chain, MLP on 2-D
+  and 3-D inputs, scale/silu/add/softmax/div, broadcast bias, a transposed
+  operand, a conversion): the expected daemon nodes; an op without a
+  lowering (cumsum) refused by name with its operands;
 - enable()/disable() patch and restore torch.cuda.CUDAGraph/graph.
 """
 import argparse
@@ -80,28 +81,12 @@ def test_compile(torch, sock):
           "relu is named among the ops left to PyTorch: %r" % loc["compile_fallback_ops"])
 
 
-class StubTable:
-    """Names tensors as TensorTable does, without registering memory."""
-
-    def __init__(self):
-        self.tensors, self.keys, self.op = {}, {}, "?"
-
-    def name(self, t, shape=None, batch=False):
-        from gfxgraph._torchprog import Unsupported, canon_shape
-        if not t.is_contiguous():
-            raise Unsupported(self.op, "non-contiguous")
-        shape = list(shape) if shape is not None else canon_shape(t.shape)
-        k = (t.data_ptr(), tuple(shape))
-        if k not in self.keys:
-            self.keys[k] = "t%d" % len(self.keys)
-            self.tensors[self.keys[k]] = shape
-        return self.keys[k]
-
-
 def test_translate(torch):
+    """enable()'s frontend on ops recorded from CPU tensors: the live
+    adapter's IR, the passes and the lowering (no daemon needed)."""
     from torch.utils._python_dispatch import TorchDispatchMode
-    from gfxgraph import cudagraph
-    from gfxgraph._torchprog import Unsupported
+    from gfxgraph import frontend
+    from gfxgraph.frontend import torchrec
     nn, F = torch.nn, torch.nn.functional
 
     class Rec(TorchDispatchMode):
@@ -117,11 +102,14 @@ def test_translate(torch):
     def ops_of(fn, x):
         r = Rec()
         with torch.no_grad(), r:
-            fn(x)
-        t = StubTable()
-        nodes = cudagraph.translate(r.records, t)
-        return [(n["op"], [t.tensors[i] for i in n["inputs"]], t.tensors[n["outputs"][0]],
-                 n.get("attrs")) for n in nodes]
+            y = fn(x)
+        g, _objs, weak = torchrec.graph_of(r.records, "cpu")
+        r.records = None
+        g.outputs = torchrec.live_outputs(g, weak)
+        plan = frontend.build(g)
+        del y
+        return [(n["op"], [plan.tensors[i]["shape"] for i in n["inputs"]],
+                 plan.tensors[n["outputs"][0]]["shape"], n.get("attrs")) for n in plan.nodes]
 
     class Chain(nn.Module):
         def __init__(self):
@@ -148,15 +136,18 @@ def test_translate(torch):
           "MLP on [2, 4, 32] (views around addmm) -> rows 8: %r" % [g[:3] for g in got])
     b = torch.randn(32)
     got = ops_of(lambda x: torch.softmax(F.silu(x * 0.5) + x, dim=-1) / 4 + b, torch.randn(8, 32))
-    check([(g[0], g[3]) for g in got] ==
-          [("scale", {"scale": 0.5}), ("silu", None), ("add", None), ("softmax", None),
-           ("scale", {"scale": 0.25}), ("add", None)] and got[-1][1][1] == [32],
-          "scale, silu, add, softmax, div -> scale, [D] bias add: %r" % [g[0] for g in got])
+    check([g[0] for g in got] == ["scale", "silu", "add", "softmax", "div", "add"] and
+          got[4][3] == {"scalar": 4.0} and got[-1][1][1] == [1, 32],
+          "scale, silu, add, softmax, div by a scalar, a broadcast [D] add: %r" % got)
+    got = ops_of(lambda x: torch.relu(x.t() * 2).to(torch.float16), torch.randn(8, 32))
+    check([g[0] for g in got] == ["scale", "maximum", "cast"],
+          "a transposed operand, relu as maximum, a dtype conversion: %r" % got)
     try:
-        ops_of(nn.Sequential(nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 32)), torch.randn(4, 32))
-        check(False, "relu in the middle is refused")
-    except Unsupported as e:
-        check(e.op == "aten.relu.default", "relu in the middle is refused, naming %s" % e.op)
+        ops_of(lambda x: torch.cumsum(x, 0), torch.randn(4, 32))
+        check(False, "cumsum is refused")
+    except frontend.Unsupported as e:
+        check(e.op == "aten.cumsum.default" and "f32[4, 32]" in str(e),
+              "cumsum is refused, naming the op and its operands: %s" % e)
 
 
 def test_enable(torch):

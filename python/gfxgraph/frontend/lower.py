@@ -7,10 +7,8 @@ emits the op's nodes.  A new aten op is one entry.  View ops are in
 already describes by its own strides, so they emit nothing.
 """
 
-import math
-
 from .build import (MAX_DIMS, INPLACE_OK, coalesce, dense_order, prod, row_major)
-from .ir import FLOATING, INTEGRAL, DType, Tensor, Unsupported, flatten
+from .ir import FLOATING, INTEGRAL, DType, Tensor, Unsupported
 
 LOWER = {}
 
@@ -62,7 +60,7 @@ def lower_op(b, op):
 _RANK = {"bool": 0, "i32": 1, "i64": 2, "bf16": 3, "f16": 3, "f32": 4}
 
 
-def _cat(dt):
+def _kind(dt):
     return 0 if dt == "bool" else (1 if dt in INTEGRAL else 2)
 
 
@@ -85,14 +83,14 @@ def result_type(operands):
     for d in zero:
         if res is None:
             res = d
-        elif _cat(d) > _cat(res):
-            res = d if _cat(d) == 2 else promote(res, d)
+        elif _kind(d) > _kind(res):
+            res = d if _kind(d) == 2 else promote(res, d)
     if res is None:
         res = "f32"
     for s in operands:
         if isinstance(s, bool) or isinstance(s, Tensor):
             continue
-        if isinstance(s, float) and _cat(res) < 2:
+        if isinstance(s, float) and _kind(res) < 2:
             res = "f32"
         elif isinstance(s, int) and res == "bool":
             res = "i64"

@@ -113,7 +113,9 @@ def match_rmsnorm(ops, i):
             if isinstance(x0, Tensor) and x0.dtype == y.dtype and \
                     unchanged(ops, x0, ja, i):
                 x = x0
-        if not unchanged(ops, x, jfirst, i) or not unchanged(ops, w, jfirst, i):
+        # the fused op reads x where ops[i] is: x must hold what the pattern's
+        # first op read (w is read where ops[i] read it)
+        if not unchanged(ops, x, jfirst, i):
             continue
         return Op("gfx.rmsnorm", [x, [D], w, eps], {}, y, m.index)
     return None
