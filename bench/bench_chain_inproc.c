@@ -2,9 +2,14 @@
  * (layernorm -> gelu, 32 times; batch 1, d = 1024, f16) launched on one stream
  * eagerly (64 launches per iteration) and as one captured graph (one
  * hipGraphLaunch per iteration).  Each iteration is timed with events on the
- * stream, after a warm-up; the table gives median and p90 (and min, mean).
+ * stream and waited for the same way in both modes (hipEventSynchronize),
+ * after a warm-up; the two modes run in --blocks interleaved blocks (default
+ * 10) so that drift falls on both.  Before the timing one iteration of each,
+ * from the same input, must leave the same bytes: the JSON's `work` says
+ * "equal" only then.  The table gives median and p90 (and min, mean).
  *
- *   bench_chain_inproc [--iters N] [--warmup N] [--d D] [--floor] [--json PATH | PATH]
+ *   bench_chain_inproc [--iters N] [--warmup N] [--blocks N] [--d D] [--floor]
+ *                      [--json PATH | PATH]
  *
  * --floor also times the same 64-node chain made of `copy` nodes (near-empty
  * kernels): the runtime's own per-node cost, to read the chain's numbers
@@ -100,24 +105,56 @@ static void chain_enqueue(const chain *c)
     }
 }
 
-/* Times iters iterations of the chain, eagerly (64 launches each) and as one
- * captured graph (one launch each), with events around each iteration. */
-static void measure(chain *c, hipStream_t s, hipEvent_t e0, hipEvent_t e1, int iters, int warmup,
-                    double *eager_us, double *graph_us, size_t *nodes)
+/* One iteration of each mode, timed with the same events and the same wait
+ * (hipEventSynchronize on the event behind it). */
+static double time_eager(chain *c, hipStream_t s, hipEvent_t e0, hipEvent_t e1)
 {
-    for (int i = 0; i < warmup; i++)
-        chain_enqueue(c);
-    CK(hipStreamSynchronize(s));
-    for (int i = 0; i < iters; i++) {
-        float ms = 0;
-        CK(hipEventRecord(e0, s));
-        chain_enqueue(c);
-        CK(hipEventRecord(e1, s));
-        CK(hipEventSynchronize(e1));
-        CK(hipEventElapsedTime(&ms, e0, e1));
-        eager_us[i] = ms * 1000.0;
-    }
+    float ms = 0;
+    CK(hipEventRecord(e0, s));
+    chain_enqueue(c);
+    CK(hipEventRecord(e1, s));
+    CK(hipEventSynchronize(e1));
+    CK(hipEventElapsedTime(&ms, e0, e1));
+    return ms * 1000.0;
+}
 
+static double time_graph(hipGraphExec_t x, hipStream_t s, hipEvent_t e0, hipEvent_t e1)
+{
+    float ms = 0;
+    CK(hipEventRecord(e0, s));
+    CK(hipGraphLaunch(x, s));
+    CK(hipEventRecord(e1, s));
+    CK(hipEventSynchronize(e1));
+    CK(hipEventElapsedTime(&ms, e0, e1));
+    return ms * 1000.0;
+}
+
+/* The chain's x from x0, then one iteration eagerly and one through the
+ * graph from the same x: the graph must leave the same bytes as the eager
+ * launches, else the two rows did not do the same work. */
+static int same_output(chain *c, hipGraphExec_t x, hipStream_t s, const void *x0, void *out_e,
+                       void *out_g, size_t bytes)
+{
+    CK(hipMemcpy(c->x.data, x0, bytes, hipMemcpyHostToDevice));
+    chain_enqueue(c);
+    CK(hipStreamSynchronize(s));
+    CK(hipMemcpy(out_e, c->x.data, bytes, hipMemcpyDeviceToHost));
+    CK(hipMemcpy(c->x.data, x0, bytes, hipMemcpyHostToDevice));
+    CK(hipGraphLaunch(x, s));
+    CK(hipStreamSynchronize(s));
+    CK(hipMemcpy(out_g, c->x.data, bytes, hipMemcpyDeviceToHost));
+    return memcmp(out_e, out_g, bytes) == 0;
+}
+
+/* Times iters iterations of the chain eagerly (64 launches each) and as one
+ * captured graph (one launch each) in `blocks` interleaved blocks (eager
+ * first in even blocks, graph first in odd ones), so that drift of the
+ * clocks or of the host falls on both modes.  *equal: whether one iteration
+ * of each leaves the same bytes (checked before the timing, from x0). */
+static void measure(chain *c, hipStream_t s, hipEvent_t e0, hipEvent_t e1, int iters, int warmup,
+                    int blocks, const void *x0, size_t bytes, double *eager_us, double *graph_us,
+                    size_t *nodes, int *equal)
+{
     hipGraph_t g;
     hipGraphExec_t x;
     CK(hipStreamBeginCapture(s, hipStreamCaptureModeThreadLocal));
@@ -125,17 +162,33 @@ static void measure(chain *c, hipStream_t s, hipEvent_t e0, hipEvent_t e1, int i
     CK(hipStreamEndCapture(s, &g));
     CK(hipGraphGetNodes(g, NULL, nodes));
     CK(hipGraphInstantiate(&x, g, NULL, NULL, 0));
-    for (int i = 0; i < warmup; i++)
+
+    void *oe = malloc(bytes), *og = malloc(bytes);
+    if (!oe || !og) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
+    *equal = same_output(c, x, s, x0, oe, og, bytes);
+    free(oe);
+    free(og);
+
+    for (int i = 0; i < warmup; i++) {
+        chain_enqueue(c);
         CK(hipGraphLaunch(x, s));
+    }
     CK(hipStreamSynchronize(s));
-    for (int i = 0; i < iters; i++) {
-        float ms = 0;
-        CK(hipEventRecord(e0, s));
-        CK(hipGraphLaunch(x, s));
-        CK(hipEventRecord(e1, s));
-        CK(hipEventSynchronize(e1));
-        CK(hipEventElapsedTime(&ms, e0, e1));
-        graph_us[i] = ms * 1000.0;
+    int done = 0;
+    for (int b = 0; b < blocks; b++) {
+        int n = (iters - done) / (blocks - b);
+        for (int k = 0; k < 2; k++) {
+            if ((k == 0) == (b % 2 == 0))
+                for (int i = 0; i < n; i++)
+                    eager_us[done + i] = time_eager(c, s, e0, e1);
+            else
+                for (int i = 0; i < n; i++)
+                    graph_us[done + i] = time_graph(x, s, e0, e1);
+        }
+        done += n;
     }
     CK(hipGraphExecDestroy(x));
     CK(hipGraphDestroy(g));
@@ -143,7 +196,7 @@ static void measure(chain *c, hipStream_t s, hipEvent_t e0, hipEvent_t e1, int i
 
 int main(int argc, char **argv)
 {
-    int iters = 200, warmup = 20;
+    int iters = 200, warmup = 20, blocks = 10;
     int64_t d = 1024;
     const char *json = NULL;
     int floor_too = 0;
@@ -152,6 +205,8 @@ int main(int argc, char **argv)
             iters = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--warmup") && i + 1 < argc)
             warmup = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--blocks") && i + 1 < argc)
+            blocks = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--d") && i + 1 < argc)
             d = atoll(argv[++i]);
         else if (!strcmp(argv[i], "--floor"))
@@ -162,13 +217,14 @@ int main(int argc, char **argv)
             json = argv[i];
         else {
             fprintf(stderr,
-                    "usage: %s [--iters N] [--warmup N] [--d D] [--floor] [--json PATH | PATH]\n",
+                    "usage: %s [--iters N] [--warmup N] [--blocks N] [--d D] [--floor] "
+                    "[--json PATH | PATH]\n",
                     argv[0]);
             return 2;
         }
     }
-    if (iters < 1 || warmup < 0 || d < 1) {
-        fprintf(stderr, "bad --iters, --warmup or --d\n");
+    if (iters < 1 || warmup < 0 || d < 1 || blocks < 1 || blocks > iters) {
+        fprintf(stderr, "bad --iters, --warmup, --blocks or --d\n");
         return 2;
     }
 
@@ -207,8 +263,8 @@ int main(int argc, char **argv)
     gg_tensor_desc row = {.dtype = dt, .ndim = 2, .dims = {1, d}};
     gg_tensor_desc vec = {.dtype = dt, .ndim = 1, .dims = {d}};
     size_t bytes = gg_desc_bytes(&row);
-    uint16_t *h = malloc(bytes);
-    if (!h)
+    uint16_t *h = malloc(bytes), *x0 = malloc(bytes);
+    if (!h || !x0)
         return 1;
     void *px, *pt, *pw, *pb;
     CK(hipMalloc(&px, bytes));
@@ -218,6 +274,7 @@ int main(int argc, char **argv)
     for (int64_t i = 0; i < d; i++)
         h[i] = gg_f32_to_f16((float)((i * 37) % 101) / 50.0f - 1.0f);
     CK(hipMemcpy(px, h, bytes, hipMemcpyHostToDevice));
+    memcpy(x0, h, bytes);
     for (int64_t i = 0; i < d; i++)
         h[i] = gg_f32_to_f16(1.0f + (float)(i % 7) / 70.0f);
     CK(hipMemcpy(pw, h, bytes, hipMemcpyHostToDevice));
@@ -239,14 +296,23 @@ int main(int argc, char **argv)
     size_t nodes = 0;
     c.copy = gg_ops_find("copy");
     stats fe = {0}, fg = {0};
+    int equal = 0, floor_equal = 0;
     if (floor_too && c.copy) {
         c.floor = 1;
-        measure(&c, s, e0, e1, iters, warmup, eager_us, graph_us, &nodes);
+        measure(&c, s, e0, e1, iters, warmup, blocks, x0, bytes, eager_us, graph_us, &nodes,
+                &floor_equal);
         fe = summarize(eager_us, iters);
         fg = summarize(graph_us, iters);
         c.floor = 0;
     }
-    measure(&c, s, e0, e1, iters, warmup, eager_us, graph_us, &nodes);
+    measure(&c, s, e0, e1, iters, warmup, blocks, x0, bytes, eager_us, graph_us, &nodes, &equal);
+    /* the same 64 launches either way, checked by their output */
+    char work[96];
+    if (equal && nodes == 2 * CHAIN_PAIRS)
+        snprintf(work, sizeof work, "equal");
+    else
+        snprintf(work, sizeof work, "differs: %zu graph nodes for %d launches, outputs %s", nodes,
+                 2 * CHAIN_PAIRS, equal ? "the same" : "NOT the same");
 
     /* the chain's output must at least be finite */
     CK(hipMemcpy(h, px, bytes, hipMemcpyDeviceToHost));
@@ -257,8 +323,8 @@ int main(int argc, char **argv)
 
     stats se = summarize(eager_us, iters), sg = summarize(graph_us, iters);
     printf("chain: %d nodes (layernorm -> gelu x %d), batch 1, d = %lld, f16; %d iterations "
-           "after %d warm-up\n",
-           2 * CHAIN_PAIRS, CHAIN_PAIRS, (long long)d, iters, warmup);
+           "of each mode after %d warm-up, in %d interleaved blocks; work: %s\n",
+           2 * CHAIN_PAIRS, CHAIN_PAIRS, (long long)d, iters, warmup, blocks, work);
     printf("device: %s (%s), %s, driver %d, %s\n", prop.name, arch, runtime, driver,
            gg_gpu_platform());
     printf("%-8s %12s %12s %12s %12s %14s\n", "mode", "median us", "p90 us", "min us", "mean us",
@@ -295,8 +361,13 @@ int main(int argc, char **argv)
             fprintf(f, "  \"chain\": {\"nodes\": %d, \"pattern\": \"layernorm->gelu\", "
                        "\"batch\": 1, \"d\": %lld, \"dtype\": \"f16\"},\n",
                     2 * CHAIN_PAIRS, (long long)d);
-            fprintf(f, "  \"iterations\": %d,\n  \"warmup\": %d,\n  \"timer\": \"events\",\n",
-                    iters, warmup);
+            fprintf(f, "  \"iterations\": %d,\n  \"warmup\": %d,\n  \"blocks\": %d,\n"
+                       "  \"order\": \"interleaved blocks, eager and graph alternating first\",\n"
+                       "  \"timer\": \"events\",\n  \"wait\": \"hipEventSynchronize, both modes\",\n",
+                    iters, warmup, blocks);
+            fprintf(f, "  \"work\": ");
+            json_string(f, work);
+            fprintf(f, ",\n  \"outputs_equal\": %s,\n", equal ? "true" : "false");
             fprintf(f, "  \"results_us\": {\n");
             fprintf(f, "    \"eager\": {\"median\": %.3f, \"p90\": %.3f, \"min\": %.3f, "
                        "\"mean\": %.3f},\n",
@@ -307,8 +378,9 @@ int main(int argc, char **argv)
             if (fe.median > 0)
                 fprintf(f,
                         "  \"floor_copy_chain_us\": {\"eager\": {\"median\": %.3f, "
-                        "\"p90\": %.3f}, \"graph\": {\"median\": %.3f, \"p90\": %.3f}},\n",
-                        fe.median, fe.p90, fg.median, fg.p90);
+                        "\"p90\": %.3f}, \"graph\": {\"median\": %.3f, \"p90\": %.3f}, "
+                        "\"outputs_equal\": %s},\n",
+                        fe.median, fe.p90, fg.median, fg.p90, floor_equal ? "true" : "false");
             fprintf(f, "  \"speedup_median\": %.3f,\n  \"graph_nodes\": %zu,\n",
                     se.median / sg.median, nodes);
             fprintf(f, "  \"output_finite\": %s,\n", finite ? "true" : "false");
@@ -345,6 +417,7 @@ int main(int argc, char **argv)
     gg_gpu_ctx_destroy(c.ctx);
     CK(hipStreamDestroy(s));
     free(h);
+    free(x0);
     free(eager_us);
     free(graph_us);
     return rc;
