@@ -104,6 +104,16 @@ static bool has_session(const msgpack_object *st, uint64_t id)
     return false;
 }
 
+/* Session id's counter key in st (UINT64_MAX when absent). */
+static uint64_t session_stat(const msgpack_object *st, uint64_t id, const char *key)
+{
+    const msgpack_object *s = h_get(st, "sessions");
+    for (uint32_t i = 0; s && s->type == MSGPACK_OBJECT_ARRAY && i < s->via.array.size; i++)
+        if (h_getu(&s->via.array.ptr[i], "id") == id)
+            return h_getu(&s->via.array.ptr[i], key);
+    return UINT64_MAX;
+}
+
 /* ---- as a user ----------------------------------------------------------- */
 
 static uint64_t g_victim;      /* a session the user tries to kill */
@@ -315,8 +325,8 @@ static void test_evict_name(gg_client *own, progs *p)
 }
 
 /* A program slow enough on the cpu backend that an evict arrives while its
- * replay runs: 160 linear nodes of 512 x 512 at bucket 8 (about 20 ms; the
- * evict is tried again, waiting longer, when it came too soon). */
+ * replay runs: 160 linear nodes of 512 x 512 at bucket 8 (the evict is tried
+ * again when the replay ended before it came). */
 static void test_evict_in_use(gg_client *own)
 {
     h_section("a graph in use is evicted when its replay ends, not under it");
@@ -355,19 +365,31 @@ static void test_evict_in_use(gg_client *own)
     if (!admin)
         goto out;
     uint64_t before = t_stat(admin, "evictions");
-    /* The evict lands while the replay runs (it pins its graph), half a
-     * replay after the submission.  On a loaded machine the replay may not
-     * have begun yet, or have ended: then the graph goes at once, and the
-     * round is tried again the same way. */
-    uint64_t ticket = 0;
+    /* The evict lands while the replay runs (it pins its graph): sent once
+     * stats shows the submission taken and not yet done.  On a loaded
+     * machine the replay may end between that look and the evict: then the
+     * graph goes at once, and the round is tried again the same way. */
+    uint64_t ticket = 0, sid = gg_client_session_id(own);
     const msgpack_object *r;
     bool deferred = false;
-    for (int round = 0; round < 6 && !deferred; round++) {
+    for (int round = 0; round < 20 && !deferred; round++) {
         if (round && !CHECK(gg_client_program_prepare(own, prog, 0, NULL, -1, &ready, NULL) == 0))
             break;
-        if (!CHECK(gg_client_submit(own, prog, 8, -1, NULL, &ticket) == 0))
+        const msgpack_object *s0 = t_stats(admin);
+        uint64_t req0 = s0 ? session_stat(s0, sid, "requests") : UINT64_MAX;
+        uint64_t rep0 = s0 ? session_stat(s0, sid, "replays") : UINT64_MAX;
+        if (!CHECK(req0 != UINT64_MAX && rep0 != UINT64_MAX) ||
+            !CHECK(gg_client_submit(own, prog, 8, -1, NULL, &ticket) == 0))
             break;
-        h_sleep_ms(one > 40 ? 20 : (int)(one / 2));
+        bool taken = false;
+        for (int64_t end = h_now_ms() + 60000; !taken && h_now_ms() < end;) {
+            const msgpack_object *sn = t_stats(admin);
+            taken = sn && session_stat(sn, sid, "requests") > req0;
+            if (!taken)
+                h_sleep_ms(1);
+        }
+        if (!CHECKF(taken, "the daemon takes the submission"))
+            break;
         if (!CHECK(evict_name(admin, "slow", &r) == 0))
             break;
         CHECK_EQ(h_getu(r, "matched"), 1);
@@ -393,7 +415,7 @@ static void test_evict_in_use(gg_client *own)
     CHECK(ones);
     /* the last unpin (in the loop, after the answers) evicts it */
     bool gone = false;
-    for (int i = 0; i < 200 && !gone; i++) {
+    for (int i = 0; i < 6000 && !gone; i++) {   /* up to 60 s */
         st = t_stats(admin);
         gone = st && strcmp(entry_state(st, prog, 8, b, sizeof b), "empty") == 0;
         if (!gone)
@@ -449,7 +471,7 @@ static void test_kill(const progs *p0)
            vcode, gg_client_last_error(victim));
     CHECK(gg_client_replay(victim, pv.alpha, 2, -1, &res) == -ENOTCONN);
     bool gone = false;
-    for (int i = 0; i < 200 && !gone; i++) {
+    for (int i = 0; i < 6000 && !gone; i++) {   /* up to 60 s */
         st = t_stats(other);
         gone = st && !has_session(st, vid);
         if (!gone)
