@@ -34,8 +34,26 @@ class Plan:
     def __init__(self, builder, report):
         self.tensors = builder.tensors
         self.nodes = builder.nodes
+        self.node_src = builder.node_src
         self.storages = sorted(builder.storages_used)
         self.report = report
+
+    def first_missing(self, daemon_ops):
+        """(daemon op, the aten op it lowers) for the first node whose op
+        is not in daemon_ops, or None."""
+        for n, src in zip(self.nodes, self.node_src):
+            if n["op"] not in daemon_ops:
+                return n["op"], src
+        return None
+
+    def source_of(self, message):
+        """The aten op (with operands) behind the node a daemon error names
+        ("node N (op) ..."), or None."""
+        import re
+        m = re.search(r"node (\d+)", message or "")
+        if m and int(m.group(1)) < len(self.node_src):
+            return self.node_src[int(m.group(1))]
+        return None
 
     def spec(self, name, buffers, buckets=(1,)):
         """The program.define map, binding each storage id to buffers[id]

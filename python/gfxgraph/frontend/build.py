@@ -85,6 +85,7 @@ class Builder:
     def __init__(self):
         self.tensors = {}
         self.nodes = []
+        self.node_src = []       # per node: the aten op it was lowered from
         self._keys = {}
         self.op = None           # the aten Op being lowered (for messages)
         self.storages_used = set()
@@ -156,6 +157,7 @@ class Builder:
         if attrs:
             n["attrs"] = dict(attrs)
         self.nodes.append(n)
+        self.node_src.append(self.op.describe() if self.op is not None else "?")
         return out
 
     # ---- operands -----------------------------------------------------------

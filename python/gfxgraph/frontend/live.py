@@ -4,6 +4,7 @@ Imports torch."""
 
 import collections
 
+from ..errors import Error
 from .ir import Unsupported
 
 # the last reports, newest last (stats()["local"]["captures_log"])
@@ -47,13 +48,43 @@ def build_from_recorder(rec, client, cache, name, device_type="cuda"):
     if not plan.nodes:
         report.update(routed=False, why="no device work")
         return Built(None, None, report)
+    ops = daemon_ops(client)
+    miss = plan.first_missing(ops) if ops else None
+    if miss is not None:
+        src = miss[1]
+        raise Unsupported(src.split("(", 1)[0], "lowers to the daemon op %r, which this daemon "
+                          "does not have; operands %s" % (miss[0], src))
     bufs = {sid: _register(client, cache, objs, sid) for sid in plan.storages}
-    prog = client.define(plan.spec(name, bufs))
+    try:
+        prog = client.define(plan.spec(name, bufs))
+    except Error as e:
+        src = plan.source_of(e.message)
+        if src is None:
+            raise
+        raise Unsupported(src.split("(", 1)[0], "the daemon refused its node (%s); operands %s"
+                          % (e, src))
     prep = prog.prepare()
     report.update(routed=True, program=name, program_id=prog.id, prepare=prep,
                   node_ops=dict(collections.Counter(n["op"] for n in plan.nodes)))
     report["kernels"] = kernels_of(client, prog)
     return Built(prog, [objs[s] for s in plan.storages], report)
+
+
+_OPS = {}      # (socket, server version) -> the ops its hello lists
+
+
+def daemon_ops(client):
+    """The op names the daemon's hello lists (cached per daemon), or an
+    empty set when it does not say."""
+    key = (client.socket, client.server_version)
+    if key not in _OPS:
+        try:
+            from ..stats import server_info
+            _OPS[key] = frozenset((server_info(client.socket, timeout=5.0) or {})
+                                  .get("ops") or ())
+        except Exception:   # noqa: BLE001 -- then define's own check speaks
+            return frozenset()
+    return _OPS[key]
 
 
 def kernels_of(client, prog):

@@ -148,8 +148,14 @@ def elementwise(b, dop, ins, out, attrs=None, compute=None, broadcast=True):
             continue
         v = Tensor(None, t.storage, t.offset, dshape, [s if d != 1 else 0
                                                        for d, s in zip(dshape, st)], t.dtype)
-        names.append(b.mem(v, dshape) if v.is_contiguous() else
-                     b.gather(v, dshape, v.stride))
+        # leading 1s say nothing under right-aligned broadcasting; without
+        # them a row vector is the [D] every add/mul takes
+        k = 0
+        while k < len(dshape) - 1 and dshape[k] == 1 and dshape != cshape:
+            k += 1
+        decl = dshape[k:]
+        names.append(b.mem(v, decl) if v.is_contiguous() else
+                     b.view(b.gather(v, dshape, v.stride), decl))
         names[-1] = b.cast(names[-1], compute)
     ov = Tensor(None, out.storage, out.offset, cshape, row_major(cshape), out.dtype)
     oname = b.mem(ov, cshape)
@@ -215,9 +221,12 @@ def _binary(b, op, dop, x, y, alpha=1, reverse=False):
         attrs = {"scalar": _scalar(b, y, compute)}
         if reverse:
             attrs["reverse"] = 1
-        if dop == "mul" and not reverse and compute in FLOATING:
-            elementwise(b, "scale", [x], out, {"scale": attrs["scalar"]}, compute=compute,
-                        broadcast=False)
+        if dop in ("mul", "div") and not reverse and compute in FLOATING and \
+                (dop == "mul" or attrs["scalar"] != 0):
+            # x * s and x / s as scale (x / s within an ulp of x * (1/s)),
+            # an op the daemon's fusion planner folds into its neighbours
+            s = attrs["scalar"] if dop == "mul" else 1.0 / attrs["scalar"]
+            elementwise(b, "scale", [x], out, {"scale": s}, compute=compute, broadcast=False)
         else:
             elementwise(b, dop, [x], out, attrs, compute=compute)
     elif _num(x) and isinstance(y, Tensor):
