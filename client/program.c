@@ -304,7 +304,9 @@ static int def_add_tensor(gg_program_def *d, const char *name, bool scratch, uin
         if (strcmp(d->tensors[i].name, name) == 0)
             return def_fail(d, -EINVAL, "tensor '%s' is defined twice", name);
     if (!dtype || !*dtype || strlen(dtype) >= sizeof d->tensors[0].dtype)
-        return def_fail(d, -EINVAL, "tensor '%s': dtype must be \"f32\", \"f16\" or \"bf16\"",
+        return def_fail(d, -EINVAL,
+                        "tensor '%s': dtype must be \"f32\", \"f16\", \"bf16\", \"i32\", "
+                        "\"i64\" or \"bool\"",
                         name);
     if (ndim < 1 || ndim > DEF_MAX_DIMS || !dims)
         return def_fail(d, -EINVAL, "tensor '%s': ndim is %d; it must be 1..%d", name, ndim,

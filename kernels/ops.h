@@ -16,14 +16,18 @@
 extern "C" {
 #endif
 
-/* f32, f16 and bf16 are the floating dtypes every op computes in; i32 holds
- * token ids, positions and lengths, and only the ops that say so take or
- * produce it (embedding, rope, cache_write, attention_decode, argmax). */
+/* f32, f16 and bf16 are the floating dtypes every floating op computes in;
+ * i32 holds token ids, positions and lengths; i64 (two's complement) and
+ * bool (one byte, 0 or 1) are what PyTorch gives for indices and masks.
+ * Each op says which it takes (docs/ops.md); integer arithmetic is exact,
+ * never through f32. */
 typedef enum {
     GG_DT_F32 = 0,
     GG_DT_F16 = 1,
     GG_DT_BF16 = 2,
     GG_DT_I32 = 3,
+    GG_DT_I64 = 4,
+    GG_DT_BOOL = 5,
     GG_DT_COUNT
 } gg_dtype;
 #define GG_DT_NFLOAT 3           /* the floating dtypes are 0 .. GG_DT_NFLOAT-1 */
@@ -31,6 +35,11 @@ typedef enum {
 static inline int gg_dtype_is_float(gg_dtype dt)
 {
     return (int)dt >= 0 && (int)dt < GG_DT_NFLOAT;
+}
+
+static inline int gg_dtype_is_int(gg_dtype dt)
+{
+    return dt == GG_DT_I32 || dt == GG_DT_I64;
 }
 
 #define GG_MAX_DIMS 4
@@ -130,9 +139,16 @@ float gg_f16_to_f32(uint16_t h);
 uint16_t gg_f32_to_f16(float f);
 float gg_bf16_to_f32(uint16_t b);
 uint16_t gg_f32_to_bf16(float f);
-/* Element access on a typed buffer. */
+/* Element access on a typed buffer, as f32 (an integer rounds to nearest;
+ * a store to an integer dtype converts as cast does: toward zero, NaN to 0,
+ * saturating; to bool: v != 0). */
 float gg_load(const void *p, gg_dtype dt, int64_t i);
 void gg_store(void *p, gg_dtype dt, int64_t i, float v);
+/* The same, exact for every dtype: a double holds every f32/f16/bf16 and
+ * i32 value; i64 is read and written as int64_t. */
+double gg_load_f64(const void *p, gg_dtype dt, int64_t i);
+int64_t gg_load_i64(const void *p, gg_dtype dt, int64_t i);   /* floating: as cast */
+void gg_store_i64(void *p, gg_dtype dt, int64_t i, int64_t v); /* as cast from i64 */
 
 /* Run op's CPU reference (attrs NULL: the op's defaults).  Every op but
  * linear may run in place (out[0].data == in[0].data); linear's y must not
@@ -320,6 +336,64 @@ static inline uint16_t gg_f32_to_bf16_inl(float f)
     }
     x += 0x7fffu + ((x >> 16) & 1u);        /* RNE; overflow carries into inf */
     return (uint16_t)(x >> 16);
+}
+
+/* Casts (cast's rules, shared by every op that converts).  A float to an
+ * integer: toward zero, NaN to 0, saturating at the type's range. */
+static inline int64_t gg_f_to_i64_inl(double v)
+{
+    if (v != v)
+        return 0;
+    if (v >= 9223372036854775808.0)
+        return INT64_MAX;
+    if (v < -9223372036854775808.0)
+        return INT64_MIN;
+    return (int64_t)v;                      /* C truncates toward zero */
+}
+
+static inline int32_t gg_f_to_i32_inl(double v)
+{
+    if (v != v)
+        return 0;
+    if (v >= 2147483647.0)
+        return INT32_MAX;
+    if (v <= -2147483648.0)
+        return INT32_MIN;
+    return (int32_t)v;
+}
+
+/* v rounded to `bits` significant bits, to nearest even, as a double (exact:
+ * at most 53 bits).  An integer to f32 (24 bits), bf16 (8) or f16 (11) in
+ * one rounding: through f32 first would round twice. */
+static inline double gg_i64_round_inl(int64_t v, int bits)
+{
+    uint64_t m = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    int nb = 0;
+    for (uint64_t t = m; t; t >>= 1)
+        nb++;
+    double r;
+    if (nb <= bits) {
+        r = (double)m;
+    } else {
+        int sh = nb - bits;
+        uint64_t q = m >> sh, rem = m & (((uint64_t)1 << sh) - 1), half = (uint64_t)1 << (sh - 1);
+        if (rem > half || (rem == half && (q & 1)))
+            q++;
+        r = (double)q;
+        for (int i = 0; i < sh; i++)
+            r *= 2.0;
+    }
+    return v < 0 ? -r : r;
+}
+
+/* An integer into a floating dtype's storage bits (f32: the float's). */
+static inline uint32_t gg_i64_to_fbits_inl(int64_t v, gg_dtype dt)
+{
+    if (dt == GG_DT_F16)
+        return gg_f32_to_f16_inl((float)gg_i64_round_inl(v, 11));
+    if (dt == GG_DT_BF16)
+        return gg_f32_to_bf16_inl((float)gg_i64_round_inl(v, 8));
+    return gg_f32_bits_((float)gg_i64_round_inl(v, 24));
 }
 
 /* CPU references (ops_cpu.c), in table order. */

@@ -13,6 +13,8 @@ static const char *const dtype_names[GG_DT_COUNT] = {
     [GG_DT_F16] = "f16",
     [GG_DT_BF16] = "bf16",
     [GG_DT_I32] = "i32",
+    [GG_DT_I64] = "i64",
+    [GG_DT_BOOL] = "bool",
 };
 
 const char *gg_dtype_name(gg_dtype dt)
@@ -46,6 +48,10 @@ size_t gg_dtype_size(gg_dtype dt)
     case GG_DT_F16:
     case GG_DT_BF16:
         return 2;
+    case GG_DT_I64:
+        return 8;
+    case GG_DT_BOOL:
+        return 1;
     default:
         return 0;
     }
@@ -96,6 +102,64 @@ uint16_t gg_f32_to_bf16(float f)
     return gg_f32_to_bf16_inl(f);
 }
 
+double gg_load_f64(const void *p, gg_dtype dt, int64_t i)
+{
+    switch (dt) {
+    case GG_DT_F32:
+        return ((const float *)p)[i];
+    case GG_DT_F16:
+        return gg_f16_to_f32_inl(((const uint16_t *)p)[i]);
+    case GG_DT_BF16:
+        return gg_bf16_to_f32_inl(((const uint16_t *)p)[i]);
+    case GG_DT_I32:
+        return ((const int32_t *)p)[i];
+    case GG_DT_I64:
+        return (double)((const int64_t *)p)[i];
+    case GG_DT_BOOL:
+        return ((const uint8_t *)p)[i] != 0;
+    default:
+        return 0.0;
+    }
+}
+
+int64_t gg_load_i64(const void *p, gg_dtype dt, int64_t i)
+{
+    switch (dt) {
+    case GG_DT_I32:
+        return ((const int32_t *)p)[i];
+    case GG_DT_I64:
+        return ((const int64_t *)p)[i];
+    case GG_DT_BOOL:
+        return ((const uint8_t *)p)[i] != 0;
+    default:
+        return gg_f_to_i64_inl(gg_load_f64(p, dt, i));
+    }
+}
+
+void gg_store_i64(void *p, gg_dtype dt, int64_t i, int64_t v)
+{
+    switch (dt) {
+    case GG_DT_F32:
+        ((uint32_t *)p)[i] = gg_i64_to_fbits_inl(v, dt);
+        break;
+    case GG_DT_F16:
+    case GG_DT_BF16:
+        ((uint16_t *)p)[i] = (uint16_t)gg_i64_to_fbits_inl(v, dt);
+        break;
+    case GG_DT_I32:
+        ((int32_t *)p)[i] = (int32_t)(uint32_t)(uint64_t)v; /* the low 32 bits */
+        break;
+    case GG_DT_I64:
+        ((int64_t *)p)[i] = v;
+        break;
+    case GG_DT_BOOL:
+        ((uint8_t *)p)[i] = v != 0;
+        break;
+    default:
+        break;
+    }
+}
+
 float gg_load(const void *p, gg_dtype dt, int64_t i)
 {
     switch (dt) {
@@ -105,6 +169,10 @@ float gg_load(const void *p, gg_dtype dt, int64_t i)
         return gg_f16_to_f32_inl(((const uint16_t *)p)[i]);
     case GG_DT_BF16:
         return gg_bf16_to_f32_inl(((const uint16_t *)p)[i]);
+    case GG_DT_I32:
+    case GG_DT_I64:
+    case GG_DT_BOOL:
+        return (float)gg_i64_round_inl(gg_load_i64(p, dt, i), 24);
     default:
         return 0.0f;
     }
@@ -121,6 +189,15 @@ void gg_store(void *p, gg_dtype dt, int64_t i, float v)
         break;
     case GG_DT_BF16:
         ((uint16_t *)p)[i] = gg_f32_to_bf16_inl(v);
+        break;
+    case GG_DT_I32:
+        ((int32_t *)p)[i] = gg_f_to_i32_inl(v);
+        break;
+    case GG_DT_I64:
+        ((int64_t *)p)[i] = gg_f_to_i64_inl(v);
+        break;
+    case GG_DT_BOOL:
+        ((uint8_t *)p)[i] = v != 0.0f;
         break;
     default:
         break;

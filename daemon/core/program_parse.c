@@ -53,7 +53,7 @@ static int prog_tensor(const gg_define_env *env, const char *name,
     if (rc == -ENOENT)
         t->desc.dtype = base->desc.dtype;
     else if (gg_dtype_parse(dt, dtlen, &t->desc.dtype) < 0)
-        return proto_fail(e, -EINVAL, "tensor '%s': dtype '%.*s' is not one of f32, f16, bf16, i32",
+        return proto_fail(e, -EINVAL, "tensor '%s': dtype '%.*s' is not one of f32, f16, bf16, i32, i64, bool",
                           name, (int)(dtlen > 16 ? 16 : dtlen), dt);
     if (base && t->desc.dtype != base->desc.dtype)
         return proto_fail(e, -EINVAL, "tensor '%s': a view has the dtype of the tensor it views "

@@ -43,7 +43,9 @@ def _dtype(name, dt):
         raise _bad("tensor %r: missing dtype" % name)
     names = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "half": "f16",
              "float": "f32", "torch.float32": "f32", "torch.float16": "f16",
-             "torch.bfloat16": "bf16", "int32": "i32", "torch.int32": "i32"}
+             "torch.bfloat16": "bf16", "int32": "i32", "torch.int32": "i32",
+             "int64": "i64", "torch.int64": "i64", "long": "i64", "torch.long": "i64",
+             "bool": "bool", "bool_": "bool", "torch.bool": "bool"}
     d = str(dt)
     return names.get(d, d)
 

@@ -176,7 +176,8 @@ GG_CLIENT_API int gg_client_memfd_create(const char *name, size_t size, void **p
  * the first failure is remembered (gg_program_def_error()), later builder
  * calls then do nothing and return it, and gg_client_program_define() reports
  * it, so a sequence of builder calls may be checked once at the end.
- * Names are copied; dtype is "f32", "f16" or "bf16". */
+ * Names are copied; dtype is "f32", "f16", "bf16", "i32", "i64" or "bool"
+ * (which ops take which: docs/ops.md). */
 GG_CLIENT_API gg_program_def *gg_program_def_new(const char *name);
 GG_CLIENT_API void gg_program_def_free(gg_program_def *d);
 /* A tensor in a registered buffer, offset bytes in.  dims: ndim (1..8) sizes
@@ -189,7 +190,8 @@ GG_CLIENT_API int gg_program_def_scratch(gg_program_def *d, const char *name, co
                                          int ndim, const int64_t *dims);
 /* A view of tensor `of` (defined before or after): its dtype and bytes under
  * another shape with the same element count ([B, H*Dh] read as [B, H, Dh]).
- * dtype "i32" is for token ids, positions and lengths. */
+ * dtype "i32" or "i64" is for token ids, positions and lengths, "bool" for
+ * masks. */
 GG_CLIENT_API int gg_program_def_view(gg_program_def *d, const char *name, const char *of,
                                       int ndim, const int64_t *dims);
 /* Append a node to the current branch. */
