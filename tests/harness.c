@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/sockios.h>
 #include <math.h>
 #include <poll.h>
 #include <pwd.h>
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -618,6 +620,19 @@ int h_conn_send_sb(h_conn *c, msgpack_sbuffer *sb)
     int rc = h_conn_send(c, sb->data, sb->size);
     msgpack_sbuffer_clear(sb);
     return rc;
+}
+
+int h_conn_drained(const h_conn *c, int timeout_ms)
+{
+    for (int64_t end = h_now_ms() + timeout_ms;; h_sleep_ms(1)) {
+        int q = -1;
+        if (ioctl(c->fd, SIOCOUTQ, &q) < 0)
+            return -errno;
+        if (q == 0)
+            return 0;
+        if (h_now_ms() > end)
+            return -ETIMEDOUT;
+    }
 }
 
 int h_conn_recv(h_conn *c, int timeout_ms, const msgpack_object **out)

@@ -143,6 +143,11 @@ void h_conn_close(h_conn *c);
 int h_conn_send(h_conn *c, const void *p, size_t n);
 /* Send the sbuffer's bytes and clear it. */
 int h_conn_send_sb(h_conn *c, msgpack_sbuffer *sb);
+/* Wait (up to timeout_ms) until the daemon has read all that was sent on c:
+ * a unix stream socket's bytes count against the sender (SIOCOUTQ) until
+ * the reader takes them.  For a message sent in pieces, each piece read
+ * before the next.  0, -ETIMEDOUT or -errno. */
+int h_conn_drained(const h_conn *c, int timeout_ms);
 /* The next whole message: 1 (valid until the next recv), 0 at end of stream,
  * -ETIMEDOUT, or -EPROTO / -EMSGSIZE / -errno. */
 int h_conn_recv(h_conn *c, int timeout_ms, const msgpack_object **out);

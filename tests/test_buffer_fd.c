@@ -430,7 +430,7 @@ static void bad(const char *sock)
         uint32_t id = g_id++;
         h_pack_request(&sb, id, "buffer.list", NULL, 0);
         CHECK(send_fds(&c, sb.data, 1, many, 20) == 0);
-        h_sleep_ms(50);
+        CHECK(h_conn_drained(&c, 60000) == 0);   /* the first part read on its own */
         CHECK(h_conn_send(&c, sb.data + 1, sb.size - 1) == 0);
         msgpack_sbuffer_destroy(&sb);
         answer a;
@@ -468,7 +468,7 @@ static void fd_leaks(h_daemon *d)
     happy(d->sock);
     /* closed connections and handles go on the daemon's next turns */
     int now = -1;
-    for (int i = 0; i < 100 && (now = fd_count(d->pid)) != base; i++)
+    for (int i = 0; i < 1200 && (now = fd_count(d->pid)) != base; i++)   /* up to 60 s */
         h_sleep_ms(50);
     CHECKF(now == base, "the daemon holds %d descriptors, as before (%d)", now, base);
     CHECK(h_conn_call(&c, g_id++, "buffer.list", NULL, 0, &r, &err) == 1 && !err);
@@ -576,7 +576,7 @@ static int other_uid(void)
         _exit(127);
     }
     bool up = false;
-    for (int i = 0; i < 600 && !up; i++) {
+    for (int i = 0; i < 1200 && !up; i++) {   /* up to 60 s */
         h_conn t;
         if (access(sock, F_OK) == 0 && h_conn_open(&t, sock) == 0) {
             h_conn_close(&t);

@@ -1,37 +1,24 @@
 /* Helpers shared by the daemon protocol tests over raw sockets
  * (test_daemon_proto_methods.c, test_daemon_proto_limits.c,
  * test_daemon_conn.c): a msgpack buffer, calls with their expected outcome,
- * error notifications, the connection's end, hello and stats; waiting until
- * the daemon has read what was sent. */
+ * error notifications, the connection's end, hello and stats, the daemon
+ * having read what was sent. */
 #ifndef GG_TEST_DAEMON_PROTO_UTIL_H
 #define GG_TEST_DAEMON_PROTO_UTIL_H
 
-#include <errno.h>
-#include <linux/sockios.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
-#include <sys/ioctl.h>
 
 #include "harness.h"
 
 #define T_RECV_MS 60000
 
-/* Wait (up to 60 s) until the daemon has read all that was sent on c: a
- * unix stream socket's bytes count against the sender (SIOCOUTQ) until the
- * reader takes them.  For tests that need a message to arrive in pieces,
- * each piece read before the next is sent. */
+/* The daemon has read all that was sent on c (waited for up to 60 s). */
 static inline bool t_sent_read(const h_conn *c)
 {
-    for (int64_t end = h_now_ms() + 60000;; h_sleep_ms(1)) {
-        int q = -1;
-        if (ioctl(c->fd, SIOCOUTQ, &q) < 0)
-            return CHECKF(false, "SIOCOUTQ: %s", strerror(errno));
-        if (q == 0)
-            return true;
-        if (h_now_ms() > end)
-            return CHECKF(false, "the daemon read what was sent (%d bytes still queued)", q);
-    }
+    int rc = h_conn_drained(c, 60000);
+    return CHECKF(rc == 0, "the daemon read what was sent (%s)", strerror(-rc));
 }
 
 typedef struct {
