@@ -88,11 +88,12 @@ static int parked_rows(const msgpack_object *st)
     return n;
 }
 
-/* Wait until stats key reaches v (the loop applies releases as it goes). */
+/* Wait (up to 60 s) until stats key reaches v (the loop applies releases as
+ * it goes). */
 static bool wait_stat(gg_client *w, const char *key, uint64_t v)
 {
     uint64_t got = UINT64_MAX;
-    for (int i = 0; i < 500 && (got = t_stat(w, key)) != v; i++)
+    for (int i = 0; i < 6000 && (got = t_stat(w, key)) != v; i++)
         h_sleep_ms(10);
     return CHECKF(got == v, "%s: %llu, expected %llu", key, (unsigned long long)got,
                   (unsigned long long)v);
@@ -170,7 +171,7 @@ static void shared_case(void)
     gg_client_close(a);   /* without release: parked */
     a = NULL;
     int parked = 0;
-    for (int i = 0; i < 500 && parked < 26; i++) {
+    for (int i = 0; i < 6000 && parked < 26; i++) {
         st = t_stats(w);
         parked = st ? parked_rows(st) : 0;
         if (parked < 26)
@@ -285,7 +286,7 @@ static void parked_limits_case(void)
                 /* the session ends (and parks) once its connection and
                  * fast-path region have gone: after sessions_active drops */
                 char *log = NULL;
-                for (int i = 0; i < 500; i++) {
+                for (int i = 0; i < 6000; i++) {
                     free(log);
                     log = h_read_file(d.log);
                     if (log && strstr(log, "max-parked-bytes-per-uid"))
@@ -299,7 +300,7 @@ static void parked_limits_case(void)
                     CHECK_EQ(parked_rows(st), 0);
             }
             /* the idle sweep runs every second */
-            for (int i = 0; i < 500 && t_stat(w, "scratch_arenas") != 0; i++)
+            for (int i = 0; i < 6000 && t_stat(w, "scratch_arenas") != 0; i++)
                 h_sleep_ms(10);
             CHECK_EQ(t_stat(w, "scratch_arenas"), 0);
             CHECK_EQ(t_stat(w, "scratch_bytes"), 0);
