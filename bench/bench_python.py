@@ -14,8 +14,11 @@
     sync="events" (asynchronous).  All the graphs live side by side and are stepped in
     alternating blocks so drift falls on both.  Per-step wall time
     (perf_counter_ns) p50/p90/p99; ratio gfxgraph/torch at p50 and p99
-    (target <= 1.0).
-(b) the package's own cost per replay: one client, one 1-node program
+    (target <= 1.0).  The ratio compares different work: the daemon's
+    kernels in its default plan (fused: the chain's 64 nodes in two
+    launches) against PyTorch's own kernels; each workload's `work` and
+    `daemon_plan` (nodes, launches per replay) say so.
+(b) the package's own cost per replay (the same work in every row): one client, one 1-node program
     (`scale` on [1, 1024] f32 in torch CUDA tensors registered by IPC),
     replayed in alternating blocks by
       python    program.replay(1)                   (the package's API)
@@ -103,7 +106,9 @@ def start_daemon(build):
 
 def workloads_a(torch, gfxgraph, sock, steps, blocks, warmup, out):
 
+    import importlib
     import ref_workloads as rw
+    ggstats = importlib.import_module("gfxgraph.stats")   # the module, not gfxgraph.stats()
 
     def capture(model, x0):
         return rw.capture(torch, model, x0)
@@ -139,6 +144,20 @@ def workloads_a(torch, gfxgraph, sock, steps, blocks, warmup, out):
             torch.cuda.synchronize()
             ref = model(xin)
             row["rel_l2_vs_eager"] = {k: rw.rel(v[2], ref) for k, v in modes.items()}
+            # the daemon's plan for each routed capture: launches per replay
+            ids = {k: v[0].gfxgraph_program.id for k, v in modes.items()
+                   if getattr(v[0], "gfxgraph_program", None) is not None}
+            kern = {}
+            for e in ggstats.call("stats", sock).get("cache", []):
+                for k, pid in ids.items():
+                    if e.get("program") == pid and "kernels" in e:
+                        kern[k] = (e.get("nodes"), e["kernels"])
+            row["daemon_plan"] = {k: {"nodes": n, "kernels": kk} for k, (n, kk) in kern.items()}
+            ks = sorted({kk for _, kk in kern.values()})
+            row["work"] = ("differs: the daemon's kernels (%s launches per replay, the daemon's "
+                           "default plan, fusion on) against PyTorch's own kernels in its graph; "
+                           "the four modes through the daemon run the same program" %
+                           ("/".join(str(k) for k in ks) or "?"))
             st0 = gfxgraph.stats(sock)["local"]
 
             def step(g, sx):
@@ -189,6 +208,7 @@ def workloads_a(torch, gfxgraph, sock, steps, blocks, warmup, out):
               "| events p50 %8.1f | gpu p50 %8.1f us" % (name, t["p50_us"], t["p99_us"], e["p50_us"],
                                                    e["p99_us"], row["ratio_p50"],
                                                    row["ratio_p99"], s["p50_us"], hs["p50_us"]))
+        print("%-20s work: %s" % ("", row["work"]))
         sys.stdout.flush()
         out.append(row)
         for g, _, _ in modes.values():
@@ -320,6 +340,7 @@ def overhead_b(torch, gfxgraph, sock, n, blocks, warmup, cloop):
             t0 = clock()
             tm.append(clock() - t0)
         out = {"fastpath_status": c.fastpath_status, "first_replay": r0,
+               "work": "equal: the same client, program and replay call in every row",
                "result_correct": correct, "timer_overhead_py_p50_us": round(pct(tm, 50), 3),
                "rows": {k: summary(v) for k, v in ns.items()}}
         rows = out["rows"]
@@ -347,7 +368,9 @@ def overhead_b(torch, gfxgraph, sock, n, blocks, warmup, cloop):
     fast, ok1 = one(True)
     sock_, ok2 = one(False)
     return {"program": "scale [1, 1024] f32, torch CUDA tensors registered by IPC, bucket 1",
-            "replays_per_row": n, "blocks": blocks, "fast": fast, "socket": sock_}, ok1 and ok2
+            "replays_per_row": n, "blocks": blocks, "fast": fast, "socket": sock_,
+            "work_fast_vs_socket": "equal: the same program, two clients (fast path, socket)"}, \
+        ok1 and ok2
 
 
 def main():
@@ -430,6 +453,8 @@ def main():
         res["local_stats"] = st.get("local")
         seed = [w for w in res["workloads"] if w["seed_workload"]]
         res["summary"] = {
+            "a_work": "differs: the daemon's kernels and fused plan against PyTorch's own "
+                      "kernels (each workload's work field)",
             "a_seed_workloads": {w["name"]: {"torch_p50_us": w["steps"]["torch_cudagraph"]["p50_us"],
                                              "torch_p99_us": w["steps"]["torch_cudagraph"]["p99_us"],
                                              "gfxgraph_p50_us": w["steps"]["gfxgraph"]["p50_us"],
