@@ -314,7 +314,7 @@ static void test_closing_counted(void)
         /* what the daemon had queued, then the end */
         const msgpack_object *o;
         int rc;
-        while ((rc = h_conn_recv(&cs[i], 2000, &o)) == 1)
+        while ((rc = h_conn_recv(&cs[i], T_RECV_MS, &o)) == 1)
             ;
         CHECKF(rc == 0 || rc == -ECONNRESET, "connection %d: closed by the daemon (rc %d)", i, rc);
         h_conn_close(&cs[i]);

@@ -131,7 +131,7 @@ static void await(h_conn *c, uint32_t msgid, answer *a)
     memset(a, 0, sizeof *a);
     for (;;) {
         const msgpack_object *o;
-        if (h_conn_recv(c, 10000, &o) != 1 || o->type != MSGPACK_OBJECT_ARRAY)
+        if (h_conn_recv(c, 60000, &o) != 1 || o->type != MSGPACK_OBJECT_ARRAY)
             return;
         const msgpack_object *v = o->via.array.ptr;
         if (o->via.array.size == 3 && v[0].via.u64 == 2) {

@@ -211,7 +211,7 @@ static int run_daemon(const char *const *args, const char *const *env, char **lo
     snprintf(d.log, sizeof d.log, "%s/d.log", dir);
     int code = -1;
     if (h_daemon_spawn(&d, sock, args, env) == 0) {
-        code = h_daemon_wait_exit(&d, 20000);
+        code = h_daemon_wait_exit(&d, 60000);
         if (code == -ETIMEDOUT) {
             h_daemon_kill(&d);
             code = -ETIMEDOUT;

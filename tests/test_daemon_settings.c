@@ -194,7 +194,7 @@ static void user_checks(const char *xdg)
     memset(&d, 0, sizeof d);
     snprintf(d.log, sizeof d.log, "%s", log);
     if (CHECK(h_daemon_spawn_bare(&d, want, base, env3) == 0)) {
-        int code = h_daemon_wait_exit(&d, 20000);
+        int code = h_daemon_wait_exit(&d, 60000);
         CHECKF(code == 1, "the start stops: exit 1 (got %d)", code);
         if (code == -ETIMEDOUT)
             h_daemon_kill(&d);

@@ -151,7 +151,7 @@ static void slow_unlink(slow_prog *s, bool mapped)
  * running.  1 yes; 0 it ran already; -1 never seen. */
 static int wait_taken(gg_client *w, uint64_t sid, uint64_t req0, uint64_t rep0)
 {
-    for (int64_t end = h_now_ms() + 30000; h_now_ms() < end;) {
+    for (int64_t end = h_now_ms() + 60000; h_now_ms() < end;) {
         const msgpack_object *st = NULL;
         if (gg_client_call(w, "stats", NULL, 0, &st) == 0) {
             const msgpack_object *e = fp_session_of(st, sid);
@@ -255,7 +255,7 @@ static int killed_try(h_daemon *d, gg_client *w, const char *spin, double target
             h_note("the child did not reach its wait");
         /* asleep on the futex: wait for the state itself (a child that
          * exits, its replay done, is no longer 'R' or 'S') */
-        for (int64_t end = h_now_ms() + 30000; strcmp(spin, "0") == 0 && h_now_ms() < end;
+        for (int64_t end = h_now_ms() + 60000; strcmp(spin, "0") == 0 && h_now_ms() < end;
              h_sleep_ms(1)) {
             state = proc_state(kid);
             if (state != 'R')
@@ -565,8 +565,8 @@ static void test_many(h_daemon *d, gg_client *w)
     CHECK_EQ(fails, 0);
     CHECK_EQ(wrong, 0);
     CHECK_EQ(t_stat(w, "fastpath_replays") - fp0, NCLIENTS * NREPLAYS);
-    CHECK_EQ(fp_wait_stat(w, "fastpath_regions", 0, 15000), 0);
-    CHECK_EQ(fp_wait_stat(w, "sessions_active", sess0, 15000), sess0);
+    CHECK_EQ(fp_wait_stat(w, "fastpath_regions", 0, 60000), 0);
+    CHECK_EQ(fp_wait_stat(w, "sessions_active", sess0, 60000), sess0);
 }
 
 /* ---- a daemon stop ------------------------------------------------------------------ */

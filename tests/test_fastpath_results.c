@@ -247,7 +247,7 @@ static void run_results(const char *fault)
     CHECK_CONTAINS(gg_client_fastpath_status(s.c), "off");
 
     /* the counters of the last hit may land just after its completion */
-    fp_wait_session(s.c, gg_client_session_id(f.c), "replays", (uint64_t)nf_ok, 5000);
+    fp_wait_session(s.c, gg_client_session_id(f.c), "replays", (uint64_t)nf_ok, 60000);
     const msgpack_object *st = t_stats(s.c);
     if (st) {
         CHECK_EQ(h_getu(st, "fastpath_replays"), nf_ok);
@@ -284,7 +284,7 @@ static void run_results(const char *fault)
                            "submit %d: %s", i, gg_client_last_error(f.c));
         if (subs == 8) {
             int polled = 0;
-            for (int64_t end = h_now_ms() + 20000; polled != 1 && h_now_ms() < end;) {
+            for (int64_t end = h_now_ms() + 60000; polled != 1 && h_now_ms() < end;) {
                 polled = gg_client_poll(f.c, t[7]);
                 if (polled == 0)
                     h_sleep_ms(1);

@@ -87,7 +87,7 @@ static bool one(fpr *f, const gg_fp_sqe *d, uint64_t seq_override, gg_fp_cqe *q,
     uint64_t s = fpr_submit(f, d, seq_override);
     if (seq)
         *seq = s;
-    int rc = fpr_wait(f, s, 5000, q);
+    int rc = fpr_wait(f, s, 60000, q);
     return CHECKF(rc == 1, "the record of descriptor %llu completes (%d)", (unsigned long long)s,
                   rc);
 }
@@ -263,13 +263,13 @@ static void test_descriptors(void)
     }
     int okp = 0;
     for (int i = 0; i < 8; i++)
-        okp += fpr_wait(&f, seqs[i], 5000, &q) == 1 && q.status == 0 &&
+        okp += fpr_wait(&f, seqs[i], 60000, &q) == 1 && q.status == 0 &&
                q.user_data == 0x3000 + (uint64_t)i && q.batch == (uint32_t)(1 + i % 4);
     CHECKF(okp == 8, "8 descriptors in flight at once (a full ring) all complete (%d)", okp);
     CHECK_EQ(__atomic_load_n(&h->sq_head, __ATOMIC_ACQUIRE), (uint32_t)(f.next_seq - 1));
     int good = 4 + 1 + 8;
     /* the last hit may be counted just after its completion */
-    for (int64_t end = h_now_ms() + 5000; h_now_ms() < end; h_sleep_ms(5))
+    for (int64_t end = h_now_ms() + 60000; h_now_ms() < end; h_sleep_ms(5))
         if (fpr_call(&f, "stats", NULL, &st) == 1 &&
             h_getu(fp_session_of(st, f.session), "replays") == (uint64_t)good)
             break;
@@ -291,7 +291,7 @@ static void test_descriptors(void)
     __atomic_fetch_add(&h->sq_wake, 1, __ATOMIC_SEQ_CST);
     syscall(SYS_futex, &h->sq_wake, FUTEX_WAKE, 1, NULL, NULL, 0);
     uint32_t state = 0;
-    for (int64_t end = h_now_ms() + 10000; h_now_ms() < end;) {
+    for (int64_t end = h_now_ms() + 60000; h_now_ms() < end;) {
         state = __atomic_load_n(&h->state, __ATOMIC_ACQUIRE);
         if (state == GG_FP_STATE_CLOSED)
             break;
@@ -301,7 +301,7 @@ static void test_descriptors(void)
     if (CHECK(fpr_call(&f, "stats", NULL, &st) == 1)) {
         CHECKF(fp_session_of(st, f.session) != NULL, "the session goes on over the socket");
         uint64_t regions = h_getu(st, "fastpath_regions");
-        for (int64_t end = h_now_ms() + 5000; regions != 0 && h_now_ms() < end;) {
+        for (int64_t end = h_now_ms() + 60000; regions != 0 && h_now_ms() < end;) {
             h_sleep_ms(5);
             if (fpr_call(&f, "stats", NULL, &st) == 1)
                 regions = h_getu(st, "fastpath_regions");
@@ -353,7 +353,16 @@ typedef struct {
 } scrib_report;
 
 /* The child: runs for ms milliseconds, then writes its report to wfd. */
-static void scribbler(const char *sock, uint64_t other_prog, int ms, int wfd)
+/* Whether the parent has said "enough" on rfd (or is gone). */
+static bool parent_done(int rfd)
+{
+    struct pollfd p = {.fd = rfd, .events = POLLIN};
+    return poll(&p, 1, 0) == 1;
+}
+
+/* Scribbles for at least ms, and on until the parent has had its replays
+ * beside it (a byte on rfd). */
+static void scribbler(const char *sock, uint64_t other_prog, int ms, int wfd, int rfd)
 {
     h_init("scribbler", 120);
     scrib_report rep = {0};
@@ -366,7 +375,7 @@ static void scribbler(const char *sock, uint64_t other_prog, int ms, int wfd)
         rep.regions++;
     int64_t end = h_now_ms() + ms, next_check = h_now_ms() + 100;
     int64_t opened = h_now_ms();
-    while (f.base && h_now_ms() < end) {
+    while (f.base && (h_now_ms() < end || !parent_done(rfd))) {
         uint64_t *w = (uint64_t *)f.base;
         size_t nw = f.size / 8;
         /* for its first 60 ms a region gets garbage that keeps the ring's
@@ -477,16 +486,23 @@ static void test_scribbler(void)
         prog = t_define_silu2x(c, "normal", x.id, y.id, D);
     if (!prog)
         goto out;
-    int pfd[2];
+    int pfd[2], gfd[2];
     if (!CHECK(pipe(pfd) == 0))
         goto out;
+    if (!CHECK(pipe(gfd) == 0)) {
+        close(pfd[0]);
+        close(pfd[1]);
+        goto out;
+    }
     fflush(stdout);
     pid_t kid = fork();
     if (kid == 0) {
         close(pfd[0]);
-        scribbler(d.sock, prog, 1500, pfd[1]);
+        close(gfd[1]);
+        scribbler(d.sock, prog, 1500, pfd[1], gfd[0]);
     }
     close(pfd[1]);
+    close(gfd[0]);
     if (!CHECK(kid > 0))
         goto out;
     /* replays until the scribbler reports, each checked */
@@ -509,6 +525,9 @@ static void test_scribbler(void)
                 wrong += !t_close(y.f[i], t_silu2x_ref(x.f[i]), 1e-5);
             wrong += r.batch != batch;
         }
+        /* the scribbler goes on until this client has had its replays */
+        if (n == 20 && write(gfd[1], "d", 1) != 1)
+            h_note("the scribbler is gone");
         struct pollfd p = {.fd = pfd[0], .events = POLLIN};
         if (poll(&p, 1, 0) == 1) {
             got = read(pfd[0], &rep, sizeof rep);
@@ -517,6 +536,7 @@ static void test_scribbler(void)
         }
     }
     close(pfd[0]);
+    close(gfd[1]);
     int status = 0;
     waitpid(kid, &status, 0);
     CHECKF(got == (ssize_t)sizeof rep, "the scribbler reported (%zd)", got);
@@ -539,8 +559,8 @@ static void test_scribbler(void)
     const msgpack_object *hr = NULL;
     if (CHECK(gg_client_call(c, "health", NULL, 0, &hr) == 0))
         CHECK(h_get(hr, "ok") && h_get(hr, "ok")->via.boolean);
-    CHECK_EQ(fp_wait_stat(c, "sessions_active", 1, 10000), 1);
-    CHECK_EQ(fp_wait_stat(c, "fastpath_regions", 1, 10000), 1);
+    CHECK_EQ(fp_wait_stat(c, "sessions_active", 1, 60000), 1);
+    CHECK_EQ(fp_wait_stat(c, "fastpath_regions", 1, 60000), 1);
     gg_replay_result r;
     tbuf_fill(&y, 0.0f);
     CHECK(gg_client_replay(c, prog, ROWS, -1, &r) == 0 &&

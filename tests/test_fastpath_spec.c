@@ -42,7 +42,7 @@ int main(void)
     free(err);
     gg_client *c = fp_socket_client(d.sock, "fp-spec-after");
     if (c) {
-        CHECK_EQ(fp_wait_stat(c, "sessions_active", 1, 10000), 1);
+        CHECK_EQ(fp_wait_stat(c, "sessions_active", 1, 60000), 1);
         CHECK_EQ(fp_wait_stat(c, "fastpath_regions", 0, 10000), 0);
         const msgpack_object *hr = NULL;
         if (CHECK(gg_client_call(c, "health", NULL, 0, &hr) == 0))
