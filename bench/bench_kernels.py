@@ -9,7 +9,9 @@ device-to-device copy ceiling), then times PyTorch's kernels for every case it
 reports, the same way: the same shapes and dtypes, the same number of operand
 copies rotated over (so that launches read memory outside L2), the same
 launches per captured graph (torch.cuda.CUDAGraph), the median of the same
-number of graph replays timed with CUDA events, over the launches.  Writes one
+number of graph replays timed with CUDA events, over the launches; the two
+sides in --rounds alternating rounds (default 3: ours, PyTorch's, ours, ...),
+each side's time the median of its rounds.  Writes one
 JSON with provenance (commit, device, driver, torch, date), the copy ceiling,
 and per case: our time and GB/s, the percentage of the copy ceiling, torch's
 time and our time over torch's.  Prints the table last.
@@ -19,6 +21,9 @@ row ("torch_impl"): silu_mul is silu(a) * b (two kernels), rope is the
 Hugging Face rotate_half form (several kernels), cache_write an index_put_,
 attention_decode scaled_dot_product_attention with enable_gqa over the
 [B, S, Hkv, Dh] cache seen as [B, Hkv, S, Dh].
+
+Each compared row carries `work`: "equal", or "differs: how" where
+PyTorch's stand-in does other work (silu_mul, rope, argmax's int64 output).
 
 A read_ceiling row (no PyTorch counterpart) is one plain kernel reading the
 same K and V bytes as the attention case of that size, rotated the same way:
@@ -169,6 +174,23 @@ def torch_case(torch, F, case):
     return None
 
 
+def work_of(case):
+    """Whether PyTorch's stand-in does the op's work: "equal" (the same
+    operands read, the same result written, one graph of the same launches
+    count) or "differs: how"."""
+    op = case["op"]
+    if op == "silu_mul":
+        return "differs: PyTorch has no fused silu_mul: silu(a) * b, two kernels and an intermediate"
+    if op == "rope":
+        return ("differs: PyTorch's rotate_half form computes cos and sin from the positions "
+                "and rotates in several kernels")
+    if op == "argmax":
+        return "differs: PyTorch writes int64 indices, this op int32 (the output only)"
+    if op == "attention_decode":
+        return "equal: the same K and V extent (lens = S) and GQA groups"
+    return "equal"
+
+
 def time_torch(torch, F, case, trials):
     spec = torch_case(torch, F, case)
     if spec is None:
@@ -261,33 +283,69 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--only")
     ap.add_argument("--trials", type=int, default=15)
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="rounds of (this project's kernels, PyTorch's), alternating")
     ap.add_argument("--commit", default=os.environ.get("GFXGRAPH_GIT_COMMIT"))
     args = ap.parse_args()
 
-    ours = run_ours(args)
     import torch
     import torch.nn.functional as F
     # f32 linear without TF32 on both sides (the project runs pedantic f32)
     torch.backends.cuda.matmul.allow_tf32 = False
 
-    copy = ours["copy_ceiling_gbs"]
+    # Rounds of the whole suite, ours then PyTorch's, alternating, so that
+    # drift of the clocks or of the machine falls on both sides; a case's
+    # time on each side is the median of its rounds' medians.
+    rounds = max(1, args.rounds)
+    ours_r, torch_r, copies = [], [], []
+    for r in range(rounds):
+        o = run_ours(args)
+        ours_r.append(o)
+        copies.append(o["copy_ceiling_gbs"])
+        tr = {}
+        for case in o["cases"]:
+            if "us" not in case:
+                continue
+            try:
+                t = time_torch(torch, F, case, args.trials)
+            except Exception as e:  # a case torch cannot run is reported, not fatal
+                t = {"error": f"{type(e).__name__}: {e}"}
+                torch.cuda.empty_cache()
+            if t is not None:
+                tr[case["name"] + "|" + case["shape"]] = t
+        torch_r.append(tr)
+    ours = ours_r[-1]
+    copy = statistics.median(copies)
     rows = []
     for case in ours["cases"]:
         row = dict(case)
         if "us" not in case:
             rows.append(row)
             continue
-        try:
-            t = time_torch(torch, F, case, args.trials)
-        except Exception as e:  # a case torch cannot run is reported, not fatal
-            t = {"error": f"{type(e).__name__}: {e}"}
-            torch.cuda.empty_cache()
+        key = case["name"] + "|" + case["shape"]
+        mine = [c for o in ours_r for c in o["cases"]
+                if c["name"] + "|" + c["shape"] == key and "us" in c]
+        row["rounds_us"] = [round(c["us"], 3) for c in mine]
+        row["us"] = statistics.median(c["us"] for c in mine)
+        row["us_min"] = min(c["us_min"] for c in mine)
+        row["gbs"] = case["bytes"] / (row["us"] * 1e3)
+        row["pct_copy"] = 100.0 * row["gbs"] / copy
+        theirs = [tr[key] for tr in torch_r if key in tr]
+        ok = [t for t in theirs if "us" in t]
+        if ok:
+            t = {"us": statistics.median(x["us"] for x in ok), "us_min": min(x["us_min"] for x in ok),
+                 "impl": ok[0]["impl"], "rounds_us": [round(x["us"], 3) for x in ok]}
+        elif theirs:
+            t = theirs[-1]
+        else:
+            t = None
         if t is not None:
             row["torch"] = t
+            row["work"] = work_of(case)
             if "us" in t:
                 row["torch_gbs"] = case["bytes"] / (t["us"] * 1e3)
-                row["ours_over_torch"] = case["us"] / t["us"]
-        row["targets"] = targets(case, case["pct_copy"], row.get("ours_over_torch"))
+                row["ours_over_torch"] = row["us"] / t["us"]
+        row["targets"] = targets(case, row["pct_copy"], row.get("ours_over_torch"))
         rows.append(row)
 
     # attention beside the read ceiling of its K and V
@@ -313,8 +371,12 @@ def main():
         "bench": "bench_kernels",
         "provenance": prov,
         "method": ours["method"] + "; PyTorch: the same sets, launches per graph and "
-                  "replays, torch.cuda.CUDAGraph, CUDA events",
+                  "replays, torch.cuda.CUDAGraph, CUDA events; %d rounds of both sides "
+                  "alternating (ours, PyTorch's, ...), each side's time the median of its "
+                  "rounds" % rounds,
+        "rounds": rounds,
         "copy_ceiling_gbs": copy,
+        "copy_ceiling_rounds_gbs": copies,
         "copy_ceiling_best_gbs": ours["copy_ceiling_best_gbs"],
         "torch_copy_ceiling_gbs": torch_copy_ceiling(torch, args.trials),
         "cases": rows,
@@ -336,9 +398,10 @@ def main():
         ratio = f"{r['ours_over_torch']:6.2f}" if "ours_over_torch" in r else f"{'-':>6}"
         miss = [k for k, v in r.get("targets", {}).items() if not v]
         rd = f"  {r['over_read_ceiling']:.2f}x read" if "over_read_ceiling" in r else ""
+        wk = "" if r.get("work", "equal").startswith("equal") else "  (work differs)"
         print(f"{r['name']:<18} {r['shape']:<42} {r['us']:8.2f} {r['gbs']:7.0f} "
               f"{r['pct_copy']:5.1f}% {tus} {ratio}  {'MISS ' + ','.join(miss) if miss else 'ok'}"
-              f"{rd}")
+              f"{rd}{wk}")
         if "error" in t:
             print(f"    torch: {t['error'][:150]}")
 
