@@ -282,6 +282,15 @@ doc = {
                             if r["target"].startswith("gfx-fast")),
     "median_requests_per_s": {k: round(v, 1) for k, v in sorted(med.items())},
     "ratios": ratios,
+    "ratios_work": {
+        "socket/redis": "differs: a 1-node replay (scale on [1, D] f32, the cpu backend's kernel, "
+                        "a cache hit) against a PING",
+        "fast/redis": "differs: a 1-node replay (scale on [1, D] f32, the cpu backend's kernel, "
+                      "a cache hit) against a PING",
+        "fast/socket": "equal: the same replay, the fast path against the socket",
+        "fast-spin0/socket": "equal: the same replay, the fast path without spinning against "
+                             "the socket",
+    },
     "allocations_per_replay": {t: r.get("allocations_per_request") for t, r in alloc.items()},
     "daemon_stats_after": open(os.path.join(tmp, "stats.txt")).read(),
     "runs": runs,
@@ -306,6 +315,7 @@ for s in ("pinned", "unpinned"):
               q(ratios["%s-c%d fast/redis" % (s, c)]), q(ratios["%s-c%d fast/socket" % (s, c)]),
               q(ratios["%s-c%d fast-spin0/socket" % (s, c)])))
 print("  (pinned: everything on CPU %s; fast path target: fast/sock >= 3 with 1 client)" % pincpu)
+print("  (work: */redis differs, a 1-node replay against a PING; fast/sock and spin0/sock equal)")
 notfast = sorted({r["server"].get("fastpath_status", "") for r in runs
                   if r["target"].startswith("gfx-fast") and r["options"]["path"] != "fast"})
 if notfast:
