@@ -183,7 +183,7 @@ static void eager_wins_case(void)
     h_section("a client that reconnects gets the choice without measuring");
     gg_client_close(a);   /* p2 not released */
     a = NULL;
-    for (int i = 0; i < 500 && t_stat(w, "sessions_active") != 1; i++)
+    for (int i = 0; i < 6000 && t_stat(w, "sessions_active") != 1; i++)   /* up to 60 s */
         h_sleep_ms(10);
     gg_client *b = gg_client_new();
     tbuf bx, by;

@@ -195,7 +195,7 @@ static void kid_main(const kid_job *j)
         }
         int64_t t0 = h_now_ms();
         int v = kid_replay(j, &s, k);
-        if (h_now_ms() - t0 > 20000)
+        if (h_now_ms() - t0 > 60000)   /* a hang, not a busy machine */
             r->hung = 1;
         if (k == 0 && v >= 0)
             r->fast_active = strncmp(gg_client_fastpath_status(s.c), "active", 6) == 0;
@@ -220,7 +220,7 @@ static void kid_main(const kid_job *j)
             /* and the next one fails at once too, without hanging */
             t0 = h_now_ms();
             int v2 = gg_client_replay(s.c, s.prog, 1, -1, NULL);
-            if (v2 >= 0 || h_now_ms() - t0 > 10000)
+            if (v2 >= 0 || h_now_ms() - t0 > 60000)
                 r->hung = 1;
             break;
         }
