@@ -13,7 +13,7 @@ cleanup() {
 trap cleanup EXIT
 "$build/daemon/gfxgraphd" --socket "$sock" --backend "${GFXGRAPH_BACKEND:-auto}" >"$log" 2>&1 &
 pid=$!
-for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.05; done
+for _ in $(seq 1200); do [ -S "$sock" ] && break; sleep 0.05; done   # up to 60 s
 [ -S "$sock" ] || { echo "gfxgraphd did not start:"; cat "$log"; exit 1; }
 echo "== gfxgraphd started (pid $pid) on $sock"
 sed 's/^/   daemon: /' "$log"
