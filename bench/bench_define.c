@@ -6,7 +6,8 @@
  * (answered on the daemon's loop) one after the other.  Reported: the define's
  * round trip, and the second client's round trips while the define was in
  * flight (count, p50, p99, max) next to the same probe's while nothing else
- * runs.  A loop busy checking the define shows as a max near the define's
+ * runs, in an idle window before each define (idle and loaded probes
+ * alternate in the run, so that drift falls on both).  A loop busy checking the define shows as a max near the define's
  * own time; a define checked off the loop leaves the max near the idle one.
  *
  *   bench_define --socket PATH [--nodes N] [--reps N] [--label L]
@@ -30,6 +31,7 @@
 #include "internal.h"
 
 #define NT 1536
+#define IDLE_WINDOW_US 60000   /* before each define: the idle probes' window */
 #define TBYTES 16
 
 static const char *g_sock;
@@ -208,11 +210,17 @@ int main(int argc, char **argv)
 
     pthread_t th;
     pthread_create(&th, NULL, probe, NULL);
-    usleep(300000);                 /* idle probes */
     double *def = calloc((size_t)reps, sizeof(double));
     double *def_t0 = calloc((size_t)reps, sizeof(double));
+    double *idle_t0 = calloc((size_t)reps, sizeof(double));
+    if (!def || !def_t0 || !idle_t0)
+        return 1;
     for (int r = 0; r < reps; r++) {
         const msgpack_object *res;
+        /* an idle window before each define (after the last one's release
+         * was answered), so idle and loaded probes alternate in one run */
+        idle_t0[r] = now_ms();
+        usleep(IDLE_WINDOW_US);
         double t0 = now_ms();
         int rc = gg_client_call(c, "program.define", sb.data, sb.size, &res);
         def[r] = now_ms() - t0;
@@ -228,24 +236,24 @@ int main(int argc, char **argv)
                 id = &res->via.map.ptr[k].val;
         if (id)
             gg_client_program_release(c, id->via.u64);
-        usleep(50000);
     }
     atomic_store(&g_stop, 1);
     pthread_join(th, NULL);
-    /* idle: probes answered before the first define was sent; during: a
+    /* idle: a probe sent and answered inside an idle window; during: a
      * probe whose round trip overlaps a define's */
     samples g_idle = {0}, g_during = {0};
     for (size_t i = 0; i < g_t0.n; i++) {
         double a = g_t0.v[i], z = a + g_rt.v[i];
-        if (z < def_t0[0]) {
-            push(&g_idle, g_rt.v[i]);
-            continue;
-        }
-        for (int r = 0; r < reps; r++)
+        for (int r = 0; r < reps; r++) {
+            if (a >= idle_t0[r] && z < def_t0[r]) {
+                push(&g_idle, g_rt.v[i]);
+                break;
+            }
             if (a < def_t0[r] + def[r] && z > def_t0[r]) {
                 push(&g_during, g_rt.v[i]);
                 break;
             }
+        }
     }
 
     samples ds = {def, (size_t)reps, (size_t)reps};
@@ -283,7 +291,10 @@ int main(int argc, char **argv)
                 "\"max_ms\": %.4f},\n"
                 "  \"probe_idle\": {\"count\": %zu, \"p50_ms\": %.4f, \"p99_ms\": %.4f, "
                 "\"max_ms\": %.4f},\n"
-                "  \"max_during_over_define\": %.4f\n}\n",
+                "  \"max_during_over_define\": %.4f,\n"
+                "  \"order\": \"an idle window before each define: idle and loaded probes "
+                "alternate\",\n  \"work\": \"equal: the same buffer.list probe, idle and "
+                "during\"\n}\n",
                 label, date, u.nodename, u.release, u.machine, commit, ver, backend, device,
                 nodes, NT, sb.size, reps, g_pause_us, def_p50, ndur, d50, d99, dmax, nidle, i50, i99, imax,
                 def_p50 > 0 ? dmax / def_p50 : 0);
