@@ -44,7 +44,7 @@ FAMILIES = {
     # with full attention in every layer (their other ops unchanged)
     "mistral": ("MistralForCausalLM", "MistralConfig", dict(COMMON, sliding_window=None)),
     "gemma2": ("Gemma2ForCausalLM", "Gemma2Config",
-               dict(COMMON, head_dim=16, sliding_window=None,
+               dict(COMMON, head_dim=16, sliding_window=4096,
                     layer_types=["full_attention", "full_attention"], query_pre_attn_scalar=16,
                     attn_logit_softcapping=50.0, final_logit_softcapping=30.0)),
     "gpt2": ("GPT2LMHeadModel", "GPT2Config",
