@@ -10,12 +10,13 @@
 # BUILD_DIR: a built tree with bench_define (and gfxgraphd, used when no
 # LABEL=DAEMON is given).  LABEL=DAEMON: another daemon binary to measure
 # (e.g. before=/tmp/old/build/daemon/gfxgraphd@b1e2007), its commit after
-# '@'.  OUT_JSON: default bench/results/cpu-define.json.  Exit status: 0,
-# or 1 when a step failed.
+# '@'.  OUT_JSON: default bench/results/cpu-define.json.  All daemons run
+# at once and their runs alternate, GG_AB_ROUNDS rounds (default 3).  Exit
+# status: 0, or 1 when a step failed.
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 if [ $# -lt 1 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
-    sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
     exit 64
 fi
 ab_bench() { # LABEL SOCK COMMIT DIR
@@ -24,5 +25,6 @@ ab_bench() { # LABEL SOCK COMMIT DIR
     runs+=("$j")
 }
 
+: "${GG_AB_ROUNDS:=3}"
 . "$(dirname "$0")/ab_daemons.sh"
 ab_main run_define.sh bench_define "$root/bench/results/cpu-define.json" "$@"
