@@ -87,7 +87,18 @@ class Exec:
         for n in self.plan.nodes:
             getattr(self, "op_" + n["op"])(n, n.get("attrs") or {})
 
+    def _exact_broadcast(self, n):
+        """The daemon's rule for every broadcasting op: the output is
+        exactly the broadcast shape of the inputs."""
+        shapes = [tuple(self.plan.tensors[x]["shape"]) for x in n["inputs"]]
+        want = tuple(self.np.broadcast_shapes(*shapes))
+        got = tuple(self._raw(n["outputs"][0])[3])
+        if want != got:
+            raise AssertionError("%s: output %s is not the inputs' broadcast shape %s"
+                                 % (n["op"], list(got), list(want)))
+
     def _bin(self, n, a, f):
+        self._exact_broadcast(n)
         ins = [self.read(x)[0] for x in n["inputs"]]
         if len(ins) == 1:
             s = a.get("scalar", 0.0)
@@ -173,6 +184,9 @@ def _setup():
     Exec.op_silu_mul = op_silu_mul
 
     def op_where(self, n, a):
+        self._exact_broadcast(n)
+        if self.plan.tensors[n["inputs"][0]]["dtype"] != "bool":
+            raise AssertionError("where: the condition must be bool")
         c, a1, b1 = [self.read(x)[0] for x in n["inputs"]]
         self._out(n, np.where(c.astype(bool), a1, b1))
     Exec.op_where = op_where

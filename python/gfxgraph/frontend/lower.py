@@ -115,8 +115,10 @@ def elementwise(b, dop, ins, out, attrs=None, compute=None, broadcast=True):
     tensor `out` (elementwise, broadcasting).  The dims are taken in out's
     memory order and collapsed, so a transposed or permuted output needs no
     copy; an input that is not row-major in that order is gathered; inputs
-    are cast to `compute` (default out's dtype)."""
+    are cast to `compute` (default out's dtype; a list: one dtype per
+    input, as where's bool condition beside its values)."""
     compute = compute or out.dtype
+    computes = list(compute) if isinstance(compute, (list, tuple)) else [compute] * len(ins)
     order = dense_order(out)
     if order is None:
         return _elementwise_via_temp(b, dop, ins, out, attrs, compute, broadcast)
@@ -140,10 +142,14 @@ def elementwise(b, dop, ins, out, attrs=None, compute=None, broadcast=True):
     if len(cshape) > MAX_DIMS:
         raise b.unsupported("%d dims after collapsing (the daemon takes up to %d)"
                             % (len(cshape), MAX_DIMS))
+    # the daemon's output is exactly the broadcast of its inputs: a dim that
+    # every input broadcasts (an expand of all of them) is materialized in
+    # the first
+    spread = any(d != 1 and all(st[j] == 0 for st in cst[1:]) for j, d in enumerate(cshape))
     names = []
-    for t, st in zip(ins, cst[1:]):
+    for i, (t, st, compute) in enumerate(zip(ins, cst[1:], computes)):
         dshape = [d if s != 0 else 1 for d, s in zip(cshape, st)]
-        if not broadcast and dshape != cshape:
+        if (not broadcast or (spread and i == 0)) and dshape != cshape:
             names.append(b.gather(t, cshape, st, compute))
             continue
         v = Tensor(None, t.storage, t.offset, dshape, [s if d != 1 else 0
@@ -177,12 +183,27 @@ def _elementwise_via_temp(b, dop, ins, out, attrs, compute, broadcast):
     """out is not one dense block (a strided slice of a larger tensor):
     compute into a contiguous temporary, then store it."""
     names = []
-    for t in ins:
+    computes = list(compute) if isinstance(compute, (list, tuple)) else [compute] * len(ins)
+    for t, compute in zip(ins, computes):
         names.append(b.bcast(t, out.ndim, compute) if broadcast else
                      b.contig(_expand_to(t, out.shape), dtype=compute))
+    _cover(b, ins, names, out.shape, computes)
     tmp = b.scratch(out.dtype, list(out.shape) or [1])
     b.node(dop, names, tmp, attrs)
     b.store(tmp, out)
+
+
+def _cover(b, ins, names, shape, computes):
+    """Where the declared operands `names` (of the tensors `ins`) do not
+    broadcast to all of `shape` (every one of them stride 0 in some dim),
+    the first is materialized at `shape`: the daemon's output is exactly
+    its inputs' broadcast shape."""
+    shape = list(shape) or [1]
+    for j in range(1, len(shape) + 1):
+        if shape[-j] != 1 and all(len(b.shape_of(n)) < j or b.shape_of(n)[-j] == 1
+                                  for n in names):
+            names[0] = b.contig(_expand_to(ins[0], shape), dtype=computes[0])
+            return
 
 
 def _expand_to(t, shape):
@@ -402,7 +423,7 @@ def _where(b, cond, x, y, out):
     if not consts:
         if cond.dtype != "bool":
             raise b.unsupported("a %s condition" % cond.dtype)
-        return elementwise(b, "where", ins, out, compute=None)
+        return elementwise(b, "where", ins, out, compute=["bool", dt, dt])
     # scalars: every operand declared broadcasting in logical order
     names = []
     for t in ins:
@@ -410,6 +431,7 @@ def _where(b, cond, x, y, out):
             names.append(b.view(consts[id(t)], [1] * max(1, out.ndim)))
         else:
             names.append(b.bcast(t, max(1, out.ndim), "bool" if t is cond else dt))
+    _cover(b, ins, names, out.shape, ["bool", dt, dt])
     o, pend = b.out_begin(out, reads=[t for t in ins if id(t) not in consts], op="where")
     b.node("where", names, o)
     b.out_end(pend)
