@@ -18,9 +18,9 @@
 /* The row copies (embedding, cache_write) move 16-byte units where the row
  * length and both pointers allow it: one scalar 2-byte access per thread left
  * embedding at ~60% of the copy rate past L2. */
-template <int DT, bool VEC>
+template <int DT, bool VEC, typename ID>
 __global__ void __launch_bounds__(256)
-    k_embedding(const int32_t *ids, const typename dt<DT>::T *tab, typename dt<DT>::T *y,
+    k_embedding(const ID *ids, const typename dt<DT>::T *tab, typename dt<DT>::T *y,
                 int64_t rows, int64_t V, int64_t D)
 {
     typedef unit<DT, VEC> U;
@@ -356,6 +356,20 @@ static unsigned grid_rows(int64_t rows)
     return (unsigned)(rows < (1 << 20) ? (rows < 1 ? 1 : rows) : (1 << 20));
 }
 
+template <int DT, typename ID>
+static void launch_embedding(gg_gpu_ctx *c, const gg_tensor *in, const gg_tensor *out,
+                             int64_t rows, int64_t V, int64_t D)
+{
+    typedef typename dt<DT>::T T;
+    if (D % dt<DT>::VEC == 0 && gg_gpu_aligned16(in[1].data) && gg_gpu_aligned16(out[0].data))
+        k_embedding<DT, true, ID><<<grid_rows(rows), unit_threads(D / dt<DT>::VEC), 0,
+                                    c->stream>>>((const ID *)in[0].data, (const T *)in[1].data,
+                                                 (T *)out[0].data, rows, V, D);
+    else
+        k_embedding<DT, false, ID><<<grid_rows(rows), unit_threads(D), 0, c->stream>>>(
+            (const ID *)in[0].data, (const T *)in[1].data, (T *)out[0].data, rows, V, D);
+}
+
 template <int DT>
 static int launch_decode_dt(gg_gpu_ctx *c, const gg_op_def *op, int kind, const gg_tensor *in,
                             int nin, const gg_tensor *out, const gg_op_attrs *attrs)
@@ -364,20 +378,16 @@ static int launch_decode_dt(gg_gpu_ctx *c, const gg_op_def *op, int kind, const 
     const gg_tensor_desc *xd = &in[0].desc, *yd = &out[0].desc;
     switch (kind) {
     case GG_OP_EMBEDDING: {
+        /* ids (i32 or i64) of any shape: a row of y for each */
         const gg_tensor_desc *td = &in[1].desc;
-        if (xd->ndim != 1 || td->ndim != 2 || yd->ndim != 2 || yd->dims[0] != xd->dims[0] ||
-            yd->dims[1] != td->dims[1])
+        const int64_t rows = gg_desc_numel(xd), D = td->dims[1];
+        if (td->ndim != 2 || yd->ndim != xd->ndim + 1 || yd->dims[xd->ndim] != D ||
+            gg_desc_numel(yd) != rows * D)
             return gg_gpu_fail(-EINVAL, "%s: operand shapes do not fit", op->name);
-        const int64_t D = td->dims[1];
-        if (D % dt<DT>::VEC == 0 && gg_gpu_aligned16(in[1].data) && gg_gpu_aligned16(out[0].data))
-            k_embedding<DT, true><<<grid_rows(xd->dims[0]), unit_threads(D / dt<DT>::VEC), 0,
-                                    c->stream>>>((const int32_t *)in[0].data,
-                                                 (const T *)in[1].data, (T *)out[0].data,
-                                                 xd->dims[0], td->dims[0], D);
+        if (xd->dtype == GG_DT_I64)
+            launch_embedding<DT, int64_t>(c, in, out, rows, td->dims[0], D);
         else
-            k_embedding<DT, false><<<grid_rows(xd->dims[0]), unit_threads(D), 0, c->stream>>>(
-                (const int32_t *)in[0].data, (const T *)in[1].data, (T *)out[0].data,
-                xd->dims[0], td->dims[0], D);
+            launch_embedding<DT, int32_t>(c, in, out, rows, td->dims[0], D);
         return gg_gpu_launched(op);
     }
     case GG_OP_ROPE: {
@@ -513,7 +523,9 @@ int gg_gpu_decode_launch(gg_gpu_ctx *c, const gg_op_def *op, int kind, const gg_
     for (int i = 0; i < nin + nout; i++) {
         const gg_tensor *t = i < nin ? &in[i] : &out[0];
         const int w = i < nin ? want[i] : want[4];
-        if (w == 1 ? t->desc.dtype != GG_DT_I32
+        /* embedding's ids may be i64 as well */
+        const bool ids64 = kind == GG_OP_EMBEDDING && i == 0 && t->desc.dtype == GG_DT_I64;
+        if (w == 1 ? t->desc.dtype != GG_DT_I32 && !ids64
                    : (kind == GG_OP_CAST ? !gg_dtype_is_float(t->desc.dtype) : t->desc.dtype != dtype))
             return gg_gpu_fail(-EINVAL, "%s: operand %d has dtype %s", op->name, i,
                                gg_dtype_name(t->desc.dtype));

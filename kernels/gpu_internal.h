@@ -323,6 +323,31 @@ int gg_gpu_attention_mma_launch(gg_gpu_ctx *c, gg_dtype dtype, const gg_tensor *
 int gg_gpu_decode_launch(gg_gpu_ctx *c, const gg_op_def *op, int kind, const gg_tensor *in,
                          int nin, const gg_tensor *out, const gg_op_attrs *attrs);
 
+/* ---- data movement, matmul, attention (gpu_movement.hip, gpu_matmul.hip,
+ * gpu_sdpa.hip) ---------------------------------------------------------------- */
+
+/* Op `op` of family GG_FAM_MOVEMENT (strided_copy, cat, index_copy; any
+ * dtype), GG_FAM_MATMUL (bmm) or GG_FAM_ATTENTION (sdpa) on in/out: 0, or a
+ * negative errno with the message set.  Each checks what its kernels need
+ * to stay in bounds. */
+int gg_gpu_movement_launch(gg_gpu_ctx *c, const gg_op_def *op, const gg_tensor *in, int nin,
+                           const gg_tensor *out, int nout, const gg_op_attrs *attrs);
+int gg_gpu_matmul_launch(gg_gpu_ctx *c, const gg_op_def *op, const gg_tensor *in, int nin,
+                         const gg_tensor *out, int nout, const gg_op_attrs *attrs);
+int gg_gpu_attention_launch(gg_gpu_ctx *c, const gg_op_def *op, const gg_tensor *in, int nin,
+                            const gg_tensor *out, int nout, const gg_op_attrs *attrs);
+
+/* ---- elementwise and reductions (gpu_elementwise.hip, gpu_reduce.hip) ------------- */
+
+/* The elementwise family's general forms (every op of GG_FAM_ELEMENTWISE
+ * but copy, scale, gelu, silu, silu_mul and add/mul in gg_ew_legacy_form)
+ * and the reductions, on checked operands: 0, or a negative errno with the
+ * message set. */
+int gg_gpu_elementwise_launch(gg_gpu_ctx *c, const gg_op_def *op, int kind, const gg_tensor *in,
+                              int nin, const gg_tensor *out, const gg_op_attrs *attrs);
+int gg_gpu_reduce_launch(gg_gpu_ctx *c, const gg_op_def *op, int kind, const gg_tensor *in,
+                         int nin, const gg_tensor *out, const gg_op_attrs *attrs);
+
 /* ---- fused ops (gpu_fused.hip) ---------------------------------------------------- */
 
 /* Fused op `op` of kind `kind` (ops.h: gg_fused_kind) on in/out: 0, or a

@@ -713,10 +713,11 @@ void gg_cpu_embedding(const gg_tensor *in, int nin, const gg_tensor *out, int no
 {
     (void)nin, (void)nout, (void)attrs;
     const gg_tensor *ids = &in[0], *tab = &in[1], *y = &out[0];
-    const int64_t rows = ids->desc.dims[0], v = tab->desc.dims[0], d = tab->desc.dims[1];
+    const int64_t rows = t_numel(ids), v = tab->desc.dims[0], d = tab->desc.dims[1];
     const gg_dtype dt = y->desc.dtype;
+    const int wide = ids->desc.dtype == GG_DT_I64;
     for (int64_t r = 0; r < rows; r++) {
-        int64_t id = i32_at(ids, r);
+        const int64_t id = wide ? ((const int64_t *)ids->data)[r] : (int64_t)i32_at(ids, r);
         if (id < 0 || id >= v)
             for (int64_t i = 0; i < d; i++)
                 gg_store(y->data, dt, r * d + i, 0.0f);

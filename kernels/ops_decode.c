@@ -5,20 +5,28 @@
 
 #include <math.h>
 
+/* ids: i32 or i64 of any shape of 1 to 3 dims (torch's input_ids [B, L]
+ * among them); y: ids' dims, then D. */
 static int dec_check_embedding(const gg_op_def *op, const gg_tensor_desc *in, int nin,
                                const gg_tensor_desc *out, int nout, const gg_op_attrs *attrs,
                                char *err, size_t errlen)
 {
     GG_RULE_COMMON_NODT();
     int rc;
-    if ((rc = gg_rule_dtype(op, "ids", &in[0], 0, err, errlen)) ||
-        (rc = gg_rule_ndim(op, "ids", &in[0], 1, "[B]", err, errlen)) ||
-        (rc = gg_rule_dtype(op, "table", &in[1], 1, err, errlen)) ||
+    const gg_tensor_desc *ids = &in[0];
+    if ((ids->dtype != GG_DT_I32 && ids->dtype != GG_DT_I64) || ids->ndim > 3) {
+        gg_shape_buf sb;
+        return gg_rule_fail(err, errlen, "%s: ids must be i32 or i64 with 1 to 3 dims, got %s %s",
+                            op->name, gg_dtype_name(ids->dtype), gg_rule_shape_str(ids, &sb));
+    }
+    if ((rc = gg_rule_dtype(op, "table", &in[1], 1, err, errlen)) ||
         (rc = gg_rule_ndim(op, "table", &in[1], 2, "[V, D]", err, errlen)) ||
         (rc = gg_rule_same_dtype(op, "y", &out[0], "table", in[1].dtype, err, errlen)))
         return rc;
-    gg_tensor_desc want = {.dtype = in[1].dtype, .ndim = 2, .dims = {in[0].dims[0], in[1].dims[1]}};
-    return gg_rule_out(op, &out[0], &want, "[B, D]: dim 0 of ids, dim 1 of table", err, errlen);
+    gg_tensor_desc want = *ids;
+    want.dtype = in[1].dtype;
+    want.dims[want.ndim++] = in[1].dims[1];
+    return gg_rule_out(op, &out[0], &want, "the dims of ids, then dim 1 of table", err, errlen);
 }
 
 static int dec_check_rope(const gg_op_def *op, const gg_tensor_desc *in, int nin,

@@ -61,6 +61,11 @@
     X(CACHE_WRITE, "cache_write", DECODE)                \
     X(ATTENTION_DECODE, "attention_decode", DECODE)      \
     X(ARGMAX, "argmax", DECODE)                          \
-    X(CAST, "cast", DECODE)
+    X(CAST, "cast", DECODE)                              \
+    X(STRIDED_COPY, "strided_copy", MOVEMENT)            \
+    X(CAT, "cat", MOVEMENT)                              \
+    X(INDEX_COPY, "index_copy", MOVEMENT)                \
+    X(BMM, "bmm", MATMUL)                                \
+    X(SDPA, "sdpa", ATTENTION)
 
 #endif

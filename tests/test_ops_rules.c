@@ -264,7 +264,8 @@ void test_ops_table(void)
     static const char *const want[] = {"copy", "add", "mul", "scale", "gelu", "silu",
                                        "silu_mul", "layernorm", "rmsnorm", "linear", "softmax",
                                        "embedding", "rope", "cache_write",
-                                       "attention_decode", "argmax", "cast"};
+                                       "attention_decode", "argmax", "cast",
+                                       "strided_copy", "cat", "index_copy", "bmm", "sdpa"};
     int n = (int)(sizeof want / sizeof want[0]), ok = gg_ops_count() == n;
     for (int i = 0; i < n; i++) {
         const gg_op_def *op = gg_ops_find(want[i]);

@@ -551,8 +551,10 @@ int main(void)
         return 1;
     }
 
+    /* ops with their own GPU tests (test_gpu_decode.c, test_gpu_movement.c) */
     static const char *const decode_ops[] = {"embedding", "rope", "cache_write",
-                                             "attention_decode", "argmax", "cast"};
+                                             "attention_decode", "argmax", "cast",
+                                             "strided_copy", "cat", "index_copy", "bmm", "sdpa"};
     for (int i = 0; i < gg_ops_count(); i++) {
         const gg_op_def *op = gg_ops_at(i);
         bool decode = false;

@@ -1,0 +1,15 @@
+# The data-movement, matmul and attention families (strided_copy, cat,
+# index_copy, embedding with i32/i64 ids of 1 to 3 dims, bmm, sdpa): the CPU
+# references against references computed in each test, and the rules'
+# refusals.
+foreach(_t test_ops_movement test_ops_matmul test_ops_sdpa)
+  add_executable(${_t} ${CMAKE_SOURCE_DIR}/tests/${_t}.c)
+  target_link_libraries(${_t} PRIVATE gg_ops m)
+  string(REPLACE "test_" "" _n ${_t})
+  add_test(NAME ${_n} COMMAND ${_t})
+  set_tests_properties(${_n} PROPERTIES LABELS "unit" TIMEOUT 120)
+endforeach()
+
+# The same ops chained in one program through the daemon (cpu backend):
+# values, the graph captured and hit, a refused node.
+gg_core_test(test_ops_tail_daemon test_ops_tail_daemon.c integration 300 gg_client_static)
