@@ -163,6 +163,138 @@ def synth_gelu_silu_mul():
 SYNTH = [synth_rmsnorm_linear, synth_gelu_silu_mul]
 
 
+# ---- graph runners: one step captured at two batch sizes ----------------------------
+
+RUNNER = dict(BMAX=8, V=11, D=6, N=5, SLOTS=20)
+
+
+def runner_values():
+    """The external memory of the synthetic runner before a step: the static
+    buffers at their largest size (ids, slots, E), the weights, the cache."""
+    import numpy as np
+    R = RUNNER
+    rng = np.random.default_rng(7)
+    return {
+        "ids": rng.integers(0, R["V"], R["BMAX"]).astype(np.int64),
+        "table": rng.standard_normal((R["V"], R["D"])).astype(np.float32),
+        "w": (1 + 0.2 * rng.standard_normal(R["D"])).astype(np.float32),
+        "W": (0.4 * rng.standard_normal((R["N"], R["D"]))).astype(np.float32),
+        "E": rng.standard_normal((R["BMAX"], R["N"], 2)).astype(np.float32),
+        "cache": rng.standard_normal((R["SLOTS"], R["N"])).astype(np.float32),
+        "slots": rng.permutation(R["SLOTS"])[:R["BMAX"]].astype(np.int64),
+    }
+
+
+def synth_runner_step(bs):
+    """The step a graph runner captures at batch bs, over static buffers
+    of the largest batch sliced [:bs]: h = embedding(ids[:bs]) * w;
+    y = h @ W.T; cache.index_copy_(0, slots[:bs], y); z = h + h (a
+    contiguous op the lowering collapses to [bs * D]); e = E[:bs]
+    permuted to [bs, 2, N] and copied (a strided gather).  The external
+    storages carry the same ids at every batch (the same memory)."""
+    R = RUNNER
+    v = runner_values()
+    s = Synth()
+    ext = {}
+    for key, dt, shape in (("ids", "i64", [R["BMAX"]]), ("table", "f32", [R["V"], R["D"]]),
+                           ("w", "f32", [R["D"]]), ("W", "f32", [R["N"], R["D"]]),
+                           ("E", "f32", [R["BMAX"], R["N"], 2]),
+                           ("cache", "f32", [R["SLOTS"], R["N"]]),
+                           ("slots", "i64", [R["BMAX"]])):
+        ext[key] = s.new(shape, dt, external=True, value=v[key])
+    ids = s.view(ext["ids"], [bs])
+    slots = s.view(ext["slots"], [bs])
+    emb = s.op("aten.embedding.default", [ext["table"], ids], s.new([bs, R["D"]]))
+    h = s.op("aten.mul.Tensor", [emb, ext["w"]], s.new([bs, R["D"]]))
+    wt = s.op("aten.t.default", [ext["W"]], s.view(ext["W"], [R["D"], R["N"]], [1, R["D"]]))
+    y = s.op("aten.mm.default", [h, wt], s.new([bs, R["N"]]))
+    s.op("aten.index_copy_.default", [ext["cache"], 0, slots, y], ext["cache"])
+    z = s.op("aten.add.Tensor", [h, h], s.new([bs, R["D"]]))
+    ep = s.view(ext["E"], [bs, 2, R["N"]], [2 * R["N"], 1, 2])
+    e = s.op("aten.clone.default", [ep], s.new([bs, 2, R["N"]]))
+    s.doc["inputs"] += [ids["t"], slots["t"]]
+    s.doc["outputs"] += [y["t"], z["t"], e["t"]]
+    s.doc["state"].append(ext["cache"]["t"])
+    return s, {"y": y, "z": z, "e": e, "cache": ext["cache"]}
+
+
+def runner_expected(bs):
+    import numpy as np
+    v = runner_values()
+    h = v["table"].astype(np.float64)[v["ids"][:bs]] * v["w"]
+    y = h @ v["W"].astype(np.float64).T
+    cache = v["cache"].astype(np.float64).copy()
+    cache[v["slots"][:bs]] = y
+    return {"y": y, "z": h + h, "e": v["E"][:bs].transpose(0, 2, 1), "cache": cache}
+
+
+def test_runner_merge(client, sock):
+    """Captures at batch 4 and 2 (largest first, as a runner captures) merge
+    into one program with buckets [2, 4]; a replay at each batch runs its
+    own bucket as a daemon graph and leaves that batch's values."""
+    import numpy as np
+    import gfxgraph
+    from gfxgraph import frontend
+    from gfxgraph.frontend import runner, shmrun
+    members, outs = [], {}
+    for bs in (4, 2):
+        s, o = synth_runner_step(bs)
+        g = frontend.Graph.from_json(s.doc)
+        plan = frontend.build(g)
+        members.append(runner.Member(plan, g, lambda sid, g=g: (
+            ("ext", sid) if g.storages[sid].external else ("pool", id(g), sid))))
+        outs[bs] = (g, o, s.before)
+    m, why = runner.merge_or_none(members)
+    if not check(m is not None, "runner: captures at batch 4 and 2 merge (%s)" % why):
+        return
+    check(m.buckets == [2, 4] and [x.batch for x in members] == [4, 2],
+          "runner: one program with buckets %s, the captures' batches %s"
+          % (m.buckets, [x.batch for x in members]))
+    batch_dims = sorted(n for n, t in m.tensors.items() if t["shape"][0] == "batch")
+    check(len(batch_dims) >= 5 and any(len(m.tensors[n]["shape"]) == 2 and
+                                       m.tensors[n]["shape"][1] == RUNNER["D"]
+                                       for n in batch_dims),
+          "runner: %d tensors take the batch dim, a collapsed [bs * D] one as [batch, D] (%s)"
+          % (len(batch_dims), {n: m.tensors[n]["shape"] for n in batch_dims}))
+    g4, o4, before = outs[4]
+    for bs in (4, 2):
+        arrays = shmrun.storage_arrays(g4, m, before)
+        bufs = {sid: client.register(a) for sid, a in arrays.items()}
+        try:
+            prog = client.define(m.spec("runner_%d" % bs, bufs))
+        except gfxgraph.Error as e:
+            check(False, "runner: program.define of the merged program (%s)" % e)
+            return
+        st0 = gfxgraph.stats(sock)
+        r = prog.replay(bs)
+        st1 = gfxgraph.stats(sock)
+        check(r["bucket"] == bs and r["path"] == "graph" and not r["fallback"] and
+              st1["replay_count"] == st0["replay_count"] + 1,
+              "runner: a replay at batch %d ran bucket %d as a daemon graph (%r, replay_count "
+              "%d -> %d)" % (bs, bs, r, st0["replay_count"], st1["replay_count"]))
+        exp = runner_expected(bs)
+        for key in ("y", "z", "e"):
+            t = g4.tensors[o4[key]["t"]]
+            rows = frontend.Tensor(None, t.storage, t.offset, (bs,) + t.shape[1:], t.stride,
+                                   t.dtype)
+            got = shmrun.tensor_values(arrays[t.storage.id], rows)
+            e = rel_l2(got, exp[key])
+            check(e <= 1e-6, "runner: batch %d: %s %s rel-L2 %.3g" % (bs, key, list(got.shape), e))
+        t = g4.tensors[o4["cache"]["t"]]
+        got = shmrun.tensor_values(arrays[t.storage.id], t)
+        e = rel_l2(got, exp["cache"])
+        check(e <= 1e-6, "runner: batch %d: the cache after the step (its %d slots written, "
+              "the others kept) rel-L2 %.3g" % (bs, bs, e))
+        prog.release()
+    # a capture that is another step does not merge
+    s, _ = synth_runner_step(2)
+    s.doc["ops"][1]["op"] = "aten.sub.Tensor"
+    g = frontend.Graph.from_json(s.doc)
+    other = runner.Member(frontend.build(g), g, lambda sid: ("ext", sid))
+    m2, why = runner.merge_or_none([members[0], other])
+    check(m2 is None and "differs" in why, "runner: another step does not merge (%s)" % why)
+
+
 # ---- running one trace -------------------------------------------------------------
 
 def rel_l2(out, ref):
@@ -269,6 +401,8 @@ def main():
                 if args.only and args.only not in name:
                     continue
                 run_trace(c, d.sock, name, s.doc, s.before, s.after, want)
+            if not args.only or args.only in "runner":
+                test_runner_merge(c, d.sock)
             paths = sorted(p for p in glob.glob(os.path.join(TRACES, "*.json"))
                            if os.path.exists(p[:-5] + ".npz"))
             for p in paths:
