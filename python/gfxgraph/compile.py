@@ -1,26 +1,55 @@
 """``torch.compile(model, backend="gfxgraph")``.
 
-The backend partitions the FX graph Dynamo hands it into runs of ops the
-daemon has (docs/ops.md) and leaves the rest to eager PyTorch:
+The backend goes through the same frontend as ``gfxgraph.enable()``
+(gfxgraph.frontend: one table of op identity and lowering, the same fused
+forms), so what a CUDA-graph capture routes, a compiled function routes:
 
-- supported: ``F.linear`` / ``nn.Linear``, ``F.layer_norm`` /
-  ``nn.LayerNorm`` (weight and bias, last dim), ``F.rms_norm`` /
-  ``nn.RMSNorm`` (weight, last dim), ``F.gelu`` / ``nn.GELU``, ``F.silu`` /
-  ``nn.SiLU``, softmax over the last dim, ``+`` and ``*`` of two tensors of
-  one shape or a tensor and a ``[D]`` vector, ``*`` and ``/`` by a Python
-  number (scale), ``clone``; every operand a contiguous CUDA tensor of one
-  dtype (f32, f16, bf16);
-- each maximal run of supported nodes (torch.fx's CapabilityBasedPartitioner)
-  becomes one daemon program, built on its first call: parameters are
-  registered in place (by IPC), other inputs are copied into staging
-  buffers, intermediates are daemon scratch, outputs come back as new
-  tensors; dim 0 of the inputs is the batch, bucketed (powers of two up to
-  the largest batch seen; a larger batch rebuilds the program);
-- every other node runs in eager PyTorch; its op is named once in a debug
-  log (logger "gfxgraph") and counted in
-  ``gfxgraph.stats()["local"]["compile_fallback_ops"]``;
-- a partition the daemon cannot take after all (no daemon, the cpu backend,
-  a define or replay error) runs eagerly from then on, logged once.
+- the FX graph Dynamo hands over is run once, on its first call with a
+  given input signature (shapes, strides, dtypes, devices), under the
+  recorder enable() uses, each aten op tagged with its FX node
+  (frontend/fx.py says why the recorder and not AOT autograd); that run is
+  the call: its results are returned and in-place updates happen once;
+- the recorded ops -> the IR -> one daemon program: when every op lowers,
+  the graph is ONE daemon partition and every later call is one replay;
+- otherwise each FX node is covered (all its ops lower onto ops this
+  daemon has) or not, and the graph is cut into the fewest alternating
+  partitions (frontend/partition.py): covered ones become daemon programs,
+  the others are compiled by Inductor; a graph that would need more than
+  ``GFXGRAPH_COMPILE_MAX_PARTITIONS`` (default 3) partitions, or that has
+  nothing covered, is handed to Inductor whole (so is a call with autograd
+  on and an input that requires grad, and a graph past 8 input signatures);
+  without Inductor (an old torch) those parts run eagerly.
+
+Inputs.  A program is defined over fixed memory, and compile hands each
+call new input tensors.  Parameters, buffers and tensors marked with
+``torch._dynamo.mark_static_address`` (HF's StaticCache) keep their
+address: the program uses them in place, and a call where one moved builds
+the program again.  Every other tensor input is copied into a static
+buffer the program was defined over (what CUDA-graph wrappers do: copying
+an activation is cheap next to a step, where registering new memory costs
+a daemon round trip and a program per address), and copied back after the
+replay when the graph writes it.  Intermediates stay in the memory the
+recording run allocated (kept alive by the program), and each output comes
+back as a new tensor (a clone), so results of earlier calls are never
+overwritten.
+
+Ordering with the caller's stream is enable()'s ``sync`` mode: by default
+the host waits for the current stream (the input copies) and the replay
+returns when the daemon is done; ``"gpu"`` and ``"events"`` wait on the
+GPU, ``"events"`` also returns before the daemon is done (the current
+stream waits for it).
+
+``gfxgraph.stats()["local"]``: ``compile_graphs`` (graphs planned, one per
+input signature), ``compiled_partitions`` (daemon programs defined),
+``compile_inductor_graphs`` (graphs handed to Inductor whole),
+``compile_inductor_partitions`` (Inductor partitions of split graphs),
+``compiled_replays`` (daemon partition calls), ``compile_eager_fallbacks``
+(daemon partitions switched away from the daemon by an error: Inductor, or
+eager without it), ``compile_fallback_ops`` (aten op -> FX nodes left to
+Inductor), and ``compile_log``, per graph planned: its ``mode`` (daemon,
+mixed, inductor, none), ``partitions``, ``daemon_partitions``,
+``inductor_partitions``, ``split`` (the partitions a cut would need) and the
+first uncovered op with its operands (``op``, ``why``).
 
 The name "gfxgraph" is registered with Dynamo on ``import gfxgraph`` when
 torch is already imported, by ``gfxgraph.enable()``, by
@@ -30,15 +59,18 @@ works without any of them.
 """
 
 import logging
-import operator
+import os
 
+from .errors import Error
 from .stats import local as _local
 from .stats import note_replay
-from .errors import Error
 
 log = logging.getLogger("gfxgraph")
 _logged = set()
 _registered = [False]
+
+MAX_SIGNATURES = 8        # input signatures of one graph given their own plan
+LOG_KEPT = 32             # compile_log entries kept
 
 
 def register():
@@ -51,525 +83,589 @@ def register():
     _registered[0] = True
 
 
-def _note_unsupported(name):
-    d = _local["compile_fallback_ops"]
-    d[name] = d.get(name, 0) + 1
-    if name not in _logged:
-        _logged.add(name)
-        log.debug("gfxgraph.compile: %s has no daemon op: it runs in eager PyTorch", name)
+def max_partitions():
+    from .frontend.partition import MAX_PARTITIONS
+    try:
+        return max(1, int(os.environ.get("GFXGRAPH_COMPILE_MAX_PARTITIONS", MAX_PARTITIONS)))
+    except ValueError:
+        return MAX_PARTITIONS
 
 
-# ---- which FX nodes the daemon can run ------------------------------------
-
-def _targets():
-    import torch
-    import torch.nn.functional as F
-    t = {}
-    for f in (F.linear, torch._C._nn.linear):
-        t[f] = "linear"
-    t[F.layer_norm] = "layernorm"
-    t[torch.layer_norm] = "layernorm"
-    if hasattr(F, "rms_norm"):
-        t[F.rms_norm] = "rmsnorm"
-    if hasattr(torch, "rms_norm"):
-        t[torch.rms_norm] = "rmsnorm"
-    t[F.gelu] = "gelu"
-    t[torch._C._nn.gelu] = "gelu"
-    t[F.silu] = "silu"
-    if hasattr(torch._C._nn, "silu"):
-        t[torch._C._nn.silu] = "silu"
-    for f in (F.softmax, torch.softmax, torch.nn.functional.softmax):
-        t[f] = "softmax"
-    for f in (operator.add, torch.add, operator.iadd):
-        t[f] = "add"
-    for f in (operator.mul, torch.mul, operator.imul):
-        t[f] = "mul"
-    t[operator.truediv] = "div"
-    t[torch.clone] = "clone"
-    return t
+def _log_once(key, level, msg, *a):
+    if key not in _logged:
+        _logged.add(key)
+        log.log(level, msg, *a)
 
 
-_METHODS = {"add": "add", "mul": "mul", "softmax": "softmax", "clone": "clone",
-            "add_": "add", "mul_": "mul", "div": "div"}
+def _count(key, n=1):
+    _local[key] = _local.get(key, 0) + n
 
 
-def _modules():
-    import torch.nn as nn
-    m = {nn.Linear: "linear", nn.LayerNorm: "layernorm", nn.GELU: "gelu", nn.SiLU: "silu",
-         nn.Softmax: "softmax"}
-    if hasattr(nn, "RMSNorm"):
-        m[nn.RMSNorm] = "rmsnorm"
-    return m
+def _report(rep):
+    logl = _local.setdefault("compile_log", [])
+    logl.append(rep)
+    del logl[:-LOG_KEPT]
 
 
-def _kind(node, gm, targets, modules):
-    if node.op == "call_function":
-        return targets.get(node.target)
-    if node.op == "call_method":
-        return _METHODS.get(node.target)
-    if node.op == "call_module":
-        mod = gm.get_submodule(node.target)
-        return modules.get(type(mod))
-    return None
+def _note_uncovered(uncovered):
+    d = _local.setdefault("compile_fallback_ops", {})
+    for node, ops in uncovered.items():
+        op, why = ops[0]
+        d[op] = d.get(op, 0) + 1
+        _log_once(("op", op), logging.DEBUG, "gfxgraph.compile: %s has no daemon lowering here "
+                  "(%s): its node runs through Inductor", op, why)
 
 
-def _node_name(node):
-    if node.op == "call_function":
-        mod = getattr(node.target, "__module__", None) or "torch"
-        return mod + "." + getattr(node.target, "__name__", str(node.target))
-    if node.op == "call_method":
-        return "Tensor." + str(node.target)
-    return "%s(%s)" % (node.op, node.target)
+class _NotRouted(Exception):
+    """The daemon cannot run the graph.  ``outs``: the call's results when
+    the recording run happened (else None), ``coverage``: (IR graph, op
+    index -> node name) for partitioning, ``refused``: an aten op the
+    daemon refused to define."""
+
+    def __init__(self, why, op=None, outs=None, coverage=None, refused=None):
+        super().__init__(why)
+        self.why, self.op, self.outs, self.coverage, self.refused = why, op, outs, coverage, \
+            refused
 
 
-def _val(n):
-    """A node's example value (Dynamo's FakeTensor, or ShapeProp's meta)."""
-    import torch
-    if not hasattr(n, "meta"):
-        return n
-    v = n.meta.get("example_value", n.meta.get("val"))
-    if isinstance(v, torch.Tensor):
-        return v
-    tm = n.meta.get("tensor_meta")
-    return tm
+# ---- one daemon program over a graph, for one input signature ---------------
 
+class _Program:
+    """A defined program and how a call maps onto it: ``staged`` (arg
+    index, static buffer, copy back), ``inplace`` (arg indices, their data
+    pointers), ``copy_back`` ((original, shared) memory pairs, cpu
+    backend), ``recipes`` (per flat output) and its ``spec`` (pytree)."""
 
-def _is_tensorish(v):
-    return v is not None and hasattr(v, "shape") and hasattr(v, "dtype")
+    def __init__(self):
+        self.prog = None
+        self.keep = []
+        self.staged = []
+        self.inplace_idx = []
+        self.inplace_ptr = []
+        self.copy_back = []
+        self.recipes = []
+        self.spec = None
+        self.events = None
+        self.cpu = False
+        self.report = None
 
+    def release(self):
+        p, self.prog = self.prog, None
+        if p is None:
+            return
+        try:
+            ev = self.events
+            if ev is not None and not p.client.closed:
+                p.client.release_event(ev[1])
+                if ev[3] is not None:
+                    p.client.release_event(ev[3])
+            p.release()
+        except Error:
+            pass
+        self.events = None
 
-def _supported(node, gm, targets, modules):
-    """Whether the daemon can run node (checked on its example values)."""
-    import torch
-    from ._torchprog import DTYPES
-    kind = _kind(node, gm, targets, modules)
-    if kind is None:
-        return False
-    out = _val(node)
-    if not _is_tensorish(out) or out.dtype not in DTYPES:
-        return False
-    dev = getattr(out, "device", None)
-    if dev is not None and getattr(dev, "type", "cuda") not in ("cuda", "cpu"):
-        return False
-    args = list(node.args)
-    ins = [_val(a) for a in args if isinstance(a, torch.fx.Node)]
-    if any(not _is_tensorish(v) or v.dtype != out.dtype for v in ins):
-        return False
-    if len(out.shape) > 4 or len(out.shape) == 0:
-        return False
-    kw = node.kwargs
-    if kind in ("add", "mul"):
-        if len(args) < 2 or kw.get("alpha", 1) != 1 or "out" in kw:
-            return False
-        a, b = args[0], args[1]
-        if not isinstance(a, torch.fx.Node):
-            a, b = b, a
-        if not isinstance(a, torch.fx.Node):
-            return False
-        av = _val(a)
-        if isinstance(b, (int, float)) and not isinstance(b, bool):
-            return kind == "mul" and tuple(av.shape) == tuple(out.shape)
-        if not isinstance(b, torch.fx.Node):
-            return False
-        bv = _val(b)
-        if tuple(av.shape) != tuple(out.shape):
-            av, bv = bv, av
-            if tuple(av.shape) != tuple(out.shape):
-                return False
-        return tuple(bv.shape) == tuple(av.shape) or tuple(bv.shape) == (av.shape[-1],)
-    if kind == "div":
-        return len(args) == 2 and isinstance(args[1], (int, float)) and \
-            not isinstance(args[1], bool) and args[1] != 0 and isinstance(args[0], torch.fx.Node)
-    if kind == "softmax":
-        if node.op == "call_module":
-            dim = gm.get_submodule(node.target).dim
+    def outputs(self, args, first=None):
+        """The call's results: new tensors for the program's outputs."""
+        import torch.utils._pytree as pytree
+        vals = []
+        for i, r in enumerate(self.recipes):
+            kind = r[0]
+            if kind == "clone":
+                src = first[i] if first is not None else r[1]
+                vals.append(src.clone())
+            elif kind == "arg":
+                _, ai, shape, stride, off = r
+                a = args[ai]
+                vals.append(a.as_strided(shape, stride, a.storage_offset() + off))
+            else:
+                vals.append(r[1])
+        return pytree.tree_unflatten(vals, self.spec)
+
+    def run(self, args):
+        """One call; None when an input used in place has moved (the caller
+        builds again)."""
+        import torch
+        if self.inplace_idx and [args[i].data_ptr() for i in self.inplace_idx] != \
+                self.inplace_ptr:
+            return None
+        for i, buf, _back in self.staged:
+            buf.copy_(args[i])
+        p = self.prog
+        if self.cpu:
+            r = p.replay(1)
         else:
-            dim = kw.get("dim", args[1] if len(args) > 1 else None)
-        if kw.get("dtype") is not None or (len(args) > 2 and args[2] is not None):
-            return False
-        return dim in (-1, len(out.shape) - 1)
-    if kind == "layernorm":
-        if node.op == "call_module":
-            m = gm.get_submodule(node.target)
-            return len(m.normalized_shape) == 1 and m.weight is not None and m.bias is not None
-        shp = args[1] if len(args) > 1 else kw.get("normalized_shape")
-        w = args[2] if len(args) > 2 else kw.get("weight")
-        b = args[3] if len(args) > 3 else kw.get("bias")
-        return shp is not None and len(shp) == 1 and isinstance(w, torch.fx.Node) and \
-            isinstance(b, torch.fx.Node)
-    if kind == "rmsnorm":
-        if node.op == "call_module":
-            m = gm.get_submodule(node.target)
-            return len(m.normalized_shape) == 1 and m.weight is not None
-        shp = args[1] if len(args) > 1 else kw.get("normalized_shape")
-        w = args[2] if len(args) > 2 else kw.get("weight")
-        return shp is not None and len(shp) == 1 and isinstance(w, torch.fx.Node)
-    if kind == "linear":
-        if node.op == "call_module":
-            return True
-        w = args[1] if len(args) > 1 else kw.get("weight")
-        return isinstance(w, torch.fx.Node) and len(_val(w).shape) == 2
-    if kind == "gelu":
-        if node.op == "call_module":
-            return gm.get_submodule(node.target).approximate in ("none", "tanh")
-        return kw.get("approximate", "none") in ("none", "tanh")
-    return kind in ("silu", "clone")
+            from .cudagraph import _wait_stream
+            s = torch.cuda.current_stream()
+            ev = self.events
+            if ev is not None and ev[2] is not None:
+                pre, pre_id, post, post_id = ev
+                pre.record(s)
+                r = p.replay(1, wait_event=pre_id, signal_event=post_id, async_=True)
+                s.wait_event(post)
+            elif ev is not None:
+                ev[0].record(s)
+                r = p.replay(1, wait_event=ev[1])
+            else:
+                _wait_stream(s)
+                r = p.replay(1)
+        _local["compiled_replays"] += 1
+        note_replay(r)
+        for i, buf, back in self.staged:
+            if back:
+                args[i].copy_(buf)
+        for orig, shared in self.copy_back:
+            orig.copy_(shared)
+        return self.outputs(args)
 
 
-# ---- a partition run by the daemon ----------------------------------------
-
-def _next_pow2(n):
-    p = 1
-    while p < n:
-        p *= 2
-    return p
-
-
-class _Built:
-    """One daemon program of a partition at one capacity (rows)."""
-
-    def __init__(self, prog, staging, outputs, cap, events):
-        self.prog, self.staging, self.outputs, self.cap, self.events = \
-            prog, staging, outputs, cap, events
-
-
-def _make_partition_class():
+def _u8(st, device):
+    """A uint8 tensor over all of an UntypedStorage."""
     import torch
-    from ._torchprog import Unsupported
+    return torch.empty(0, dtype=torch.uint8, device=device).set_(st, 0, (st.nbytes(),), (1,))
+
+
+def _view(u8, dtype, shape, stride, offset):
+    import torch
+    item = torch.empty((), dtype=dtype).element_size()
+    n = u8.numel() // item * item
+    return u8[:n].view(dtype).as_strided(shape, stride, offset)
+
+
+def _make_events(c):
+    import torch
+    from .cudagraph import _state
+    sync = _state["sync"]
+    if sync == "stream":
+        return None
+    made = []
+    try:
+        evs = [torch.cuda.Event(interprocess=True) for _ in range(2 if sync == "events" else 1)]
+        for e in evs:
+            e.record()           # an event must have been recorded to be shared
+        torch.cuda.current_stream().synchronize()
+        for e in evs:
+            made.append(c.register_event(e))
+        if sync == "events":
+            return (evs[0], made[0], evs[1], made[1])
+        return (evs[0], made[0], None, None)
+    except Exception as e:   # noqa: BLE001
+        for eid in made:
+            try:
+                c.release_event(eid)
+            except Exception:   # noqa: BLE001
+                pass
+        _log_once(("events",), logging.WARNING, "gfxgraph.compile: interprocess events are not "
+                  "available (%s): replays synchronise the stream on the host", e)
+        return None
+
+
+def _build(gm, args, name, tag):
+    """Record gm(*args) (the call itself) and define its daemon program:
+    (_Program, the call's results).  Raises _NotRouted, with the results
+    when the recording ran."""
+    import torch
+    import torch.utils._pytree as pytree
+    from . import cudagraph
+    from . import frontend
+    from .frontend import fx
+    from .frontend.live import _register, daemon_ops, kernels_of
+    from .frontend.torchrec import check_devices, graph_of
+    from ._torchprog import alloc
+
+    devs = {a.device.type for a in args if isinstance(a, torch.Tensor)}
+    if len(devs) > 1 or not devs <= {"cuda", "cpu"}:
+        raise _NotRouted("inputs on devices %s" % sorted(devs))
+    cpu = devs == {"cpu"}
+    dev_type = "cpu" if cpu else "cuda"
+    c = cudagraph._client("cpu" if cpu else "hip")
+    if c is None:
+        raise _NotRouted("no daemon with the %s backend" % ("cpu" if cpu else "hip"))
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    P = _Program()
+    P.cpu = cpu
+    call = list(args)
+    for i, a in enumerate(args):
+        if not isinstance(a, torch.Tensor):
+            continue
+        node = placeholders[i] if i < len(placeholders) else None
+        if fx.is_static_input(a, node):
+            P.inplace_idx.append(i)
+            P.inplace_ptr.append(a.data_ptr())
+            continue
+        buf = alloc(list(a.shape), a.dtype, a.device)
+        buf.copy_(a)
+        call[i] = buf
+        P.staged.append([i, buf, False])
+    out, rec = fx.record(gm, call, tag)
+    flat, P.spec = pytree.tree_flatten(out)
+    records, rec.records = rec.records, None
+    node_names = rec.nodes
+    bad = check_devices(records, dev_type)
+    graph, objs, weak = graph_of(records, dev_type)
+    del records
+    node_of = {i: node_names[i] for i in range(len(node_names))}
+    by_ptr = {st.data_ptr(): sid for sid, st in objs.items()}
+    # a staged input the graph wrote goes back to the caller's tensor
+    written = set()
+    for op in graph.ops:
+        for t in op.tensors_out():
+            if t.storage.external:
+                written.add(t.storage.id)
+    for s in P.staged:
+        sid = by_ptr.get(s[1].untyped_storage().data_ptr())
+        if sid in written:
+            s[2] = True
+            args[s[0]].copy_(s[1])
+    coverage = (graph, node_of)
+
+    def fail(why, op=None, refused=None):
+        return _NotRouted(why, op, flat_out(), coverage, refused)
+
+    def flat_out():
+        return pytree.tree_unflatten(list(flat), P.spec)
+
+    if bad is not None:
+        raise fail("an operand on %s; the daemon runs on %s" % (bad[1].device, dev_type),
+                   bad[0])
+    # the outputs: what the program must produce, and how a call reads them
+    tid_of = {}
+    for tid, w in weak:
+        o = w()
+        if o is not None:
+            tid_of[id(o)] = tid
+    staged_ptr = {s[1].untyped_storage().data_ptr(): s for s in P.staged}
+    outputs = []
+    for v in flat:
+        if not isinstance(v, torch.Tensor):
+            P.recipes.append(("const", v))
+            continue
+        ptr = v.untyped_storage().data_ptr()
+        if ptr in staged_ptr:
+            s = staged_ptr[ptr]
+            if not args[s[0]].is_contiguous():
+                raise fail("an output that is a view of a non-contiguous input")
+            P.recipes.append(("arg", s[0], tuple(v.shape), tuple(v.stride()),
+                              v.storage_offset() - s[1].storage_offset()))
+            continue
+        tid = tid_of.get(id(v))
+        sid = by_ptr.get(ptr)
+        if sid is not None and graph.storages[sid].external or tid is None and sid is None:
+            P.recipes.append(("same", v))       # a weight, a cache: the memory itself
+            continue
+        if tid is None:
+            raise fail("an output the recorded ops do not describe")
+        outputs.append(tid)
+        P.recipes.append(["clone", v, tid, v.dtype])
+    graph.outputs = outputs
+    try:
+        plan = frontend.build(graph)
+    except frontend.Unsupported as e:
+        raise fail(e.why, e.op)
+    if not plan.nodes:
+        raise fail("no device work", None)
+    ops = daemon_ops(c)
+    miss = plan.first_missing(ops) if ops else None
+    if miss is not None:
+        src = miss[1]
+        raise fail("lowers to the daemon op %r, which this daemon does not have; operands %s"
+                   % (miss[0], src), src.split("(", 1)[0])
+    for r in P.recipes:
+        if r[0] == "clone" and graph.tensors[r[2]].storage.id not in plan.storages:
+            raise fail("an output the program does not write (%s)"
+                       % graph.tensors[r[2]].describe())
+    bufs, mem = {}, {}
+    for sid in plan.storages:
+        st = objs[sid]
+        if not cpu:
+            bufs[sid] = _register(c, cudagraph._state["storages"], objs, sid)
+            continue
+        # cpu backend: memory the daemon maps is gfxgraph shared memory; a
+        # storage elsewhere gets a shared copy (an external one's bytes
+        # copied once, and back after each replay when the program writes it)
+        from . import shm
+        seg = shm.find(st.data_ptr(), st.nbytes())
+        if seg is not None:
+            bufs[sid] = c.register_shm_name(seg.name, st.data_ptr() - seg.address, st.nbytes(),
+                                            owner=seg)
+            continue
+        shared = alloc([max(1, st.nbytes())], torch.uint8, torch.device("cpu"))
+        orig = _u8(st, "cpu")
+        if graph.storages[sid].external:
+            shared[:st.nbytes()].copy_(orig)
+            if sid in written:
+                P.copy_back.append((orig, shared[:st.nbytes()]))
+        seg = shm.find(shared.data_ptr(), st.nbytes())
+        bufs[sid] = c.register_shm_name(seg.name, shared.data_ptr() - seg.address,
+                                        max(1, st.nbytes()), owner=seg)
+        mem[sid] = shared
+    for r in P.recipes:
+        # an output read where the program writes it: the recorded tensor,
+        # or its place in the shared copy (cpu backend)
+        if r[0] == "clone" and graph.tensors[r[2]].storage.id in mem:
+            t = graph.tensors[r[2]]
+            r[1] = _view(mem[t.storage.id], r[3], t.shape, t.stride, t.offset)
+    P.recipes = [tuple(r) for r in P.recipes]
+    cudagraph._state["seq"] += 1
+    try:
+        prog = c.define(plan.spec("%s_%d" % (name, cudagraph._state["seq"]), bufs))
+    except Error as e:
+        src = plan.source_of(e.message)
+        if src is None:
+            raise fail("gfxgraphd: %s" % e)
+        op = src.split("(", 1)[0]
+        raise fail("the daemon refused its node (%s); operands %s" % (e, src), op, refused=op)
+    P.prog = prog
+    P.keep = [objs[s] for s in plan.storages] + list(mem.values())
+    prep = prog.prepare()
+    P.events = None if cpu else _make_events(c)
+    import collections
+    P.report = dict(plan.report, program=prog.name, program_id=prog.id, prepare=prep,
+                    node_ops=dict(collections.Counter(n["op"] for n in plan.nodes)),
+                    kernels=kernels_of(c, prog))
+    _local["compiled_partitions"] += 1
+    # the recording run's results are in the memory the program writes
+    # from now on: the caller gets copies
+    return P, P.outputs(args, first=flat)
+
+
+# ---- Inductor -----------------------------------------------------------------
+
+def _inductor(gm, args):
+    """gm compiled by Inductor for args' signature, or gm itself (eager)
+    where Inductor is not there or fails (logged once)."""
+    try:
+        from torch._inductor import compile as inductor_compile
+    except Exception as e:   # noqa: BLE001 -- an old torch
+        _log_once(("inductor", "import"), logging.WARNING, "gfxgraph.compile: no Inductor "
+                  "(%s): the parts the daemon does not run run eagerly", e)
+        return gm
+    try:
+        return inductor_compile(gm, list(args))
+    except Exception as e:   # noqa: BLE001 -- never break the model
+        _log_once(("inductor", type(e).__name__), logging.WARNING, "gfxgraph.compile: Inductor "
+                  "failed (%s: %s): that part runs eagerly", type(e).__name__, e)
+        return gm
+
+
+def _signature(args):
+    import torch
+    sig = [torch.is_grad_enabled()]
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            sig.append((tuple(a.shape), tuple(a.stride()), a.dtype, a.device, a.requires_grad))
+        elif isinstance(a, (int, float, bool, type(None))):
+            sig.append((type(a), a))
+        else:
+            sig.append(type(a))
+    return tuple(sig)
+
+
+def _needs_grad(args):
+    import torch
+    return torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad
+                                           for a in args)
+
+
+class _Runner:
+    """A graph (the one Dynamo hands over, or one partition of it) run per
+    input signature by a daemon program, by Inductor, or split (top level
+    only: ``split`` True)."""
+
+    def __init__(self, gm, name, split):
+        self.gm, self.name, self.split = gm, name, split
+        self.entries = {}
+
+    def __call__(self, *args):
+        sig = _signature(args)
+        e = self.entries.get(sig)
+        if e is None:
+            return self._first(sig, args)
+        kind, obj = e
+        if kind == "daemon":
+            try:
+                r = obj.run(args)
+            except Error as err:
+                return self._daemon_failed(sig, obj, args, "gfxgraphd: %s" % err)
+            except Exception as err:   # noqa: BLE001 -- never break the model
+                return self._daemon_failed(sig, obj, args, "%s: %s" % (type(err).__name__, err))
+            if r is None:
+                _log_once(("moved", self.name), logging.INFO, "gfxgraph.compile: %s: an input "
+                          "used in place moved: its program is built again", self.name)
+                obj.release()
+                del self.entries[sig]
+                return self._first(sig, args)
+            return r
+        return obj(*args)
+
+    def _daemon_failed(self, sig, prog, args, why):
+        _log_once(("failed", self.name, why), logging.WARNING, "gfxgraph.compile: %s: a daemon "
+                  "replay failed (%s); it runs through Inductor from now on", self.name, why)
+        prog.release()
+        _local["compile_eager_fallbacks"] += 1
+        fn = _inductor(self.gm, args)
+        self.entries[sig] = ("fn", fn)
+        return fn(*args)
+
+    def _to_inductor(self, sig, args, rep, outs=None):
+        _report(rep)
+        fn = _inductor(self.gm, args)
+        self.entries[sig] = ("fn", fn)
+        return outs if outs is not None else fn(*args)
+
+    def _first(self, sig, args):
+        rep = {"graph": self.name, "nodes_fx": sum(1 for n in self.gm.graph.nodes
+                                                   if n.op not in ("placeholder", "output"))}
+        if self.split:
+            _count("compile_graphs")
+        if len(self.entries) >= MAX_SIGNATURES or _needs_grad(args):
+            why = "autograd" if _needs_grad(args) else \
+                "more than %d input signatures" % MAX_SIGNATURES
+            rep.update(mode="inductor", partitions=1, daemon_partitions=0,
+                       inductor_partitions=1, why=why)
+            _count("compile_inductor_graphs" if self.split else "compile_inductor_partitions")
+            return self._to_inductor(sig, args, rep)
+        try:
+            P, outs = _build(self.gm, args, self.name, tag=self.split)
+        except _NotRouted as e:
+            return self._not_routed(sig, args, rep, e)
+        self.entries[sig] = ("daemon", P)
+        if self.split:
+            rep.update(mode="daemon", partitions=1, daemon_partitions=1, inductor_partitions=0,
+                       split=1, **P.report)
+            _report(rep)
+        return outs
+
+    def _not_routed(self, sig, args, rep, e):
+        rep.update(op=e.op, why=e.why)
+        if not self.split:
+            # a partition the daemon cannot take after all: Inductor runs it
+            _log_once(("part", e.op, e.why), logging.WARNING, "gfxgraph.compile: partition %s "
+                      "runs through Inductor: %s%s", self.name, (e.op + ": ") if e.op else "",
+                      e.why)
+            _count("compile_inductor_partitions")
+            rep.update(mode="inductor", partitions=1, daemon_partitions=0, inductor_partitions=1)
+            return self._to_inductor(sig, args, rep, e.outs)
+        if e.coverage is None:
+            rep.update(mode="inductor", partitions=1, daemon_partitions=0, inductor_partitions=1)
+            _count("compile_inductor_graphs")
+            return self._to_inductor(sig, args, rep, e.outs)
+        from .frontend import fx, partition
+        from .frontend.live import daemon_ops
+        from . import cudagraph
+        graph, node_of = e.coverage
+        order, preds = fx.compute_nodes(self.gm)
+        c = cudagraph._state.get("client")
+        ops = daemon_ops(c) if c is not None else frozenset()
+        covered, uncovered = partition.node_coverage(graph, node_of, order, ops,
+                                                     {e.refused} if e.refused else ())
+        p = partition.plan(order, preds, covered, max_partitions())
+        mode = p["mode"]
+        if mode in ("daemon", "none"):
+            # every node lowers alone but not together (a norm's statistics
+            # read later, a refused combination): Inductor takes it whole
+            mode = "inductor"
+        _note_uncovered(uncovered)
+        rep.update(split=p["split"], uncovered_nodes=len(uncovered))
+        if mode == "inductor":
+            rep.update(mode="inductor", partitions=1, daemon_partitions=0, inductor_partitions=1)
+            _count("compile_inductor_graphs")
+            if p["split"] > 1:
+                _log_once(("whole", self.name), logging.INFO, "gfxgraph.compile: %s would split "
+                          "into %d partitions (more than %d): Inductor takes it whole",
+                          self.name, p["split"], max_partitions())
+            return self._to_inductor(sig, args, rep, e.outs)
+        split = _split(self.gm, p["partitions"], self.name)
+        nd = sum(1 for k, _ in p["partitions"] if k == partition.DAEMON)
+        rep.update(mode="mixed", partitions=len(p["partitions"]), daemon_partitions=nd,
+                   inductor_partitions=len(p["partitions"]) - nd)
+        _report(rep)
+        self.entries[sig] = ("fn", split)
+        if e.outs is not None:
+            return e.outs
+        return split(*args)
+
+
+def _split(gm, parts, name):
+    """gm cut into its partitions (torch.fx split_module), each a daemon
+    partition or an Inductor one."""
+    import torch
+    from torch.fx.passes.split_module import split_module
+    from .frontend.partition import DAEMON
+    where = {}
+    for k, (_kind, nodes) in enumerate(parts):
+        for n in nodes:
+            where[n] = k
+    kinds = {k: kind for k, (kind, _) in enumerate(parts)}
+
+    def cb(node):
+        # a node outside the compute nodes (a get_attr) has no inputs: the
+        # first partition is before all its users
+        return where.get(node.name, 0)
+
+    sm = split_module(gm, None, cb)
+    Daemon, Ind = _part_classes()
+    for n in list(sm.graph.nodes):
+        if n.op == "call_module" and n.target.startswith("submod_"):
+            k = int(n.target[len("submod_"):])
+            sub = sm.get_submodule(n.target)
+            if kinds.get(k) == DAEMON:
+                setattr(sm, n.target, Daemon(sub, "%s_%s" % (name, n.target)))
+            else:
+                _count("compile_inductor_partitions")
+                setattr(sm, n.target, Ind(sub))
+    sm.recompile()
+    _ = torch
+    return sm
+
+
+_classes = [None]
+
+
+def _part_classes():
+    if _classes[0] is not None:
+        return _classes[0]
+    import torch
 
     class DaemonPartition(torch.nn.Module):
-        """Runs a fused FX submodule as a daemon program (eager fallback)."""
+        """A partition of covered nodes: a daemon program per input
+        signature (Inductor where the daemon cannot take it after all)."""
 
-        def __init__(self, submod, name):
+        def __init__(self, sub, name):
             super().__init__()
-            self.submod = submod
-            self.part_name = name
-            self.eager = False
-            self.built = None
-            self._cpu = False
-
-        def _fail(self, why):
-            if ("part", why) not in _logged:
-                _logged.add(("part", why))
-                log.warning("gfxgraph.compile: partition %s runs in eager PyTorch: %s",
-                            self.part_name, why)
-            self.eager = True
-            _local["compile_eager_fallbacks"] += 1
-            self._release()
-
-        def _release(self):
-            b, self.built = self.built, None
-            if b is not None:
-                try:
-                    b.prog.release()
-                except Error:
-                    pass
+            self.sub = sub
+            self._run = _Runner(sub, name, split=False)
 
         def forward(self, *args):
-            if self.eager:
-                return self.submod(*args)
-            if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad
-                                               for a in args):
-                return self.submod(*args)    # autograd needs PyTorch's ops: inference only
-            try:
-                return self._run(args)
-            except Unsupported as e:
-                self._fail("%s" % e)
-            except Error as e:
-                self._fail("gfxgraphd: %s" % e)
-            except Exception as e:   # noqa: BLE001 -- never break the model
-                self._fail("%s: %s" % (type(e).__name__, e))
-            return self.submod(*args)
+            return self._run(*args)
 
-        def _batch(self, args):
-            for a in args:
-                if isinstance(a, torch.Tensor) and not isinstance(a, torch.nn.Parameter) \
-                        and a.dim() >= 1:
-                    return int(a.shape[0])
-            return 1
+    class InductorPartition(torch.nn.Module):
+        """A partition of uncovered nodes, compiled by Inductor per input
+        signature."""
 
-        @staticmethod
-        def _sig(args):
-            """What a program is built for besides the batch: each input's
-            dims past the first, dtype and device."""
-            return tuple((tuple(a.shape[1:]), a.dim(), a.dtype, a.device)
-                         if isinstance(a, torch.Tensor) else type(a) for a in args)
+        def __init__(self, sub):
+            super().__init__()
+            self.sub = sub
+            self._fns = {}
 
-        def _run(self, args):
-            B = self._batch(args)
-            b = self.built
-            sig = self._sig(args)
-            if b is None or B > b.cap or sig != b.sig:
-                self._release()
-                self.built = b = self._build(args, max(_next_pow2(B), 1))
-                b.sig = sig
-            for (i, buf, batched) in b.staging:
-                a = args[i]
-                (buf.narrow(0, 0, B) if batched else buf).copy_(a)
-            if self._cpu:
-                r = b.prog.replay(B)     # returns with the outputs in place
-            elif b.events is not None:
-                s = torch.cuda.current_stream()
-                pre, pre_id, post, post_id = b.events
-                pre.record(s)
-                r = b.prog.replay(B, wait_event=pre_id, signal_event=post_id, async_=True)
-                s.wait_event(post)
-            else:
-                torch.cuda.current_stream().synchronize()
-                r = b.prog.replay(B)
-            _local["compiled_replays"] += 1
-            note_replay(r)
-            outs = [(o.narrow(0, 0, B) if batched else o).clone() for (o, batched) in b.outputs]
-            return outs[0] if self._single else tuple(outs)
+        def forward(self, *args):
+            sig = _signature(args)
+            fn = self._fns.get(sig)
+            if fn is None:
+                fn = self._fns[sig] = _inductor(self.sub, args)
+            return fn(*args)
 
-        def _build(self, args, cap):
-            from torch.fx.passes.shape_prop import ShapeProp
-            from . import cudagraph
-            from ._torchprog import DTYPES, Unsupported, TensorTable, alloc
-            devs = {a.device.type for a in args if isinstance(a, torch.Tensor)}
-            if len(devs) != 1 or not devs <= {"cuda", "cpu"}:
-                raise Unsupported(self.part_name, "inputs on devices %s" % sorted(devs))
-            cpu = devs == {"cpu"}
-            backend = "cpu" if cpu else "hip"
-            c = cudagraph._client(backend)
-            if c is None:
-                raise Unsupported("gfxgraphd", "no daemon with the %s backend" % backend)
-            ShapeProp(self.submod).propagate(*args)
-            B = self._batch(args)
-            targets, modules = _targets(), _modules()
-            table = TensorTable(c, cudagraph._state["storages"], op=self.part_name, cpu=cpu)
-            self._cpu = cpu
-            self._table = table
-            tensors = table.tensors
-            env, staging, nodes = {}, [], []
-            out_bufs = {}          # fx node -> (static output tensor, batched)
-            dev = None
-
-            def meta(n):
-                tm = n.meta.get("tensor_meta")
-                if tm is None:
-                    raise Unsupported(_node_name(n), "no shape")
-                return tm
-
-            def batched(shape):
-                return len(shape) >= 1 and int(shape[0]) == B
-
-            out_nodes, single = [], True
-            for n in self.submod.graph.nodes:
-                if n.op == "output":
-                    r = n.args[0]
-                    single = not isinstance(r, (tuple, list))
-                    out_nodes = [r] if single else list(r)
-            self._single = single
-            wanted = set(out_nodes)
-            idx = 0
-            for n in self.submod.graph.nodes:
-                if n.op == "placeholder":
-                    a = args[idx]
-                    i = idx
-                    idx += 1
-                    if not isinstance(a, torch.Tensor) or a.dtype not in DTYPES:
-                        raise Unsupported(self.part_name, "an input that is not a float tensor")
-                    dev = a.device
-                    if isinstance(a, torch.nn.Parameter) and a.is_contiguous() and not cpu:
-                        env[n] = table.name(a.detach(), list(a.shape))
-                    elif isinstance(a, torch.nn.Parameter):
-                        # cpu backend: weights copied into shared memory once
-                        # (a later change of the parameter is not seen)
-                        buf = alloc(list(a.shape), a.dtype, a.device)
-                        buf.copy_(a.detach())
-                        env[n] = table.name(buf, list(a.shape))
-                    else:
-                        bt = batched(a.shape)
-                        shape = [int(d) for d in a.shape]
-                        buf = alloc([cap] + shape[1:] if bt else shape, a.dtype, a.device)
-                        staging.append((i, buf, bt))
-                        env[n] = table.name(buf, list(buf.shape), batch=bt)
-                    continue
-                if n.op == "get_attr":
-                    t = getattr(self.submod, n.target).detach()
-                    if cpu or not t.is_contiguous():
-                        buf = alloc(list(t.shape), t.dtype, t.device)
-                        buf.copy_(t)
-                        t = buf
-                    env[n] = table.name(t, list(t.shape))
-                    continue
-                if n.op == "output":
-                    continue
-                kind = _kind(n, self.submod, targets, modules)
-                if kind is None:
-                    raise Unsupported(_node_name(n), "not a daemon op")
-                tm = meta(n)
-                if tm.dtype not in DTYPES:
-                    raise Unsupported(_node_name(n), "dtype %s" % tm.dtype)
-                bt = batched(tm.shape)
-                shape = [int(d) for d in tm.shape]
-                if n in wanted:
-                    o = alloc([cap] + shape[1:] if bt else shape, tm.dtype, dev)
-                    out_bufs[n] = (o, bt)
-                    onm = table.name(o, list(o.shape), batch=bt)
-                else:
-                    onm = "s%d" % len(tensors)
-                    tensors[onm] = {"dtype": DTYPES[tm.dtype],
-                                    "shape": (["batch"] + shape[1:]) if bt else shape,
-                                    "scratch": True}
-                env[n] = onm
-                nodes.extend(self._nodes_for(n, kind, env, onm))
-            final = []
-            for on in out_nodes:
-                if on not in out_bufs:
-                    raise Unsupported(self.part_name, "an output that is not computed here")
-                final.append(out_bufs[on])
-            if not nodes:
-                raise Unsupported(self.part_name, "nothing to run")
-            cudagraph._state["seq"] += 1
-            spec = {"name": "torch_compile_%d" % cudagraph._state["seq"], "tensors": tensors,
-                    "nodes": nodes,
-                    "buckets": [1 << k for k in range(cap.bit_length()) if (1 << k) <= cap]}
-            prog = c.define(spec)
-            events = None
-            if cudagraph._state["sync"] == "events" and not cpu:
-                try:
-                    pre = torch.cuda.Event(interprocess=True)
-                    post = torch.cuda.Event(interprocess=True)
-                    pre.record()
-                    post.record()
-                    torch.cuda.current_stream().synchronize()
-                    events = (pre, c.register_event(pre), post, c.register_event(post))
-                except Exception:   # noqa: BLE001
-                    events = None
-            _local["compiled_partitions"] += 1
-            built = _Built(prog, staging, final, cap, events)
-            built.keep = table.keep
-            self._table = None
-            return built
-
-        def _nodes_for(self, n, kind, env, out):
-            import torch
-            args, kw = list(n.args), dict(n.kwargs)
-
-            def nm(x):
-                if isinstance(x, torch.fx.Node):
-                    return env[x]
-                raise Unsupported(_node_name(n), "a non-tensor operand %r" % (x,))
-
-            def one(op, ins, attrs=None):
-                d = {"op": op, "inputs": ins, "outputs": [out]}
-                if attrs:
-                    d["attrs"] = attrs
-                return [d]
-
-            if n.op == "call_module":
-                m = self.submod.get_submodule(n.target)
-                x = nm(args[0])
-                ps = self._params(m)
-                if kind == "linear":
-                    return one("linear", [x] + ps)
-                if kind == "layernorm":
-                    return one("layernorm", [x] + ps, {"eps": float(m.eps)})
-                if kind == "rmsnorm":
-                    eps = m.eps if m.eps is not None else torch.finfo(m.weight.dtype).eps
-                    return one("rmsnorm", [x] + ps, {"eps": float(eps)})
-                if kind == "gelu":
-                    return one("gelu", [x], {"approximate": m.approximate})
-                return one(kind, [x])
-            if kind in ("add", "mul"):
-                a, b = args[0], args[1]
-                if not isinstance(a, torch.fx.Node):
-                    a, b = b, a
-                if isinstance(b, (int, float)):
-                    return one("scale", [nm(a)], {"scale": float(b)})
-                if tuple(a.meta["tensor_meta"].shape) != tuple(n.meta["tensor_meta"].shape):
-                    a, b = b, a          # [D] + x: the full-shape operand first
-                return one(kind, [nm(a), nm(b)])
-            if kind == "div":
-                return one("scale", [nm(args[0])], {"scale": 1.0 / float(args[1])})
-            if kind == "softmax":
-                return one("softmax", [nm(args[0])])
-            if kind == "clone":
-                return one("copy", [nm(args[0])])
-            if kind in ("gelu", "silu"):
-                attrs = {"approximate": kw.get("approximate", "none")} if kind == "gelu" else None
-                return one(kind, [nm(args[0])], attrs)
-            if kind == "linear":
-                w = args[1] if len(args) > 1 else kw.get("weight")
-                b = args[2] if len(args) > 2 else kw.get("bias")
-                ins = [nm(args[0]), nm(w)]
-                if b is not None:
-                    ins.append(nm(b))
-                return one("linear", ins)
-            if kind == "layernorm":
-                w = args[2] if len(args) > 2 else kw.get("weight")
-                b = args[3] if len(args) > 3 else kw.get("bias")
-                eps = args[4] if len(args) > 4 else kw.get("eps", 1e-5)
-                return one("layernorm", [nm(args[0]), nm(w), nm(b)], {"eps": float(eps)})
-            if kind == "rmsnorm":
-                w = args[2] if len(args) > 2 else kw.get("weight")
-                eps = args[3] if len(args) > 3 else kw.get("eps")
-                if eps is None:
-                    eps = torch.finfo(n.meta["tensor_meta"].dtype).eps
-                return one("rmsnorm", [nm(args[0]), nm(w)], {"eps": float(eps)})
-            raise Unsupported(_node_name(n), "not a daemon op")
-
-        def _params(self, m):
-            from ._torchprog import alloc
-            out = []
-            for p in (getattr(m, "weight", None), getattr(m, "bias", None)):
-                if p is None:
-                    continue
-                p = p.detach()
-                if self._cpu or not p.is_contiguous():
-                    buf = alloc(list(p.shape), p.dtype, p.device)   # cpu: into shared memory
-                    buf.copy_(p)
-                    p = buf
-                out.append(self._table.name(p, list(p.shape)))
-            return out
-
-    return DaemonPartition
+    _classes[0] = (DaemonPartition, InductorPartition)
+    return _classes[0]
 
 
-_partition_cls = [None]
+_graph_seq = [0]
 
 
 def gfxgraph_backend(gm, example_inputs, **kwargs):
-    """The torch.compile backend: gm with its daemon-runnable runs of ops
-    replaced by DaemonPartition modules; returns its forward."""
-    import torch
-    from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
-    from torch.fx.passes.operator_support import OperatorSupportBase
-    targets, modules = _targets(), _modules()
-
-    class Support(OperatorSupportBase):
-        def is_node_supported(self, submodules, node):
-            if node.op not in ("call_function", "call_method", "call_module"):
-                return False
-            try:
-                ok = _supported(node, gm, targets, modules)
-            except Exception:   # noqa: BLE001
-                ok = False
-            if not ok:
-                _note_unsupported(_node_name(node))
-            return ok
-
-    try:
-        parts = CapabilityBasedPartitioner(gm, Support(),
-                                           allows_single_node_partition=True).propose_partitions()
-        if not parts:
-            return gm.forward
-        fused = CapabilityBasedPartitioner(gm, Support(), allows_single_node_partition=True) \
-            .fuse_partitions(parts)
-    except Exception as e:   # noqa: BLE001
-        log.warning("gfxgraph.compile: partitioning failed (%s): the graph runs in eager "
-                    "PyTorch", e)
-        return gm.forward
-    if _partition_cls[0] is None:
-        _partition_cls[0] = _make_partition_class()
-    Part = _partition_cls[0]
-    for node in list(fused.graph.nodes):
-        if node.op == "call_module" and node.target.startswith("fused_"):
-            sub = fused.get_submodule(node.target)
-            setattr(fused, node.target, Part(sub, node.target))
-    fused.recompile()
-    log.debug("gfxgraph.compile: %d daemon partition(s)", len(parts))
-    _ = torch
-    return fused.forward
+    """The torch.compile backend: a callable that runs gm per input
+    signature as one daemon program, split between daemon programs and
+    Inductor, or through Inductor (see the module's doc).  Planning needs
+    real tensors (the recording run is the first call), so it happens on
+    the first call of each signature."""
+    _graph_seq[0] += 1
+    return _Runner(gm, "torch_compile_g%d" % _graph_seq[0], split=True)

@@ -277,9 +277,13 @@ local = {
     "fallback_count": 0,      # captures left to PyTorch's own CUDA graph
     "fallback_ops": {},       # op name -> captures it sent to PyTorch
     "compiled_partitions": 0,  # torch.compile: daemon partitions made
-    "compile_fallback_ops": {},  # op name -> nodes left to eager PyTorch
+    "compile_fallback_ops": {},  # aten op -> FX nodes left to Inductor
     "compiled_replays": 0,    # torch.compile: partition calls run by the daemon
-    "compile_eager_fallbacks": 0,  # partitions switched to eager PyTorch by an error
+    "compile_eager_fallbacks": 0,  # daemon partitions switched away by an error
+    "compile_graphs": 0,      # torch.compile: graphs planned (one per input signature)
+    "compile_inductor_graphs": 0,  # graphs handed to Inductor whole
+    "compile_inductor_partitions": 0,  # Inductor partitions of split graphs
+    "compile_log": [],        # per graph planned: mode, partitions, first uncovered op
     # how the daemon ran the replays above (enable()'s and torch.compile's),
     # from each replay's answer: a graph replay the daemon could not launch
     # is still answered, eagerly, with fallback set, and only these tell
@@ -303,6 +307,7 @@ def _local_copy():
     d = dict(local)
     d["fallback_ops"] = dict(local["fallback_ops"])
     d["compile_fallback_ops"] = dict(local["compile_fallback_ops"])
+    d["compile_log"] = [dict(r) for r in local["compile_log"]]
     return d
 
 

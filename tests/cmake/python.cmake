@@ -29,13 +29,17 @@
 #   python_frontend_npexec  every trace through the frontend and that numpy
 #                     model against the recorded results (the lowering apart
 #                     from the kernels).  SKIP (77) without numpy.
+#   python_compile_partition  tests/python/test_compile_partition.py: the
+#                     torch.compile backend's partitioning (node coverage,
+#                     fewest daemon/Inductor partitions, more than N -> Inductor
+#                     whole) on plain graphs and the traces; no torch, no daemon.
 foreach(_t package torch_cpu frontend_traces)
   add_test(NAME python_${_t}
     COMMAND sh -c "command -v python3 >/dev/null 2>&1 || { echo 'SKIP: python3 is not available'; exit 77; }; exec python3 \"$@\"" sh
       ${CMAKE_SOURCE_DIR}/tests/python/test_${_t}.py
       --daemon $<TARGET_FILE:gfxgraphd> --lib $<TARGET_FILE:gfxgraph-client>)
 endforeach()
-foreach(_t frontend frontend_npexec)
+foreach(_t frontend frontend_npexec compile_partition)
   add_test(NAME python_${_t}
     COMMAND sh -c "command -v python3 >/dev/null 2>&1 || { echo 'SKIP: python3 is not available'; exit 77; }; exec python3 \"$@\"" sh
       ${CMAKE_SOURCE_DIR}/tests/python/test_${_t}.py)
@@ -53,6 +57,6 @@ if(GFXGRAPH_SANITIZE)
     GG_DAEMON_ASAN_OPTIONS=detect_leaks=1:abort_on_error=1)
 endif()
 set_tests_properties(python_package python_torch_cpu python_frontend_traces python_frontend
-  python_frontend_npexec PROPERTIES
+  python_frontend_npexec python_compile_partition PROPERTIES
   LABELS integration TIMEOUT 300 SKIP_RETURN_CODE 77
   ENVIRONMENT "${_gg_py_env}")
