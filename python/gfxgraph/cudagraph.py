@@ -190,6 +190,9 @@ def _make_classes(torch):
                 self._gg_rec = None
                 self._gg_keep = None
                 self._gg_events = None
+                self._gg_group = None       # a graph runner's captures sharing a program
+                self._gg_batch = 1          # the bucket this capture replays
+                self._gg_copies = ()        # (own output, the rows it receives) after a replay
 
         def capture_begin(self, *a, **k):
             self._gg_init()
@@ -228,8 +231,13 @@ def _make_classes(torch):
                     _report(self.gfxgraph_report)
                     return
                 _state["seq"] += 1
+                try:
+                    pool = self.pool()
+                except Exception:   # noqa: BLE001 -- then no runner merge
+                    pool = None
                 built = build_from_recorder(rec, c, _state["storages"],
-                                            "torch_graph_%d" % _state["seq"])
+                                            "torch_graph_%d" % _state["seq"], pool=pool,
+                                            graph=self)
                 prog = built.prog
                 self.gfxgraph_report = built.report
                 if prog is None:
@@ -252,6 +260,9 @@ def _make_classes(torch):
             _report(self.gfxgraph_report)
             self._gg_prog = prog
             self._gg_keep = built.keep
+            self._gg_group = built.group
+            if built.group is not None and len(built.group.members) > 1:
+                built.group.apply()
             self._gg_events = (self._gg_make_events(c, _state["sync"] == "events")
                                if _state["sync"] != "stream" else None)
             _local["captures"] += 1
@@ -292,14 +303,17 @@ def _make_classes(torch):
                 if ev is not None and ev[2] is not None:
                     pre, pre_id, post, post_id = ev
                     pre.record(s)
-                    r = p.replay(1, wait_event=pre_id, signal_event=post_id, async_=True)
+                    r = p.replay(self._gg_batch, wait_event=pre_id, signal_event=post_id,
+                                 async_=True)
                     s.wait_event(post)
                 elif ev is not None:
                     ev[0].record(s)
-                    r = p.replay(1, wait_event=ev[1])
+                    r = p.replay(self._gg_batch, wait_event=ev[1])
                 else:
                     _wait_stream(s)
-                    r = p.replay(1)
+                    r = p.replay(self._gg_batch)
+                for own, rows in self._gg_copies:
+                    own.copy_(rows)
             except Error as e:
                 _log_once(("replay", e.code), "gfxgraph: a daemon replay failed (%s); this graph "
                           "replays with PyTorch from now on", e)
@@ -311,8 +325,30 @@ def _make_classes(torch):
 
         def _gg_release(self):
             p = getattr(self, "_gg_prog", None)
+            grp = getattr(self, "_gg_group", None)
             self._gg_prog = None
             self._gg_keep = None
+            self._gg_group, self._gg_batch, self._gg_copies = None, 1, ()
+            if grp is not None:
+                # a runner's program goes with its last capture
+                p_last = grp.detach(self)
+                ev = self._gg_events
+                if ev is not None and p is not None and not p.client.closed:
+                    try:
+                        p.client.release_event(ev[1])
+                        if ev[3] is not None:
+                            p.client.release_event(ev[3])
+                    except Error:
+                        pass
+                self._gg_events = None
+                p = p_last
+                if p is None:
+                    return
+                try:
+                    p.release()
+                except Error:
+                    pass
+                return
             if p is not None:
                 try:
                     ev = self._gg_events
