@@ -153,9 +153,10 @@ def build_from_recorder(rec, client, cache, name, device_type="cuda", pool=None,
 def _member(plan, g_ir, objs, outs, graph):
     import weakref
     from .runner import Member
-    m = Member(plan, g_ir, lambda sid: (objs[sid].data_ptr(), objs[sid].nbytes()))
     # only what the program uses stays alive (the rest of the pool is freed)
-    m.objs = {sid: objs[sid] for sid in plan.storages}
+    used = {sid: objs[sid] for sid in plan.storages}
+    m = Member(plan, g_ir, lambda sid: (used[sid].data_ptr(), used[sid].nbytes()))
+    m.objs = used
     m.outs, m.graph_ref = outs, weakref.ref(graph)
     return m
 

@@ -23,7 +23,7 @@ torch = need_torch_cuda()
 sock = socket()
 try:
     import transformers
-    from transformers.models.llama.modeling_llama import apply_rotary_pos_emb, repeat_kv
+    from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 except ImportError:
     print("SKIP: transformers is not installed")
     sys.exit(77)
@@ -73,14 +73,20 @@ class Runner:
             q, k = apply_rotary_pos_emb(q, k, cos, sin)
             self.k[i].index_copy_(0, slots, k[:, :, 0, :])
             self.v[i].index_copy_(0, slots, v[:, :, 0, :])
-            n = MAX_BS * MAX_LEN
-            K = self.k[i][:n].view(MAX_BS, MAX_LEN, self.hkv, self.dh)[:bs].transpose(1, 2)
-            V = self.v[i][:n].view(MAX_BS, MAX_LEN, self.hkv, self.dh)[:bs].transpose(1, 2)
-            K, V = repeat_kv(K, self.hq // self.hkv), repeat_kv(V, self.hq // self.hkv)
+            K, V = self.per_request(self.k[i], bs), self.per_request(self.v[i], bs)
             o = F.scaled_dot_product_attention(q, K, V, attn_mask=mask)
             h = h + at.o_proj(o.transpose(1, 2).reshape(bs, 1, self.hq * self.dh))
             h = h + layer.mlp(layer.post_attention_layernorm(h))
         return self.model.lm_head(m.norm(h))[:, 0, :]             # [bs, V]
+
+    def per_request(self, cache, bs):
+        """The cache rows of requests 0..bs-1 as [bs, Hq, S, Dh], each kv
+        head repeated for its query heads (GQA) before the transpose, so the
+        copy walks whole [S, Hkv] planes."""
+        rep = self.hq // self.hkv
+        c = cache[:MAX_BS * MAX_LEN].view(MAX_BS, MAX_LEN, self.hkv, self.dh)[:bs]
+        c = c[:, :, :, None, :].expand(bs, MAX_LEN, self.hkv, rep, self.dh)
+        return c.reshape(bs, MAX_LEN, self.hq, self.dh).transpose(1, 2)
 
     def capture(self):
         s = torch.cuda.Stream()
