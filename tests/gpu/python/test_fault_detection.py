@@ -21,8 +21,12 @@ if not fsock:
     sys.exit(77)
 kind = os.environ.get("GFXGRAPH_FAULT_KIND", "launch")
 here = os.path.dirname(os.path.abspath(__file__))
-for name in ("test_torch_cudagraph.py", "test_torch_compile.py", "test_torch_ipc.py"):
-    env = dict(os.environ, GFXGRAPH_SOCKET=fsock)
+# the HF families once each is enough to show their counters catch it
+CASES = (("test_torch_cudagraph.py", {}), ("test_torch_compile.py", {}),
+         ("test_torch_ipc.py", {}), ("test_torch_hf_families.py", {"GG_HF_ONLY": "llama:f32"}),
+         ("test_torch_graph_runner.py", {}))
+for name, extra in CASES:
+    env = dict(os.environ, GFXGRAPH_SOCKET=fsock, **extra)
     p = subprocess.run([sys.executable, os.path.join(here, name)], env=env, cwd=here,
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600)
     out = p.stdout.decode("utf-8", "replace")

@@ -176,7 +176,7 @@ def main():
                     check(False, "%s: %s: %s" % (tag, type(e).__name__, e))
                     print("CASE %s ERROR %s: %s" % (tag, type(e).__name__, e))
     gfxgraph.disable()
-    finish("test_hf_families")
+    finish("test_torch_hf_families")
 
 
 if __name__ == "__main__":

@@ -161,7 +161,7 @@ def main():
               "sizes %s; bs 1: %s)" % (p, buckets, shared,
                                        "the same program" if progs[1] is p else "its own"))
         if p is None or not {2, 4, 8} <= set(shared):
-            finish("test_graph_runner")
+            finish("test_torch_graph_runner")
         gen = torch.Generator(device="cpu").manual_seed(5)
         toks = torch.randint(0, 128, (MAX_BS,), generator=gen).tolist()
         pos = [0] * MAX_BS
@@ -192,7 +192,7 @@ def main():
         for g in list(run.graphs.values()) + list(ref.graphs.values()):
             g.reset()
     gfxgraph.disable()
-    finish("test_graph_runner")
+    finish("test_torch_graph_runner")
 
 
 if __name__ == "__main__":
