@@ -212,13 +212,22 @@ def bench_case(args, torch, transformers, gfxgraph, family, dtn, ctx, batch, rat
                                                 if v != before.get(k)}
             elif name == "compile":
                 gfxgraph.enable()          # registers the backend
+                n0 = len(gfxgraph.stats()["local"].get("compile_log", []))
                 f = torch.compile(p.eager, backend="gfxgraph")
                 with torch.no_grad():
-                    f()
+                    for _ in range(2):     # each graph's recording call, then its plan's first
+                        f()
                 p.run = f
-                loc = gfxgraph.stats()["local"]
-                p.note = "partitions: %s" % loc.get("compiled_partitions")
-                p.routed = bool(loc.get("compiled_partitions"))
+                lg = gfxgraph.stats()["local"].get("compile_log", [])[n0:]
+                p.routed = any((r.get("daemon_partitions") or 0) > 0 for r in lg)
+                miss = next((r for r in lg if r.get("op")), None)
+                p.note = "graphs %d, partitions %d (daemon %d, inductor %d; modes %s)%s" % (
+                    len(lg), sum(r.get("partitions") or 0 for r in lg),
+                    sum(r.get("daemon_partitions") or 0 for r in lg),
+                    sum(r.get("inductor_partitions") or 0 for r in lg),
+                    ",".join(str(r.get("mode")) for r in lg),
+                    "; first uncovered: %s (%s)" % (miss["op"], str(miss.get("why"))[:200])
+                    if miss else "")
         except Exception as e:   # noqa: BLE001 -- a path that cannot run is reported
             p.note = "failed: %s: %s" % (type(e).__name__, str(e)[:300])
             p.run = None

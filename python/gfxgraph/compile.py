@@ -16,9 +16,11 @@ forms), so what a CUDA-graph capture routes, a compiled function routes:
   partitions (frontend/partition.py): covered ones become daemon programs,
   the others are compiled by Inductor; a graph that would need more than
   ``GFXGRAPH_COMPILE_MAX_PARTITIONS`` (default 3) partitions, or that has
-  nothing covered, is handed to Inductor whole (so is a call with autograd
-  on and an input that requires grad, and a graph past 8 input signatures);
-  without Inductor (an old torch) those parts run eagerly.
+  nothing covered, is handed to Inductor whole (so is a graph whose results
+  require grad: the daemon runs inference only; one that sets grad mode or
+  autocast between its nodes, when it would be cut; and a graph past 8
+  input signatures); without Inductor (an old torch) those parts run
+  eagerly.
 
 Inputs.  A program is defined over fixed memory, and compile hands each
 call new input tensors.  Parameters, buffers and tensors marked with
@@ -266,10 +268,7 @@ def _build(gm, args, name, tag):
     import torch
     import torch.utils._pytree as pytree
     from . import cudagraph
-    from . import frontend
     from .frontend import fx
-    from .frontend.live import _register, daemon_ops, kernels_of
-    from .frontend.torchrec import check_devices, graph_of
     from ._torchprog import alloc
 
     devs = {a.device.type for a in args if isinstance(a, torch.Tensor)}
@@ -298,6 +297,25 @@ def _build(gm, args, name, tag):
         P.staged.append([i, buf, False])
     out, rec = fx.record(gm, call, tag)
     flat, P.spec = pytree.tree_flatten(out)
+    try:
+        return _define(gm, args, name, P, c, cpu, dev_type, rec, flat)
+    except _NotRouted:
+        raise
+    except Exception as e:   # noqa: BLE001 -- the call has run: its results go back
+        raise _NotRouted("%s: %s" % (type(e).__name__, e),
+                         outs=pytree.tree_unflatten(list(flat), P.spec))
+
+
+def _define(gm, args, name, P, c, cpu, dev_type, rec, flat):
+    """_build's part after the recording run: the IR, the plan, the program."""
+    import collections
+    import torch
+    import torch.utils._pytree as pytree
+    from . import cudagraph
+    from . import frontend
+    from .frontend.live import _register, daemon_ops, kernels_of
+    from .frontend.torchrec import check_devices, graph_of
+    from ._torchprog import alloc
     records, rec.records = rec.records, None
     node_names = rec.nodes
     bad = check_devices(records, dev_type)
@@ -327,6 +345,12 @@ def _build(gm, args, name, tag):
     if bad is not None:
         raise fail("an operand on %s; the daemon runs on %s" % (bad[1].device, dev_type),
                    bad[0])
+    if any(isinstance(v, torch.Tensor) and v.requires_grad for v in flat):
+        # autograd needs PyTorch's ops (the daemon runs inference): Inductor
+        # compiles the training graph
+        e = fail("autograd: an output requires grad")
+        e.coverage = None
+        raise e
     # the outputs: what the program must produce, and how a call reads them
     tid_of = {}
     for tid, w in weak:
@@ -418,7 +442,6 @@ def _build(gm, args, name, tag):
     P.keep = [objs[s] for s in plan.storages] + list(mem.values())
     prep = prog.prepare()
     P.events = None if cpu else _make_events(c)
-    import collections
     P.report = dict(plan.report, program=prog.name, program_id=prog.id, prepare=prep,
                     node_ops=dict(collections.Counter(n["op"] for n in plan.nodes)),
                     kernels=kernels_of(c, prog))
@@ -458,12 +481,6 @@ def _signature(args):
         else:
             sig.append(type(a))
     return tuple(sig)
-
-
-def _needs_grad(args):
-    import torch
-    return torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad
-                                           for a in args)
 
 
 class _Runner:
@@ -515,19 +532,22 @@ class _Runner:
     def _first(self, sig, args):
         rep = {"graph": self.name, "nodes_fx": sum(1 for n in self.gm.graph.nodes
                                                    if n.op not in ("placeholder", "output"))}
+        if not self.split:
+            rep["partition"] = True     # logged only when it leaves the daemon
         if self.split:
             _count("compile_graphs")
-        if len(self.entries) >= MAX_SIGNATURES or _needs_grad(args):
-            why = "autograd" if _needs_grad(args) else \
-                "more than %d input signatures" % MAX_SIGNATURES
+        if len(self.entries) >= MAX_SIGNATURES:
             rep.update(mode="inductor", partitions=1, daemon_partitions=0,
-                       inductor_partitions=1, why=why)
+                       inductor_partitions=1, why="more than %d input signatures"
+                       % MAX_SIGNATURES)
             _count("compile_inductor_graphs" if self.split else "compile_inductor_partitions")
             return self._to_inductor(sig, args, rep)
         try:
             P, outs = _build(self.gm, args, self.name, tag=self.split)
         except _NotRouted as e:
             return self._not_routed(sig, args, rep, e)
+        except Exception as e:   # noqa: BLE001 -- before the call ran: never break the model
+            return self._not_routed(sig, args, rep, _NotRouted("%s: %s" % (type(e).__name__, e)))
         self.entries[sig] = ("daemon", P)
         if self.split:
             rep.update(mode="daemon", partitions=1, daemon_partitions=1, inductor_partitions=0,
@@ -564,6 +584,9 @@ class _Runner:
             # every node lowers alone but not together (a norm's statistics
             # read later, a refused combination): Inductor takes it whole
             mode = "inductor"
+        if mode == "mixed" and fx.has_global_state(self.gm):
+            mode = "inductor"
+            rep["why_whole"] = "the graph sets grad mode or autocast between its nodes"
         _note_uncovered(uncovered)
         rep.update(split=p["split"], uncovered_nodes=len(uncovered))
         if mode == "inductor":
@@ -574,7 +597,13 @@ class _Runner:
                           "into %d partitions (more than %d): Inductor takes it whole",
                           self.name, p["split"], max_partitions())
             return self._to_inductor(sig, args, rep, e.outs)
-        split = _split(self.gm, p["partitions"], self.name)
+        try:
+            split = _split(self.gm, p["partitions"], self.name)
+        except Exception as err:   # noqa: BLE001 -- the cut failed: Inductor takes it whole
+            rep.update(mode="inductor", partitions=1, daemon_partitions=0, inductor_partitions=1,
+                       why_whole="split_module: %s: %s" % (type(err).__name__, err))
+            _count("compile_inductor_graphs")
+            return self._to_inductor(sig, args, rep, e.outs)
         nd = sum(1 for k, _ in p["partitions"] if k == partition.DAEMON)
         rep.update(mode="mixed", partitions=len(p["partitions"]), daemon_partitions=nd,
                    inductor_partitions=len(p["partitions"]) - nd)

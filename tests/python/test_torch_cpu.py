@@ -6,11 +6,11 @@ python3-torch is enough here).
     test_torch_cpu.py --daemon PATH/gfxgraphd --lib PATH/libgfxgraph-client.so.0
 
 - the torch.compile backend on CPU tensors: the FX graph of an MLP with an op
-  the daemon lacks (relu) in the middle is split into daemon partitions and
-  eager nodes; each partition runs as a daemon program on the cpu backend
-  (inputs staged in shared memory, weights copied there once) for batches
+  the daemon lacks (cumsum) in the middle is split into daemon partitions and
+  an Inductor one (eager without Inductor); each daemon partition runs as a
+  program on the cpu backend (inputs staged in shared memory, weights copied there once) for batches
   1..20 and a 3-D input, equal to eager PyTorch; the daemon counted the
-  replays; relu is named among the ops left to PyTorch.  torch.compile
+  replays; cumsum is named among the ops left to Inductor.  torch.compile
   itself when torch._dynamo exists, else the backend on a symbolic trace;
 - gfxgraph.enable()'s frontend on recorded ops (decode chain, MLP on 2-D
   and 3-D inputs, scale/silu/add/softmax/div, broadcast bias, a transposed
@@ -44,7 +44,7 @@ def test_compile(torch, sock):
 
         def forward(self, x):
             h = self.fc2(F.gelu(self.fc1(self.ln(x)), approximate="tanh"))
-            return torch.softmax(torch.relu(x + h) * 0.5 + self.ln.bias, dim=-1)
+            return torch.softmax(torch.cumsum(x + h, dim=-1) * 0.05 + self.ln.bias, dim=-1)
 
     torch.manual_seed(0)
     m = MLP().eval()
@@ -63,12 +63,16 @@ def test_compile(torch, sock):
             % torch.__version__
     worst = 0.0
     with torch.no_grad():
+        # per input signature the backend records its first call and the
+        # partitions theirs: the third call is the first replay
         for b in (8, 3, 1, 8, 20, 5):
             x = torch.randn(b, 64)
-            worst = max(worst, float((fn(x) - m(x)).abs().max()))
+            for _ in range(3):
+                worst = max(worst, float((fn(x) - m(x)).abs().max()))
         x3 = torch.randn(2, 5, 64)
-        worst = max(worst, float((fn(x3) - m(x3)).abs().max()))
-    check(worst < 1e-5, "%s: MLP with relu in the middle, batch 1..20 and [2, 5, 64], equal "
+        for _ in range(3):
+            worst = max(worst, float((fn(x3) - m(x3)).abs().max()))
+    check(worst < 1e-5, "%s: MLP with cumsum in the middle, batch 1..20 and [2, 5, 64], equal "
           "to eager (max abs diff %.2g)" % (how, worst))
     st = gfxgraph.stats(sock)
     loc = st["local"]
@@ -77,8 +81,8 @@ def test_compile(torch, sock):
           "daemon partitions built (%d) and replayed by the daemon (%d replays)"
           % (loc["compiled_partitions"] - loc0["compiled_partitions"],
              st["replay_count"] + st["eager_count"] - st0["replay_count"] - st0["eager_count"]))
-    check(any("relu" in k for k in loc["compile_fallback_ops"]),
-          "relu is named among the ops left to PyTorch: %r" % loc["compile_fallback_ops"])
+    check(any("cumsum" in k for k in loc["compile_fallback_ops"]),
+          "cumsum is named among the ops left to Inductor: %r" % loc["compile_fallback_ops"])
 
 
 def test_translate(torch):

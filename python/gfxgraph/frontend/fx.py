@@ -69,6 +69,18 @@ def compute_nodes(gm):
     return order, preds
 
 
+# calls that set global state for the nodes after them (Dynamo keeps a
+# `with torch.no_grad()` inside the compiled function as such calls)
+_GLOBAL_STATE = ("_set_grad_enabled", "set_grad_enabled", "_enter_autocast", "_exit_autocast")
+
+
+def has_global_state(gm):
+    """gm sets grad mode or autocast between its nodes: cut into partitions,
+    a partition would not see the state its nodes ran under."""
+    return any(n.op == "call_function" and getattr(n.target, "__name__", "") in _GLOBAL_STATE
+               for n in gm.graph.nodes)
+
+
 def is_static_input(t, node=None):
     """A parameter, a buffer or a tensor marked with
     torch._dynamo.mark_static_address (HF's StaticCache marks its caches):
