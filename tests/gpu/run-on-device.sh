@@ -562,6 +562,7 @@ bundle
     for s in "${steps[@]}"; do echo "$s"; done
     echo
     echo "tests:"
+    [ -f "$OUT/ctest-gpu.log" ] || [ -f "$OUT/ctest-rest.log" ] || echo "  (not run)"
     for f in "$OUT/ctest-gpu.log" "$OUT/ctest-rest.log"; do
         [ -f "$f" ] || continue
         printf '  %-16s %s\n' "$(basename "$f" .log):" \
