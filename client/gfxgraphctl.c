@@ -6,11 +6,15 @@
  *   gfxgraphctl cache    [--json] ...          the cache, by program, branch, bucket
  *   gfxgraphctl top      [--once] [--interval SECONDS] ...   a live view
  *   gfxgraphctl metrics  [--output FILE] ...    Prometheus text (docs/metrics.md)
+ *   gfxgraphctl config   [--json] ...          the running settings, each with its source
+ *   gfxgraphctl call METHOD [JSON] ...         any method; the answer as JSON
  *   gfxgraphctl evict PROGRAM|--id ID|--all ... drop cached graphs (admin)
  *   gfxgraphctl kill-session ID ...            close a client's session (admin)
+ *   gfxgraphctl help [COMMAND], COMMAND --help
  *
- * Exit status: 0 ok; 1 unhealthy (health ok is false) or the daemon answered
- * an error; 2 the daemon could not be reached or gave no answer; 64 usage. */
+ * Exit status, the same for every command: 0 ok; 1 unhealthy (health ok is
+ * false) or the daemon answered an error; 2 the daemon could not be reached
+ * or gave no answer; 64 usage. */
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -29,12 +33,90 @@ enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_NOCONN = 2, EXIT_USAGE = 64 };
 
 #define CELL 256
 
+/* Each command's synopsis and help; gfxgraphctl COMMAND --help prints it,
+ * gfxgraphctl --help the list. */
+typedef struct {
+    const char *name;
+    const char *args;      /* after the command */
+    const char *brief;     /* the global list */
+    const char *help;      /* COMMAND --help */
+} ctl_cmd;
+
+static const ctl_cmd ctl_cmds[] = {
+    {"stats", "[--json]", "counters, then the sessions and the graph cache",
+     "The daemon's counters (requests, errors, replay, capture, eager and fallback\n"
+     "counts, average replay time, cache use), then a table of the sessions and a\n"
+     "table of the graph cache.  --json: the daemon's answer as it is (the counters\n"
+     "are top-level keys: jq .replay_count).  A user who is not root, the daemon's\n"
+     "user or in admin-group sees the sessions and programs of their own uid only.\n"},
+    {"health", "[--json]", "device and daemon health (exit status 1: unhealthy)",
+     "Runs the daemon's capture-and-replay smoke test and shows the device, its\n"
+     "memory and the result.  Exit status 1 when the daemon says it is unhealthy.\n"},
+    {"sessions", "[--json]", "the sessions, one row each",
+     "The sessions table of stats: one row per connected client.  --json: the\n"
+     "list alone.\n"},
+    {"cache", "[--json]", "the graph cache, sorted by program, branch and bucket",
+     "The graph cache table of stats, sorted by program, branch and bucket.\n"
+     "--json: the list alone, in the daemon's order.\n"},
+    {"top", "[--once] [--interval SECONDS]",
+     "a live view: replays/s, latency percentiles, cache",
+     "A live view, refreshed every --interval seconds (default 1): sessions,\n"
+     "replays per second, the replay round trip's p50/p90/p99 over the last\n"
+     "interval (from the daemon's latency histograms, as Prometheus's\n"
+     "histogram_quantile computes them), the cache and the problems, then the\n"
+     "sessions and the cache.  --once: one frame (rates and percentiles over one\n"
+     "interval), then exit.\n"},
+    {"metrics", "[--output FILE]", "counters, gauges and histograms as Prometheus text",
+     "The daemon's metrics as Prometheus text (docs/metrics.md).  --output FILE\n"
+     "writes FILE atomically (a temporary file in its folder, then renamed over\n"
+     "it) instead of standard output.\n"},
+    {"config", "[--json]", "the running settings and where each came from",
+     "The daemon's settings as it runs with them now (after any reload): each\n"
+     "key, its value, where it came from (default, the config file and line, an\n"
+     "environment variable, a flag) and whether a reload (SIGHUP) can change it.\n"},
+    {"call", "METHOD [JSON]", "any method; the answer as JSON",
+     "Calls METHOD (proto/PROTOCOL.md; hello lists them) with JSON, an object of\n"
+     "its params (none when left out), and prints the answer as JSON.  For\n"
+     "example: gfxgraphctl call stats; gfxgraphctl call admin.evict '{\"all\": true}'.\n"
+     "A daemon error goes to standard error with its code (exit status 1).\n"},
+    {"evict", "PROGRAM|--id ID|--all", "drop cached graphs (admin)",
+     "Drops the cached graphs of the programs named PROGRAM (a name, even when it\n"
+     "is all digits), of the program whose id is ID (--id, as in the PROGRAM\n"
+     "column of cache), or every graph (--all).  Graphs in use go when their\n"
+     "replays end; each is captured again on its next replay.  For root, the\n"
+     "daemon's user and members of admin-group.\n"},
+    {"kill-session", "ID", "close a client's session (admin)",
+     "Closes session ID's connection and fast path as if its client had\n"
+     "disconnected (ID as in the ID column of sessions).  The client is told\n"
+     "why, with the code ECONNABORTED.  For root, the daemon's user and members\n"
+     "of admin-group.\n"},
+    {"help", "[COMMAND]", "this help, or a command's", "The help of COMMAND, or the list.\n"},
+};
+#define NCMDS ((int)(sizeof(ctl_cmds) / sizeof(ctl_cmds[0])))
+
+static const ctl_cmd *ctl_find_cmd(const char *name)
+{
+    for (int i = 0; i < NCMDS; i++)
+        if (strcmp(ctl_cmds[i].name, name) == 0)
+            return &ctl_cmds[i];
+    return NULL;
+}
+
 static int ctl_usage_error(void)
 {
-    fprintf(stderr, "usage: gfxgraphctl [--json] [--socket PATH] [--timeout SECONDS] "
-                    "stats|health|sessions|cache|top|metrics|evict|kill-session\n"
-                    "(gfxgraphctl --help for more)\n");
+    fprintf(stderr, "usage: gfxgraphctl [--json] [--socket PATH] [--timeout SECONDS] COMMAND "
+                    "[ARGS]\n(gfxgraphctl --help for the commands, gfxgraphctl COMMAND --help "
+                    "for one)\n");
     return EXIT_USAGE;
+}
+
+static void ctl_cmd_help(FILE *f, const ctl_cmd *cmd)
+{
+    fprintf(f, "usage: gfxgraphctl [--socket PATH] [--timeout SECONDS] %s%s%s\n\n%s", cmd->name,
+            *cmd->args ? " " : "", cmd->args, cmd->help);
+    fprintf(f, "\nexit status: 0 ok, 1 the daemon answered an error%s,\n"
+               "             2 cannot connect (or no answer), 64 usage error\n",
+            strcmp(cmd->name, "health") == 0 ? " or is unhealthy" : "");
 }
 
 static void ctl_usage(FILE *f)
@@ -47,28 +129,25 @@ static void ctl_usage(FILE *f)
         snprintf(sock, sizeof sock, "%s", paths[0]);
     else
         snprintf(sock, sizeof sock, "%s,\n                     then %s", paths[0], paths[1]);
+    char list[4096];
+    size_t o = 0;
+    for (int i = 0; i < NCMDS && o < sizeof list; i++) {
+        char head[96];
+        snprintf(head, sizeof head, "%s %s", ctl_cmds[i].name, ctl_cmds[i].args);
+        if (strlen(head) > 22)   /* the description on a line of its own */
+            o += (size_t)snprintf(list + o, sizeof list - o, "  %s\n%26s%s\n", head, "",
+                                  ctl_cmds[i].brief);
+        else
+            o += (size_t)snprintf(list + o, sizeof list - o, "  %-22s  %s\n", head,
+                                  ctl_cmds[i].brief);
+    }
     fprintf(f,
             "usage: gfxgraphctl [--json] [--socket PATH] [--timeout SECONDS] COMMAND\n"
             "\n"
             "Ask a running gfxgraphd for its state (or, admin commands, act on it).\n"
             "\n"
-            "commands:\n"
-            "  stats    counters, then the sessions and the graph cache\n"
-            "  health   device and daemon health (exit status 1 when unhealthy)\n"
-            "  sessions the sessions, one row each\n"
-            "  cache    the graph cache, sorted by program, branch and bucket\n"
-            "  top      a live view: sessions, replays/s, latency, cache, fallbacks\n"
-            "  metrics  counters, gauges and latency histograms as Prometheus text\n"
-            "\n"
-            "admin commands (root, the daemon's user and admin-group only):\n"
-            "  evict PROGRAM|--id ID|--all\n"
-            "                        drop the cached graphs of the programs named PROGRAM\n"
-            "                        (a name, even when it is all digits), of the program\n"
-            "                        whose id is ID, or every graph; graphs in use go when\n"
-            "                        their replays end; each is captured again on its next\n"
-            "                        replay\n"
-            "  kill-session ID       close session ID's connection and fast path, as if\n"
-            "                        its client had disconnected\n"
+            "commands (gfxgraphctl COMMAND --help for each):\n"
+            "%s"
             "\n"
             "options:\n"
             "  --json             print the daemon's answer as JSON\n"
@@ -88,7 +167,7 @@ static void ctl_usage(FILE *f)
             "\n"
             "exit status: 0 ok, 1 unhealthy or the daemon answered an error,\n"
             "             2 cannot connect (or no answer), 64 usage error\n",
-            sock);
+            list, sock);
 }
 
 /* ---- text output --------------------------------------------------------- */
@@ -323,6 +402,67 @@ static int ctl_print_stats(const msgpack_object *r)
 
 static int ctl_exit_for(int rc);
 
+static const ctl_col ctl_cfgcols[] = {
+    {"KEY", "key", true}, {"VALUE", "value", true}, {"RELOAD", "reload", true},
+    {"SOURCE", "source", true},
+};
+
+/* The config answer: KEY VALUE RELOAD SOURCE, RELOAD saying whether SIGHUP
+ * changes it ("live") or it needs a restart. */
+static int ctl_print_config(const msgpack_object *r)
+{
+    const msgpack_object *set = proto_map_get(r, "settings");
+    char file[CELL];
+    ctl_cell(file, sizeof file, proto_map_get(r, "file"), 1);
+    if (!set || set->type != MSGPACK_OBJECT_ARRAY) {
+        fprintf(stderr, "gfxgraphctl: the config answer has no settings list\n");
+        return EXIT_FAIL;
+    }
+    /* a copy of each row with the live flag as a word */
+    msgpack_zone zone;
+    msgpack_zone_init(&zone, 4096);
+    msgpack_object rows = {.type = MSGPACK_OBJECT_ARRAY};
+    rows.via.array.size = set->via.array.size;
+    rows.via.array.ptr = msgpack_zone_malloc(&zone, sizeof(msgpack_object) * (set->via.array.size + 1));
+    for (uint32_t i = 0; rows.via.array.ptr && i < set->via.array.size; i++) {
+        const msgpack_object *row = &set->via.array.ptr[i];
+        msgpack_object *o = &rows.via.array.ptr[i];
+        o->type = MSGPACK_OBJECT_MAP;
+        o->via.map.size = 4;
+        o->via.map.ptr = msgpack_zone_malloc(&zone, 4 * sizeof(msgpack_object_kv));
+        if (!o->via.map.ptr) {
+            rows.via.array.size = i;
+            break;
+        }
+        static const char *const keys[] = {"key", "value", "source", "reload"};
+        for (int k = 0; k < 4; k++) {
+            msgpack_object_kv *kv = &o->via.map.ptr[k];
+            kv->key.type = MSGPACK_OBJECT_STR;
+            kv->key.via.str.ptr = keys[k];
+            kv->key.via.str.size = (uint32_t)strlen(keys[k]);
+            if (k < 3) {
+                const msgpack_object *v = proto_map_get(row, keys[k]);
+                if (v)
+                    kv->val = *v;
+                else
+                    kv->val.type = MSGPACK_OBJECT_NIL;
+                continue;
+            }
+            const msgpack_object *live = proto_map_get(row, "live");
+            const char *w = live && live->type == MSGPACK_OBJECT_BOOLEAN
+                                ? (live->via.boolean ? "live" : "restart")
+                                : "-";
+            kv->val.type = MSGPACK_OBJECT_STR;
+            kv->val.via.str.ptr = w;
+            kv->val.via.str.size = (uint32_t)strlen(w);
+        }
+    }
+    printf("gfxgraphd config: %u settings, config file %s\n", set->via.array.size, file);
+    ctl_table("", rows.via.array.ptr ? &rows : set, ctl_cfgcols, NCOLS(ctl_cfgcols));
+    msgpack_zone_destroy(&zone);
+    return EXIT_OK;
+}
+
 /* ---- top ----------------------------------------------------------------- */
 
 static double ctl_now(void)
@@ -346,8 +486,123 @@ static void ctl_fmt(char *buf, size_t len, double v, int decimals)
         snprintf(buf, len, "%.*f", decimals, v);
 }
 
-/* One frame of top; rate: replays/s since the last sample (NAN: none). */
-static void ctl_top_frame(const msgpack_object *r, double rate, double interval)
+/* ---- latency percentiles from the daemon's histograms -------------------- */
+
+#define CTL_HIST_MAX 64
+#define CTL_HIST_NAME "gfxgraph_replay_round_trip_seconds_bucket{"
+
+/* One histogram summed over its series (program, bucket): cumulative counts
+ * by upper bound, ascending; the +Inf bound is INFINITY. */
+typedef struct {
+    int n;
+    double le[CTL_HIST_MAX];
+    double count[CTL_HIST_MAX];
+} ctl_hist;
+
+static void ctl_hist_add(ctl_hist *h, double le, double v)
+{
+    int i = 0;
+    while (i < h->n && h->le[i] < le)
+        i++;
+    if (i < h->n && h->le[i] == le) {
+        h->count[i] += v;
+        return;
+    }
+    if (h->n == CTL_HIST_MAX)
+        return;
+    memmove(h->le + i + 1, h->le + i, (size_t)(h->n - i) * sizeof(double));
+    memmove(h->count + i + 1, h->count + i, (size_t)(h->n - i) * sizeof(double));
+    h->le[i] = le;
+    h->count[i] = v;
+    h->n++;
+}
+
+/* The round-trip histogram's bucket lines of the metrics text. */
+static void ctl_hist_parse(ctl_hist *h, const char *text, size_t len)
+{
+    h->n = 0;
+    const char *p = text, *end = text + len;
+    size_t nl = strlen(CTL_HIST_NAME);
+    while (p < end) {
+        const char *eol = memchr(p, '\n', (size_t)(end - p));
+        if (!eol)
+            eol = end;
+        if ((size_t)(eol - p) > nl && memcmp(p, CTL_HIST_NAME, nl) == 0) {
+            char line[512];
+            size_t ll = (size_t)(eol - p) < sizeof line - 1 ? (size_t)(eol - p) : sizeof line - 1;
+            memcpy(line, p, ll);
+            line[ll] = '\0';
+            char *le = strstr(line, "le=\"");
+            char *close = strrchr(line, '}');
+            if (le && close) {
+                le += 4;
+                double bound = strncmp(le, "+Inf", 4) == 0 ? INFINITY : strtod(le, NULL);
+                double v = strtod(close + 1, NULL);
+                ctl_hist_add(h, bound, v);
+            }
+        }
+        p = eol + 1;
+    }
+}
+
+/* The q-quantile of now - before (the replays between two samples), found
+ * as Prometheus's histogram_quantile does: linear within the bucket it
+ * falls in, the highest finite bound when it falls in +Inf.  NAN when no
+ * replay came between them. */
+static double ctl_hist_quantile(const ctl_hist *now, const ctl_hist *before, double q)
+{
+    double d[CTL_HIST_MAX];
+    for (int i = 0; i < now->n; i++) {
+        d[i] = now->count[i];
+        for (int k = 0; k < before->n; k++)
+            if (before->le[k] == now->le[i])
+                d[i] -= before->count[k];
+    }
+    if (now->n == 0 || !(d[now->n - 1] > 0))
+        return NAN;
+    double rank = q * d[now->n - 1];
+    for (int i = 0; i < now->n; i++) {
+        if (d[i] < rank)
+            continue;
+        if (isinf(now->le[i]))
+            return i > 0 ? now->le[i - 1] : NAN;
+        double lo = i > 0 ? now->le[i - 1] : 0, prev = i > 0 ? d[i - 1] : 0;
+        double in = d[i] - prev;
+        return in > 0 ? lo + (now->le[i] - lo) * (rank - prev) / in : now->le[i];
+    }
+    return NAN;
+}
+
+/* The latency line of top: percentiles when the histograms could be read,
+ * else the averages of stats. */
+static void ctl_top_latency(const msgpack_object *r, const ctl_hist *now, const ctl_hist *before)
+{
+    char a[64], b[64], c[64];
+    if (now && before) {
+        double p50 = ctl_hist_quantile(now, before, 0.50);
+        double p90 = ctl_hist_quantile(now, before, 0.90);
+        double p99 = ctl_hist_quantile(now, before, 0.99);
+        if (isnan(p50)) {
+            printf("  %-12s no replays in the last interval\n", "latency");
+            return;
+        }
+        ctl_fmt(a, sizeof a, p50 * 1e6, 1);
+        ctl_fmt(b, sizeof b, p90 * 1e6, 1);
+        ctl_fmt(c, sizeof c, p99 * 1e6, 1);
+        printf("  %-12s p50 %s us  p90 %s us  p99 %s us  (round trip, last interval)\n",
+               "latency", a, b, c);
+        return;
+    }
+    ctl_fmt(a, sizeof a, ctl_get(r, "avg_replay_us"), 1);
+    ctl_fmt(b, sizeof b, ctl_get(r, "avg_eager_us"), 1);
+    printf("  %-12s avg %s us (graph), avg %s us (eager)\n", "latency", a, b);
+}
+
+/* One frame of top; rate: replays/s since the last sample (NAN: none);
+ * hist/hist_before: the latency histograms now and at the last sample
+ * (NULL: the daemon gave none). */
+static void ctl_top_frame(const msgpack_object *r, double rate, double interval,
+                          const ctl_hist *hist, const ctl_hist *hist_before)
 {
     char backend[64], up[64], a[64], b[64], c[64], d[64];
     ctl_cell(backend, sizeof backend, proto_map_get(r, "backend"), 1);
@@ -364,16 +619,7 @@ static void ctl_top_frame(const msgpack_object *r, double rate, double interval)
     ctl_fmt(b, sizeof b, ctl_get(r, "replay_count"), 0);
     ctl_fmt(c, sizeof c, ctl_get(r, "eager_count"), 0);
     printf("  %-12s %s/s  (%s graph replays, %s eager in all)\n", "replays", a, b, c);
-    double p50 = ctl_get(r, "p50_replay_us"), p99 = ctl_get(r, "p99_replay_us");
-    if (!isnan(p50) || !isnan(p99)) {
-        ctl_fmt(a, sizeof a, p50, 1);
-        ctl_fmt(b, sizeof b, p99, 1);
-        printf("  %-12s p50 %s us  p99 %s us\n", "latency", a, b);
-    } else {
-        ctl_fmt(a, sizeof a, ctl_get(r, "avg_replay_us"), 1);
-        ctl_fmt(b, sizeof b, ctl_get(r, "avg_eager_us"), 1);
-        printf("  %-12s avg %s us (graph), avg %s us (eager)\n", "latency", a, b);
-    }
+    ctl_top_latency(r, hist, hist_before);
     ctl_fmt(a, sizeof a, ctl_get(r, "graphs_cached"), 0);
     ctl_fmt(b, sizeof b, ctl_get(r, "cache_capacity"), 0);
     ctl_fmt(c, sizeof c, ctl_get(r, "evictions"), 0);
@@ -392,9 +638,26 @@ static int ctl_top(gg_client *c, bool once, double interval)
 {
     bool tty = !once && isatty(STDOUT_FILENO);
     double last_n = NAN, last_t = 0;
+    static ctl_hist hist[2];
+    bool have_hist = false, had_hist = false;
     for (int frame = 0;; frame++) {
         const msgpack_object *r;
-        int rc = gg_client_call(c, "stats", NULL, 0, &r);
+        /* the histograms first: an answer lives until the next call */
+        ctl_hist *now = &hist[frame & 1], *before = &hist[(frame + 1) & 1];
+        had_hist = have_hist;
+        have_hist = false;
+        int rc = gg_client_call(c, "metrics", NULL, 0, &r);
+        if (rc == 0) {
+            const msgpack_object *t = proto_map_get(r, "text");
+            if (t && t->type == MSGPACK_OBJECT_STR) {
+                ctl_hist_parse(now, t->via.str.ptr, t->via.str.size);
+                have_hist = true;   /* empty (no replay yet) is a baseline too */
+            }
+        } else if (!gg_client_connected(c)) {
+            fprintf(stderr, "gfxgraphctl: metrics failed: %s\n", gg_client_last_error(c));
+            return ctl_exit_for(rc);
+        }
+        rc = gg_client_call(c, "stats", NULL, 0, &r);
         if (rc < 0) {
             fprintf(stderr, "gfxgraphctl: stats failed: %s\n", gg_client_last_error(c));
             return ctl_exit_for(rc);
@@ -411,7 +674,8 @@ static int ctl_top(gg_client *c, bool once, double interval)
         }
         if (tty)
             fputs("\033[H\033[2J", stdout);
-        ctl_top_frame(r, rate, interval);
+        ctl_top_frame(r, rate, interval, have_hist ? now : NULL,
+                      have_hist && had_hist ? before : NULL);
         if (fflush(stdout) != 0)
             return EXIT_FAIL;
         if (once)
@@ -584,7 +848,7 @@ int main(int argc, char **argv)
         {"all", no_argument, NULL, 'a'},       {"id", required_argument, NULL, 'I'},
         {NULL, 0, NULL, 0},
     };
-    bool json = false, once = false, all = false;
+    bool json = false, once = false, all = false, help = false;
     double interval = 1;
     const char *sock = NULL, *output = NULL;
     double timeout_s = 10;
@@ -644,8 +908,8 @@ int main(int argc, char **argv)
             break;
         }
         case 'h':
-            ctl_usage(stdout);
-            return EXIT_OK;
+            help = true;   /* COMMAND --help: the command's own, found below */
+            break;
         case 'V':
             printf("gfxgraphctl %s\n", GG_VERSION);
             return EXIT_OK;
@@ -657,26 +921,56 @@ int main(int argc, char **argv)
             return ctl_usage_error();
         }
     }
+    char names[256];
+    size_t no = 0;
+    for (int i = 0; i < NCMDS && no < sizeof names; i++)
+        no += (size_t)snprintf(names + no, sizeof names - no, "%s%s",
+                               i ? (i == NCMDS - 1 ? " or " : ", ") : "", ctl_cmds[i].name);
     if (optind >= argc) {
-        fprintf(stderr, "gfxgraphctl: which command? (stats, health, sessions, cache, top, "
-                        "metrics, evict or kill-session)\n");
+        if (help) {
+            ctl_usage(stdout);
+            return EXIT_OK;
+        }
+        fprintf(stderr, "gfxgraphctl: which command? (%s)\n", names);
         return ctl_usage_error();
     }
     const char *cmd = argv[optind];
-    static const char *const cmds[] = {"stats", "health", "sessions", "cache", "top", "metrics",
-                                       "evict", "kill-session", NULL};
-    bool known = false;
-    for (int i = 0; cmds[i]; i++)
-        known = known || strcmp(cmd, cmds[i]) == 0;
+    const ctl_cmd *known = ctl_find_cmd(cmd);
     if (!known) {
-        fprintf(stderr, "gfxgraphctl: unknown command '%s' (stats, health, sessions, cache, "
-                        "top, metrics, evict or kill-session)\n", cmd);
+        fprintf(stderr, "gfxgraphctl: unknown command '%s' (%s)\n", cmd, names);
         return ctl_usage_error();
     }
-    bool evict = strcmp(cmd, "evict") == 0, kill = strcmp(cmd, "kill-session") == 0;
-    /* evict takes PROGRAM, --id ID or --all, kill-session an ID; the rest nothing */
     int operands = argc - optind - 1;
+    if (strcmp(cmd, "help") == 0) {
+        const ctl_cmd *of = operands >= 1 ? ctl_find_cmd(argv[optind + 1]) : NULL;
+        if (operands > 1 || (operands == 1 && !of)) {
+            fprintf(stderr, "gfxgraphctl: help wants one command (%s)\n", names);
+            return ctl_usage_error();
+        }
+        if (of && strcmp(of->name, "help") != 0)
+            ctl_cmd_help(stdout, of);
+        else
+            ctl_usage(stdout);
+        return EXIT_OK;
+    }
+    if (help) {
+        ctl_cmd_help(stdout, known);
+        return EXIT_OK;
+    }
+    bool evict = strcmp(cmd, "evict") == 0, kill = strcmp(cmd, "kill-session") == 0;
+    bool call = strcmp(cmd, "call") == 0;
+    /* evict takes PROGRAM, --id ID or --all, kill-session an ID, call METHOD
+     * [JSON]; the rest nothing */
     const char *arg = operands == 1 ? argv[optind + 1] : NULL;
+    if (call && (operands < 1 || operands > 2 || !*argv[optind + 1])) {
+        fprintf(stderr, "gfxgraphctl: call wants a method and, if it takes params, a JSON "
+                        "object of them: call METHOD ['{\"key\": value}']\n");
+        return ctl_usage_error();
+    }
+    if (call && json) {
+        fprintf(stderr, "gfxgraphctl: call always prints JSON (no --json)\n");
+        return ctl_usage_error();
+    }
     if (evict && (operands > 1 || (operands == 1) + (prog_id != 0) + all != 1)) {
         fprintf(stderr, "gfxgraphctl: evict wants a program name, --id ID or --all (one of "
                         "them)\n");
@@ -690,7 +984,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "gfxgraphctl: kill-session wants one session id\n");
         return ctl_usage_error();
     }
-    if (!evict && !kill && operands) {
+    if (!evict && !kill && !call && operands) {
         fprintf(stderr, "gfxgraphctl: one command at a time\n");
         return ctl_usage_error();
     }
@@ -715,6 +1009,8 @@ int main(int argc, char **argv)
     /* sessions and cache are parts of the stats answer */
     const char *method = strcmp(cmd, "health") == 0    ? "health"
                          : strcmp(cmd, "metrics") == 0 ? "metrics"
+                         : strcmp(cmd, "config") == 0  ? "config"
+                         : call                        ? argv[optind + 1]
                          : evict                       ? "admin.evict"
                          : kill                        ? "admin.kill_session"
                                                        : "stats";
@@ -736,6 +1032,30 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "top") == 0) {
         int ex = ctl_top(c, once, interval);
+        gg_client_close(c);
+        return ex;
+    }
+    if (call) {
+        char *out = NULL;
+        rc = gg_client_call_json(c, method, operands == 2 ? argv[optind + 2] : NULL, &out);
+        int ex = EXIT_OK;
+        if (rc < 0) {
+            const char *code = gg_client_last_error_code(c);
+            fprintf(stderr, "gfxgraphctl: %s failed: %s%s%s%s\n", method,
+                    gg_client_last_error(c), *code ? " (" : "", code, *code ? ")" : "");
+            /* params that are not JSON are a usage error, found before sending */
+            ex = rc == -EINVAL && strncmp(gg_client_last_error(c), "gg_client_call_json", 19) == 0
+                     ? EXIT_USAGE
+                     : ctl_exit_for(rc);
+        } else {
+            fputs(out, stdout);
+            if (fflush(stdout) != 0 || ferror(stdout)) {
+                fprintf(stderr, "gfxgraphctl: cannot write the output: %s\n", strerror(errno));
+                ex = EXIT_FAIL;
+            }
+        }
+        gg_client_free_json(out);
+        msgpack_sbuffer_destroy(&admin);
         gg_client_close(c);
         return ex;
     }
@@ -788,6 +1108,8 @@ int main(int argc, char **argv)
         ctl_cache_rows("", part);
     } else if (strcmp(cmd, "stats") == 0)
         ex = ctl_print_stats(r);
+    else if (strcmp(cmd, "config") == 0)
+        ex = ctl_print_config(r);
     else
         ex = ctl_print_health(r, ok);
     if (fflush(stdout) != 0 || ferror(stdout)) {

@@ -19,6 +19,11 @@
 int gg_client_call(gg_client *c, const char *method, const void *params, size_t params_len,
                    const msgpack_object **result);
 
+/* Pack the JSON text (one value, nothing after it) into out as MessagePack:
+ * integers that fit as ints, other numbers as float64.  0, or -EINVAL with
+ * where and what went wrong in err. */
+int client_json_pack(const char *text, msgpack_sbuffer *out, char *err, size_t errlen);
+
 /* Whether the socket itself was reached by the last gg_client_connect(): a
  * failed connect with this false could not reach the daemon at all; with it
  * true the daemon answered hello with an error (or closed the connection). */

@@ -16,6 +16,7 @@ static const struct {
     {ECONNREFUSED, "ECONNREFUSED"}, {ENOTCONN, "ENOTCONN"}, {ETIMEDOUT, "ETIMEDOUT"},
     {ECANCELED, "ECANCELED"}, {E2BIG, "E2BIG"}, {ENOSPC, "ENOSPC"}, {EFAULT, "EFAULT"}, {ENOTSUP, "ENOTSUP"},
     {EMFILE, "EMFILE"},   {ENFILE, "ENFILE"},   {EDQUOT, "EDQUOT"},   {EBADF, "EBADF"},
+    {ECONNABORTED, "ECONNABORTED"},
 };
 
 const char *proto_errno_code(int neg_errno)

@@ -106,7 +106,9 @@ static const struct {
 } cfg_env[] = {
     {"GFXGRAPH_SOCKET", "socket"},
     {"GFXGRAPH_BACKEND", "backend"},
+    /* the seed's name first, so GFXGRAPH_LOG_LEVEL wins when both are set */
     {"HGB_LOG_LEVEL", "log-level"},
+    {"GFXGRAPH_LOG_LEVEL", "log-level"},
     {"GFXGRAPH_LOG_TARGET", "log-target"},
     {"GFXGRAPH", "mode"},
     {"GFXGRAPH_VRAM_CAP", "vram-cap"},
@@ -326,6 +328,14 @@ int gg_config_load(gg_config *c, int argc, char **argv, char *err, size_t errlen
         cfg_problems++;
     }
     const char *path = check_file ? check_file : gg_config_file_path(c);
+    /* The level and where it came from: an environment variable of another
+     * spelling is otherwise easy to believe in while it does nothing. */
+    if (rc == 0) {
+        int li = cfg_key_index("log-level");
+        char lv[32];
+        gg_config_value(c, li, lv, sizeof(lv));
+        printf("log-level %s (%s)\n", lv, c->sources[li]);
+    }
     if (cfg_problems) {
         printf("%s: %d problem(s)\n", path, cfg_problems);
         fflush(stdout);

@@ -8,12 +8,14 @@
  * into a pooled write request and queued with uv_write.  A connection
  * carries one session.  Once warm, a request allocates nothing here.
  *
- * Failure modes: a message over max-message-size, bytes that are not
- * MessagePack, or more than max-inflight requests in flight get an error
- * (answered to the msgid where one can be read, else an "error"
- * notification) and the connection is closed after its queued writes
- * flush.  A well-framed message of the wrong shape is answered with EPROTO
- * and the connection stays usable.  A peer that stops reading its
+ * Failure modes: a message over max-message-size, or bytes that are not
+ * MessagePack-RPC (anything but an array at the start of a message: an
+ * HTTP request or a line of text is refused at its first byte, not once
+ * per byte) get one "error" notification and the connection is closed
+ * after its queued writes flush.  An array of the wrong shape is answered
+ * with EPROTO and the connection stays usable.  With max-inflight requests
+ * in flight the connection is not read until one is answered
+ * (backpressure: what the client sent waits in the socket).  A peer that stops reading its
  * responses is cut off once its write queue passes a bound.  A request
  * whose first byte has arrived must be whole within request-timeout-ms, or
  * the connection gets an ETIMEDOUT notification and is closed, so a stalled
@@ -195,18 +197,32 @@ void gg_conn_request_done(gg_conn *c)
     /* inside the read loop, the loop closes it once the rest is answered */
     if (c->rpc->core->stopping && c->inflight == 0 && !c->in_read)
         gg_conn_close(c);
+    /* a place is free: take what the client sent meanwhile (inside the
+     * read loop, the loop itself goes on) */
+    if (c->full && !c->closing && !c->in_read &&
+        c->inflight < c->rpc->core->cfg->max_inflight) {
+        c->full = false;
+        conn_read_resume(c);
+    }
+}
+
+void gg_conn_close_error(gg_conn *c, int err, const char *msg)
+{
+    if (c->closing)
+        return;
+    conn_buf_reset(&c->out);
+    proto_pack_error_notify(&c->out_pk, err, msg);
+    gg_conn_send(c, c->out.data, c->out.size);
+    conn_buf_reset(&c->out);
+    gg_conn_close(c);
 }
 
 /* Send an error for a message that cannot be answered by msgid, then close. */
 static void conn_fatal(gg_conn *c, int err, const char *msg)
 {
-    conn_buf_reset(&c->out);
-    proto_pack_error_notify(&c->out_pk, err, msg);
-    gg_conn_send(c, c->out.data, c->out.size);
-    conn_buf_reset(&c->out);
     gg_log_fields f = {.session = c->sess ? c->sess->id : 0};
     GG_LOG(GG_LOG_INFO, &f, "closing connection: %s", msg);
-    gg_conn_close(c);
+    gg_conn_close_error(c, err, msg);
 }
 
 static void conn_on_request_timeout(uv_timer_t *t)
@@ -244,24 +260,12 @@ static void conn_send_error(gg_conn *c, uint32_t msgid, int err, const char *msg
     conn_buf_reset(&c->out);
 }
 
-/* Count a request; false when it is one too many in flight (answered
- * EBUSY, the connection closing). */
-static bool conn_admit(gg_conn *c, uint32_t msgid)
+/* Count a request.  The read loop takes no request while max-inflight are
+ * in flight, so there is always a place for it. */
+static void conn_admit(gg_conn *c)
 {
-    gg_core *core = c->rpc->core;
-    core->stats.requests++;
+    c->rpc->core->stats.requests++;
     c->sess->requests++;
-    if (c->inflight < core->cfg->max_inflight)
-        return true;
-    char msg[160];
-    snprintf(msg, sizeof(msg),
-             "more than %u requests in flight on one connection; wait for responses "
-             "before sending more", core->cfg->max_inflight);
-    core->stats.errors++;
-    gg_metrics_error(&core->stats.metrics, -EBUSY);
-    conn_send_error(c, msgid, -EBUSY, msg);
-    gg_conn_close(c);
-    return false;
 }
 
 /* A method's error: counted, logged, packed in place of its result. */
@@ -288,8 +292,7 @@ static void conn_handle_request(gg_conn *c, const proto_msg *m, const proto_repl
     gg_core *core = c->rpc->core;
     gg_session *s = c->sess;
     char errmsg[512] = "";
-    if (!conn_admit(c, m->msgid))
-        return;
+    conn_admit(c);
     static const gg_method *replay_method;
     if (rq && !replay_method)
         replay_method = gg_dispatch_find("replay", 6);
@@ -531,8 +534,7 @@ static bool conn_offload(gg_conn *c, size_t off, size_t len)
         .err = {errmsg, sizeof(errmsg)}, .send_fd = -1,
     };
     int rc = 0;
-    if (!conn_admit(c, msgid))
-        goto answered;
+    conn_admit(c);
     if (core->stopping) {
         conn_send_error(c, msgid, -ESHUTDOWN, "the daemon is shutting down");
         goto answered;
@@ -564,6 +566,12 @@ answered:
     return true;
 }
 
+/* fixarray, array 16, array 32 */
+static bool conn_starts_array(uint8_t b)
+{
+    return (b >= 0x90 && b <= 0x9f) || b == 0xdc || b == 0xdd;
+}
+
 static void conn_on_read_locked(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
 {
     (void)buf;
@@ -585,7 +593,9 @@ static void conn_on_read_locked(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
     c->in_read = true;
     /* paused: the rest stays in rbuf until the peer reads (conn_on_write);
      * a stop answers it all (ESHUTDOWN) */
-    while (!c->closing && !c->held && off < c->rlen && (!c->paused || c->rpc->core->stopping)) {
+    unsigned max_inflight = c->rpc->core->cfg->max_inflight;
+    while (!c->closing && !c->held && off < c->rlen &&
+           ((!c->paused && c->inflight < max_inflight) || c->rpc->core->stopping)) {
         /* The common request, a plain replay, is read from its bytes with
          * no unpacking; the general path below takes everything else, and
          * a replay whose bytes have not all come (its scan is then under
@@ -601,6 +611,21 @@ static void conn_on_read_locked(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
                 off += (size_t)r;
                 continue;
             }
+        }
+        /* A message is an array: text (an HTTP request, a typed line) would
+         * otherwise read as one positive fixint per byte, each a message of
+         * the wrong shape */
+        if (c->frame.pos == 0 && !conn_starts_array(c->rbuf[off])) {
+            uint8_t b = c->rbuf[off];
+            char msg[200];
+            snprintf(msg, sizeof(msg), "the byte stream is not MessagePack-RPC: a message is an "
+                     "array, this one starts with byte 0x%02x%s", b,
+                     b >= 0x20 && b < 0x7f ? " (text: is this an HTTP request or a line typed "
+                                             "at the socket?)" : "");
+            c->rpc->core->stats.errors++;
+            gg_metrics_error(&c->rpc->core->stats.metrics, -EPROTO);
+            conn_fatal(c, -EPROTO, msg);
+            return;
         }
         long r = proto_frame_scan(&c->frame, c->rbuf + off, c->rlen - off);
         if (r == 0)
@@ -641,7 +666,13 @@ static void conn_on_read_locked(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
             gg_conn_close(c);
         return;
     }
-    if (!c->paused && !c->held)
+    if (c->inflight >= max_inflight && !c->rpc->core->stopping && !c->full) {
+        /* backpressure: the client waits for an answer, not for an error */
+        c->full = true;
+        uv_read_stop((uv_stream_t *)&c->pipe);
+        uv_timer_stop(&c->req_timer);   /* a partial request waits for us, not the peer */
+    }
+    if (!c->paused && !c->held && !c->full)
         conn_time_request(c, off > 0);
     /* Keep an idle connection's buffer small. */
     if (c->rlen == 0 && c->rcap > 4 * CONN_READ_CHUNK) {
@@ -665,7 +696,7 @@ static void conn_on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
 void conn_read_resume(gg_conn *c)
 {
     conn_on_read_locked((uv_stream_t *)&c->pipe, 0, NULL);
-    if (!c->closing && !c->paused && !c->held && !c->rpc->core->stopping &&
+    if (!c->closing && !c->paused && !c->held && !c->full && !c->rpc->core->stopping &&
         uv_read_start((uv_stream_t *)&c->pipe, conn_alloc, conn_on_read) < 0)
         conn_close_now(c);
 }

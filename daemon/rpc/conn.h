@@ -59,6 +59,9 @@ void gg_rpc_init(gg_rpc *rpc, gg_core *core);
 int gg_conn_accept(gg_rpc *rpc, uv_stream_t *listener);
 /* Graceful close: flush what is queued, then close. */
 void gg_conn_close(struct gg_conn *c);
+/* The same, after an "error" notification with err's code and msg: the
+ * peer learns why its connection ends. */
+void gg_conn_close_error(struct gg_conn *c, int err, const char *msg);
 /* Write len bytes: what the socket takes at once leaves from data, the
  * rest is copied and queued.  false if the connection is gone. */
 bool gg_conn_send(struct gg_conn *c, const char *data, size_t len);

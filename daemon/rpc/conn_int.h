@@ -73,6 +73,10 @@ typedef struct gg_conn {
      * reading pauses until the peer has taken enough of them. */
     size_t queued, queued_peak;
     bool paused;                    /* reading stopped for the queue */
+    /* max-inflight requests in flight: reading stops (what is read stays
+     * in rbuf) until one of them is answered; the client is never cut off
+     * for sending ahead */
+    bool full;
     bool pause_logged;
     bool refused;                   /* refused at accept: holds no slot */
     bool in_read;                   /* inside the read loop */

@@ -17,6 +17,7 @@ static const gg_method dispatch_methods[] = {
     M("hello", gg_method_hello, "protocol", "client",),
     M("stats", gg_method_stats),
     M("health", gg_method_health),
+    M("config", gg_method_config),
     M("metrics", gg_method_metrics),
     M("buffer.register", gg_method_buffer_register, "handle", "offset", "size", "fd",),
     M("buffer.release", gg_method_buffer_release, "id",),

@@ -73,6 +73,7 @@ const gg_method *gg_dispatch_table(size_t *n);
 int gg_method_hello(gg_call *c);      /* methods_info.c */
 int gg_method_stats(gg_call *c);
 int gg_method_health(gg_call *c);
+int gg_method_config(gg_call *c);
 int gg_method_buffer_register(gg_call *c);   /* methods_buffer.c */
 int gg_method_buffer_release(gg_call *c);
 int gg_method_buffer_list(gg_call *c);

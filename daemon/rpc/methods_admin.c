@@ -147,7 +147,13 @@ int gg_method_admin_kill_session(gg_call *c)
            (unsigned)s->uid, s->client, (unsigned)c->sess->uid, (int)c->sess->pid,
            (unsigned long long)c->sess->id);
     /* The client's own disconnect path: answers already queued still go,
-     * then the fast-path region closes and the session is detached. */
-    gg_conn_close(cn);
+     * then the fast-path region closes and the session is detached.  The
+     * client is told first, with a code of its own (ECONNABORTED), so it
+     * can tell an operator's kill from a daemon that died. */
+    char why[200];
+    snprintf(why, sizeof(why), "session %llu was closed by an operator (admin.kill_session, "
+             "gfxgraphctl kill-session, by uid %u pid %d)", (unsigned long long)s->id,
+             (unsigned)c->sess->uid, (int)c->sess->pid);
+    gg_conn_close_error(cn, -ECONNABORTED, why);
     return 0;
 }

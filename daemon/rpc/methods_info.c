@@ -1,10 +1,11 @@
-/* hello, stats, health. */
+/* hello, stats, health, config. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "base/config.h"
 #include "core/cache.h"
 #include "rpc/dispatch.h"
 #include "core/exec.h"
@@ -278,4 +279,28 @@ int gg_method_health(gg_call *c)
     j->ctx = c->rpc;
     gg_exec_queue(c->core, j);
     return GG_CALL_ASYNC;
+}
+
+/* The running settings, each with where it came from: after a reload
+ * (SIGHUP) the live ones show their new value and source, the others the
+ * value the daemon still runs with.  Nothing in them is secret, so every
+ * client may ask. */
+int gg_method_config(gg_call *c)
+{
+    const gg_config *cfg = c->core->cfg;
+    msgpack_packer *pk = c->pk;
+    char v[512];
+    msgpack_pack_map(pk, 2);
+    proto_pack_kv_str(pk, "file", gg_config_file_path(cfg));
+    proto_pack_key(pk, "settings");
+    msgpack_pack_array(pk, GG_CFG_NKEYS);
+    for (int i = 0; i < GG_CFG_NKEYS; i++) {
+        gg_config_value(cfg, i, v, sizeof(v));
+        msgpack_pack_map(pk, 4);
+        proto_pack_kv_str(pk, "key", gg_config_key_name(i));
+        proto_pack_kv_str(pk, "value", v);
+        proto_pack_kv_str(pk, "source", cfg->sources[i]);
+        proto_pack_kv_bool(pk, "live", gg_config_key_live(i));
+    }
+    return 0;
 }

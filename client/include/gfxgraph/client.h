@@ -110,6 +110,20 @@ GG_CLIENT_API const char *gg_client_last_error(const gg_client *c);
 /* Its symbolic code ("EINVAL", "ENOTCONN", ...), "" when none.  Never NULL. */
 GG_CLIENT_API const char *gg_client_last_error_code(const gg_client *c);
 
+/* ---- any method, in JSON --------------------------------------------------- */
+
+/* Call any method of PROTOCOL.md by name: params_json is a JSON object of its
+ * params (NULL, "" or "{}": none); on success *result_json is the answer as
+ * JSON text (NaN and infinities as null, bytes as hex strings), to be freed
+ * with gg_client_free_json().  0 or a negative errno (the daemon's error as
+ * for any call: gg_client_last_error_code() is its code); -EINVAL with the
+ * offset and the problem when params_json is not a JSON object.  For tools
+ * and language bindings that would otherwise need a MessagePack library of
+ * their own (gfxgraphctl call; the Python package's stats and health). */
+GG_CLIENT_API int gg_client_call_json(gg_client *c, const char *method, const char *params_json,
+                                      char **result_json);
+GG_CLIENT_API void gg_client_free_json(char *json);
+
 /* ---- what the daemon said in hello (valid while connected; "" / 0 before) - */
 
 GG_CLIENT_API const char *gg_client_socket_path(const gg_client *c);
