@@ -12,7 +12,8 @@
 #include "proto.h"
 
 const double gg_metrics_bounds_us[GG_METRICS_NBOUNDS] = {
-    1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000,
+    1,   2,   5,   10,  20,  50,  100, 200, 500, 1e3, 2e3,
+    5e3, 1e4, 2e4, 5e4, 1e5, 2e5, 5e5, 1e6, 2e6, 5e6, 1e7,
 };
 
 static void metrics_observe(gg_metrics_hist *h, double us)
@@ -143,8 +144,16 @@ static void metrics_value(gg_metrics_buf *b, double v)
         gg_metrics_printf(b, " NaN\n");
     else if (v == floor(v) && fabs(v) < 1e15)
         gg_metrics_printf(b, " %.0f\n", v);
-    else
-        gg_metrics_printf(b, " %.17g\n", v);
+    else {
+        /* the shortest form that reads back as the same double */
+        char t[40];
+        for (int prec = 15; prec <= 17; prec++) {
+            snprintf(t, sizeof t, "%.*g", prec, v);
+            if (strtod(t, NULL) == v)
+                break;
+        }
+        gg_metrics_printf(b, " %s\n", t);
+    }
 }
 
 void gg_metrics_sample(gg_metrics_buf *b, const char *name, const char *label, const char *value,
@@ -216,13 +225,13 @@ void gg_metrics_render(const gg_metrics *m, gg_metrics_buf *b)
     for (int p = 0; p < GG_PATH_COUNT; p++)
         gg_metrics_sample(b, "gfxgraph_replays_total", "path", paths[p], (double)m->replays[p]);
 
-    /* by code name: errnos the wire has no name for are EIO there too */
+    /* by code name: errnos the wire has no name for are EIO there too.
+     * Every errno below the cap is visited, counted or not, so each code the
+     * wire names gets its series from the start. */
     const char *names[GG_METRICS_MAX_ERRNO];
     uint64_t counts[GG_METRICS_MAX_ERRNO];
     int n = 0;
     for (int e = 1; e < GG_METRICS_MAX_ERRNO; e++) {
-        if (!m->errors[e])
-            continue;
         const char *code = proto_errno_code(-e);
         int k = 0;
         while (k < n && strcmp(names[k], code) != 0)

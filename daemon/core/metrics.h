@@ -18,8 +18,10 @@
 
 #include "base/config.h"
 
-/* upper bounds in microseconds; the last bucket (+Inf) is implicit */
-#define GG_METRICS_NBOUNDS 13
+/* upper bounds in microseconds, 1-2-5 steps from 1 us to 10 s: a fast-path
+ * hit and a replay stuck behind a long capture or a slow device both land
+ * in a bucket of their own.  The last bucket (+Inf) is implicit. */
+#define GG_METRICS_NBOUNDS 22
 #define GG_METRICS_MAX_SERIES 64
 /* "other" series: one per bucket value seen, then one catch-all */
 #define GG_METRICS_MAX_OTHER (GG_MAX_BUCKETS + 2)
@@ -83,7 +85,14 @@ void gg_metrics_sample(gg_metrics_buf *b, const char *name, const char *label, c
                        double v);
 /* A label value with \, " and newline escaped (the exposition format's rule). */
 void gg_metrics_escape(gg_metrics_buf *b, const char *value);
-/* The replay counters, the errors by code and the two histogram families. */
+/* The replay counters, the errors by code (every code the wire names, at
+ * zero until it happens, so rate() and increase() see the first error) and
+ * the two histogram families. */
 void gg_metrics_render(const gg_metrics *m, gg_metrics_buf *b);
+/* The standard process_* metrics of the calling process (the names and
+ * meanings of Prometheus' client libraries), read from /proc: CPU seconds,
+ * start time (Unix seconds), resident and virtual memory, open and maximum
+ * file descriptors.  A figure /proc does not give is left out. */
+void gg_metrics_process(gg_metrics_buf *b);
 
 #endif

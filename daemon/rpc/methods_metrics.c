@@ -3,8 +3,14 @@
  * that speaks the protocol (docs/metrics.md lists the names).
  *
  * The answer is {text: "..."}.  Its size is bounded: the histogram series
- * are capped (core/metrics.h), about 3 KB each, so the text stays under
- * 400 KB whatever the clients do. */
+ * are capped (core/metrics.h), each at most about 6 KB per family with the
+ * longest escaped program name, so the text stays under 1.5 MB whatever
+ * the clients do (test_metrics_format renders that worst case), far below
+ * the protocol's message limit.
+ *
+ * The process_* metrics are the daemon's own: an exporter that relays this
+ * text (gfxgraph-exporter) adds only gfxgraph_up, so a restart of the
+ * daemon shows in process_start_time_seconds. */
 #include <errno.h>
 #include <stdlib.h>
 
@@ -51,6 +57,7 @@ int gg_method_metrics(gg_call *c)
     metrics_one(&b, "gfxgraph_uptime_seconds", "gauge", "Seconds since the daemon started.",
                 (double)((now - core->started_ms) / 1000));
 
+    gg_metrics_process(&b);
     gg_metrics_render(&st->metrics, &b);
 
     metrics_one(&b, "gfxgraph_requests_total", "counter",
