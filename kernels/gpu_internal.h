@@ -337,6 +337,17 @@ int gg_gpu_matmul_launch(gg_gpu_ctx *c, const gg_op_def *op, const gg_tensor *in
 int gg_gpu_attention_launch(gg_gpu_ctx *c, const gg_op_def *op, const gg_tensor *in, int nin,
                             const gg_tensor *out, int nout, const gg_op_attrs *attrs);
 
+/* ---- elementwise and reductions (gpu_elementwise.hip, gpu_reduce.hip) ------------- */
+
+/* The elementwise family's general forms (every op of GG_FAM_ELEMENTWISE
+ * but copy, scale, gelu, silu, silu_mul and add/mul in gg_ew_legacy_form)
+ * and the reductions, on checked operands: 0, or a negative errno with the
+ * message set. */
+int gg_gpu_elementwise_launch(gg_gpu_ctx *c, const gg_op_def *op, int kind, const gg_tensor *in,
+                              int nin, const gg_tensor *out, const gg_op_attrs *attrs);
+int gg_gpu_reduce_launch(gg_gpu_ctx *c, const gg_op_def *op, int kind, const gg_tensor *in,
+                         int nin, const gg_tensor *out, const gg_op_attrs *attrs);
+
 /* ---- fused ops (gpu_fused.hip) ---------------------------------------------------- */
 
 /* Fused op `op` of kind `kind` (ops.h: gg_fused_kind) on in/out: 0, or a

@@ -215,6 +215,18 @@ extern "C" int gg_gpu_op_supported(const gg_op_def *op, gg_dtype dt)
         return 0;
     switch (row->family) {
     case GG_FAM_ELEMENTWISE:
+        switch (row->id) {
+        case GG_OP_COPY:
+        case GG_OP_SCALE:
+        case GG_OP_GELU:
+        case GG_OP_SILU:
+        case GG_OP_SILU_MUL:
+            return gg_dtype_is_float(dt);
+        default: /* gpu_elementwise.hip: every dtype the op's rule takes */
+            return (int)dt >= 0 && dt < GG_DT_COUNT;
+        }
+    case GG_FAM_REDUCE:
+        return gg_dtype_is_float(dt) || gg_dtype_is_int(dt);
     case GG_FAM_NORM:
     case GG_FAM_LINEAR:
     case GG_FAM_DECODE:
@@ -1013,6 +1025,29 @@ static int launch_dt(gg_gpu_ctx *c, const gg_op_def *op, int kind,
     return gg_gpu_fail(-ENOTSUP, "%s: no GPU kernel", op->name);
 }
 
+/* copy, scale, gelu, silu, silu_mul on floats, and add/mul in their older
+ * forms: the vector kernels of this file. */
+static bool ew_vector_form(int kind, const gg_tensor *in, int nin, const gg_tensor *out)
+{
+    switch (kind) {
+    case GG_OP_COPY:
+    case GG_OP_SCALE:
+    case GG_OP_GELU:
+    case GG_OP_SILU:
+    case GG_OP_SILU_MUL:
+        return nin >= 1 && gg_dtype_is_float(in[0].desc.dtype);
+    case GG_OP_ADD:
+    case GG_OP_MUL: {
+        if (nin != 2)
+            return false;
+        const gg_tensor_desc d[2] = {in[0].desc, in[1].desc};
+        return gg_ew_legacy_form(d, nin, &out[0].desc) != 0;
+    }
+    default:
+        return false;
+    }
+}
+
 extern "C" int gg_gpu_op_launch(gg_gpu_ctx *c, const gg_op_def *op, const gg_tensor *in, int nin,
                                 const gg_tensor *out, int nout, const gg_op_attrs *attrs)
 {
@@ -1038,7 +1073,18 @@ extern "C" int gg_gpu_op_launch(gg_gpu_ctx *c, const gg_op_def *op, const gg_ten
         return gg_gpu_matmul_launch(c, op, in, nin, out, nout, attrs);
     case GG_FAM_ATTENTION: /* gpu_sdpa.hip */
         return gg_gpu_attention_launch(c, op, in, nin, out, nout, attrs);
-    case GG_FAM_ELEMENTWISE: /* below, on one shared dtype */
+    case GG_FAM_REDUCE: /* gpu_reduce.hip */
+        return gg_gpu_reduce_launch(c, op, kind, in, nin, out, attrs);
+    case GG_FAM_ELEMENTWISE:
+        /* a cast between floating dtypes: gpu_decode.hip's vector kernel */
+        if (kind == GG_OP_CAST && nin == 1 && gg_dtype_is_float(in[0].desc.dtype) &&
+            gg_dtype_is_float(out[0].desc.dtype))
+            return gg_gpu_decode_launch(c, op, kind, in, nin, out, attrs);
+        /* the vector kernels below take the older ops on one floating dtype;
+         * everything else is gpu_elementwise.hip's */
+        if (!ew_vector_form(kind, in, nin, out))
+            return gg_gpu_elementwise_launch(c, op, kind, in, nin, out, attrs);
+        break;
     case GG_FAM_NORM:
     case GG_FAM_LINEAR:
         break;

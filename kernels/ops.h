@@ -64,6 +64,8 @@ typedef struct {
     gg_attr_kind kind;
     double def;                     /* default value (choice: index) */
     const char *const *choices;     /* GG_ATTR_CHOICE: NULL-terminated names */
+    int nonfinite;                  /* GG_ATTR_FLOAT: 1 when +-inf and NaN are values too
+                                     * (fill's value, a binary op's scalar) */
 } gg_attr_spec;
 
 /* Attribute values in the order of the op's attr specs; a choice holds the
@@ -155,6 +157,12 @@ void gg_store_i64(void *p, gg_dtype dt, int64_t i, int64_t v); /* as cast from i
  * overlap its inputs. */
 void gg_ops_run_cpu(const gg_op_def *op, const gg_tensor *in, int nin, const gg_tensor *out,
                     int nout, const gg_op_attrs *attrs);
+
+/* 1 when add or mul operands (checked) are in the forms older than
+ * broadcasting: two floating inputs, a of y's size, b of y's size or a row
+ * vector of y's last dim.  The references and kernels of those forms are
+ * the ones the planner's fused chains share. */
+int gg_ew_legacy_form(const gg_tensor_desc *in, int nin, const gg_tensor_desc *y);
 
 /* Operand names as used in check messages ("x", "w", "b", "y", ...), or NULL
  * when i is out of range (inputs: 0..nin_max-1, outputs: 0..nout-1). */

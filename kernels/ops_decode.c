@@ -1,5 +1,5 @@
 /* The decode-step family (embedding, rope, cache_write, attention_decode,
- * argmax, cast): rows and rules, each op stating its own dtypes (CPU
+ * argmax): rows and rules, each op stating its own dtypes (CPU
  * references in ops_cpu.c). */
 #include "ops_rules.h"
 
@@ -121,18 +121,6 @@ static int dec_check_argmax(const gg_op_def *op, const gg_tensor_desc *in, int n
     return gg_rule_out(op, &out[0], &want, "the leading dims of x", err, errlen);
 }
 
-static int dec_check_cast(const gg_op_def *op, const gg_tensor_desc *in, int nin,
-                          const gg_tensor_desc *out, int nout, const gg_op_attrs *attrs,
-                          char *err, size_t errlen)
-{
-    GG_RULE_COMMON_NODT();
-    int rc;
-    if ((rc = gg_rule_dtype(op, "x", &in[0], 1, err, errlen)) ||
-        (rc = gg_rule_dtype(op, "y", &out[0], 1, err, errlen)))
-        return rc;
-    return gg_rule_out(op, &out[0], &in[0], "the shape of x", err, errlen);
-}
-
 static const char *const dec_rope_styles[] = {"neox", "gptj", NULL};
 
 GG_OP_ROW(EMBEDDING, .nin_min = 2, .nin_max = 2, .nout = 1, .in_names = {"ids", "table"},
@@ -153,5 +141,3 @@ GG_OP_ROW(ATTENTION_DECODE, .nin_min = 4, .nin_max = 4, .nout = 1,
           .check = dec_check_attention, .cpu = gg_cpu_attention_decode);
 GG_OP_ROW(ARGMAX, .nin_min = 1, .nin_max = 1, .nout = 1, .in_names = {"x"}, .out_names = {"y"},
           .check = dec_check_argmax, .cpu = gg_cpu_argmax);
-GG_OP_ROW(CAST, .nin_min = 1, .nin_max = 1, .nout = 1, .in_names = {"x"}, .out_names = {"y"},
-          .check = dec_check_cast, .cpu = gg_cpu_cast);

@@ -61,7 +61,40 @@
     X(CACHE_WRITE, "cache_write", DECODE)                \
     X(ATTENTION_DECODE, "attention_decode", DECODE)      \
     X(ARGMAX, "argmax", DECODE)                          \
-    X(CAST, "cast", DECODE)                              \
+    X(CAST, "cast", ELEMENTWISE)                         \
+    X(SUB, "sub", ELEMENTWISE)                           \
+    X(DIV, "div", ELEMENTWISE)                           \
+    X(POW, "pow", ELEMENTWISE)                           \
+    X(MAXIMUM, "maximum", ELEMENTWISE)                   \
+    X(MINIMUM, "minimum", ELEMENTWISE)                   \
+    X(EQ, "eq", ELEMENTWISE)                             \
+    X(NE, "ne", ELEMENTWISE)                             \
+    X(LT, "lt", ELEMENTWISE)                             \
+    X(LE, "le", ELEMENTWISE)                             \
+    X(GT, "gt", ELEMENTWISE)                             \
+    X(GE, "ge", ELEMENTWISE)                             \
+    X(BITWISE_AND, "bitwise_and", ELEMENTWISE)           \
+    X(BITWISE_OR, "bitwise_or", ELEMENTWISE)             \
+    X(BITWISE_XOR, "bitwise_xor", ELEMENTWISE)           \
+    X(BITWISE_NOT, "bitwise_not", ELEMENTWISE)           \
+    X(WHERE, "where", ELEMENTWISE)                       \
+    X(NEG, "neg", ELEMENTWISE)                           \
+    X(ABS, "abs", ELEMENTWISE)                           \
+    X(RSQRT, "rsqrt", ELEMENTWISE)                       \
+    X(SQRT, "sqrt", ELEMENTWISE)                         \
+    X(EXP, "exp", ELEMENTWISE)                           \
+    X(LOG, "log", ELEMENTWISE)                           \
+    X(TANH, "tanh", ELEMENTWISE)                         \
+    X(SIN, "sin", ELEMENTWISE)                           \
+    X(COS, "cos", ELEMENTWISE)                           \
+    X(SIGMOID, "sigmoid", ELEMENTWISE)                   \
+    X(RECIP, "recip", ELEMENTWISE)                       \
+    X(FILL, "fill", ELEMENTWISE)                         \
+    X(ARANGE, "arange", ELEMENTWISE)                     \
+    X(SUM, "sum", REDUCE)                                \
+    X(MEAN, "mean", REDUCE)                              \
+    X(AMAX, "amax", REDUCE)                              \
+    X(AMIN, "amin", REDUCE)                              \
     X(STRIDED_COPY, "strided_copy", MOVEMENT)            \
     X(CAT, "cat", MOVEMENT)                              \
     X(INDEX_COPY, "index_copy", MOVEMENT)                \

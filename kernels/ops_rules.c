@@ -83,7 +83,7 @@ static int rule_attrs(const gg_op_def *op, const gg_op_attrs *attrs, char *err, 
         const gg_attr_spec *s = &op->attrs[i];
         double v = gg_rule_attr(op, attrs, i);
         if (s->kind == GG_ATTR_FLOAT) {
-            if (!isfinite(v) || !isfinite((float)v))
+            if (!s->nonfinite && (!isfinite(v) || !isfinite((float)v)))
                 return gg_rule_fail(err, errlen, "%s: %s must be a finite f32 number, got %g",
                                     op->name, s->name, v);
         } else {

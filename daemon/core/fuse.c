@@ -95,8 +95,9 @@ static int fz_add_rmsnorm(const fz_ctx *c, int i, gg_pnode *f)
     if (i + 1 >= br->nnodes)
         return 0;
     const gg_pnode *a = &br->nodes[i], *r = &br->nodes[i + 1];
-    if (!fz_is(a, GG_OP_ADD) || !fz_is(r, GG_OP_RMSNORM) || r->in[0] != a->out[0] ||
-        !fz_same_shape(c, a->in[0], a->in[1]) || r->in[1] == a->out[0])
+    if (!fz_is(a, GG_OP_ADD) || a->nin != 2 || !fz_is(r, GG_OP_RMSNORM) ||
+        r->in[0] != a->out[0] || !fz_same_shape(c, a->in[0], a->in[1]) ||
+        r->in[1] == a->out[0])
         return 0;
     int in[3] = {a->in[0], a->in[1], r->in[1]}, out[2] = {a->out[0], r->out[0]};
     if (!fz_safe(c, out, 2, in, 3, a->in[0], true))
@@ -205,7 +206,8 @@ static int fz_linear_act(const fz_ctx *c, int i, gg_pnode *f)
         const gg_pnode *a = &br->nodes[i + used];
         const gg_ptensor *b = a->nin == 2 ? fz_t(c, a->in[1]) : NULL;
         const gg_ptensor *h = fz_t(c, cur);
-        if (fz_is(a, GG_OP_ADD) && a->in[0] == cur && a->in[1] != cur && b->desc.ndim == 1 &&
+        if (fz_is(a, GG_OP_ADD) && b && a->in[0] == cur && a->in[1] != cur &&
+            b->desc.ndim == 1 &&
             b->batch_dim < 0 && b->desc.dims[0] == h->desc.dims[h->desc.ndim - 1] &&
             (a->out[0] == cur || !fz_needed_after(c, cur, i + used))) {
             in[2] = a->in[1];
@@ -244,8 +246,26 @@ static int fz_linear_act(const fz_ctx *c, int i, gg_pnode *f)
 
 /* ---- elementwise chains -------------------------------------------------------- */
 
+/* e may be the other operand of a chain step on x: the forms the fused
+ * kernels take (x's shape, or for add and mul a row vector of x's last dim),
+ * on a floating x.  add and mul broadcast more generally, take one input and
+ * a scalar, and take integers: such a node ends the chain instead. */
+static bool fz_ew_operand_ok(const fz_ctx *c, int code, int e, int x)
+{
+    const gg_ptensor *te = fz_t(c, e), *tx = fz_t(c, x);
+    if (!gg_dtype_is_float(tx->desc.dtype))
+        return false;
+    if (fz_same_shape(c, e, x))
+        return true;
+    return (code == GG_EW_ADD || code == GG_EW_MUL) && te->desc.dtype == tx->desc.dtype &&
+           te->desc.ndim == 1 && te->batch_dim < 0 &&
+           te->desc.dims[0] == tx->desc.dims[tx->desc.ndim - 1];
+}
+
 static int fz_ew_code(const gg_pnode *n, bool value_right)
 {
+    if ((fz_is(n, GG_OP_ADD) || fz_is(n, GG_OP_MUL)) && n->nin != 2)
+        return 0;
     if (fz_is(n, GG_OP_ADD))
         return GG_EW_ADD;
     if (fz_is(n, GG_OP_MUL))
@@ -268,6 +288,8 @@ static int fz_ew_code(const gg_pnode *n, bool value_right)
 static int fz_ew_chain(const fz_ctx *c, int i, gg_pnode *f)
 {
     const gg_branch *br = c->br;
+    if (br->nodes[i].nin < 1)   /* fill, arange: nothing to chain onto */
+        return 0;
     gg_ew_steps st = {0};
     int ext[1 + 3] = {br->nodes[i].in[0]}, next = 1;   /* x, then e1..e3 */
     int reads[2 * GG_EW_MAX_STEPS], nreads = 0;        /* every outside read, for fz_safe */
@@ -291,7 +313,9 @@ static int fz_ew_chain(const fz_ctx *c, int i, gg_pnode *f)
             break;
         }
         int code = fz_ew_code(n, right);
-        if (!code || !fz_same_shape(c, n->out[0], x))
+        if (!code || !fz_same_shape(c, n->out[0], x) ||
+            !gg_dtype_is_float(fz_t(c, x)->desc.dtype) ||
+            (e >= 0 && !fz_ew_operand_ok(c, code, e, x)))
             break;
         int slot = 0;
         if (e >= 0) {

@@ -188,6 +188,8 @@ int gg_program_find_tensor(const gg_program *p, const msgpack_object *o)
 static int prog_operands(const gg_program *p, const msgpack_object *arr, int *idx, int min,
                          int max, const char *what, int ni, const char *opname, proto_errbuf *e)
 {
+    if (!arr && min == 0) /* an op of no inputs (fill, arange) may leave them out */
+        return 0;
     if (!arr || arr->type != MSGPACK_OBJECT_ARRAY)
         return proto_fail(e, -EINVAL, "node %d (%s): '%s' must be an array of tensor names", ni,
                           opname, what);
