@@ -212,15 +212,13 @@ static void test_malformed(h_daemon *d)
     NEXT_RESPONSE(12, "EPROTO");
     CHECK(stats_ok(&c, 13));
 
-    /* no msgid to answer: an error notification, and the connection stays */
+    /* an array with no msgid to answer: an error notification, and the
+     * connection stays */
     static const struct {
         const char *what;
         const char *bytes;
         size_t len;
     } nomsgid[] = {
-        {"an int", "\x2a", 1},
-        {"a map", "\x81\xa1k\x01", 4},
-        {"a string", "\xa5hello", 6},
         {"msgid a string", "\x94\x00\xa1x\xa5stats\x90", 11},
         {"msgid negative", "\x94\x00\xff\xa5stats\x90", 10},
         {"type 7", "\x94\x07\x01\xa5stats\x90", 10},
@@ -232,6 +230,36 @@ static void test_malformed(h_daemon *d)
         CHECKF(stats_ok(&c, 100 + (uint32_t)i), "after %s the connection still works",
                nomsgid[i].what);
     }
+    /* Not an array: not MessagePack-RPC at all.  One error notification
+     * (at the first byte, not one per byte of text), then the connection
+     * closes; the daemon serves the next one. */
+    static const struct {
+        const char *what;
+        const char *bytes;
+        size_t len;
+        const char *says;
+    } notrpc[] = {
+        {"an int", "\x2a", 1, "starts with byte 0x2a (text"},
+        {"a map", "\x81\xa1k\x01", 4, "starts with byte 0x81"},
+        {"a string", "\xa5hello", 6, "starts with byte 0xa5"},
+        {"an HTTP request", "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", 34,
+         "starts with byte 0x47 (text: is this an HTTP request"},
+    };
+    for (size_t i = 0; i < sizeof notrpc / sizeof notrpc[0]; i++) {
+        h_conn t;
+        if (!CHECK(h_conn_open(&t, d->sock) == 0))
+            continue;
+        CHECK(hello(&t, 1));
+        CHECK(h_conn_send(&t, notrpc[i].bytes, notrpc[i].len) == 0);
+        expect_notify(&t, "EPROTO", msg, sizeof msg);
+        CHECKF(strstr(msg, notrpc[i].says) != NULL, "%s: the message says \"%s\" (got \"%s\")",
+               notrpc[i].what, notrpc[i].says, msg);
+        /* nothing more: the connection ends after the one error */
+        expect_eof(&t);
+        h_conn_close(&t);
+    }
+    CHECK(stats_ok(&c, 150));
+
     /* a response and a notification from the client are ignored */
     static const uint8_t resp[] = {0x94, 0x01, 0x05, 0xc0, 0x80};
     static const uint8_t note[] = {0x93, 0x02, 0xa4, 'p', 'i', 'n', 'g', 0x90};

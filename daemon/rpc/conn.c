@@ -671,6 +671,13 @@ static void conn_on_read_locked(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
         c->full = true;
         uv_read_stop((uv_stream_t *)&c->pipe);
         uv_timer_stop(&c->req_timer);   /* a partial request waits for us, not the peer */
+        if (!c->full_logged) {
+            c->full_logged = true;
+            gg_log_fields f = {.session = c->sess ? c->sess->id : 0};
+            GG_LOG(GG_LOG_INFO, &f, "client pid %d has %u requests in flight (max-inflight): "
+                   "its connection is not read until one is answered (logged once per "
+                   "connection)", c->sess ? (int)c->sess->pid : -1, c->inflight);
+        }
     }
     if (!c->paused && !c->held && !c->full)
         conn_time_request(c, off > 0);

@@ -77,6 +77,7 @@ typedef struct gg_conn {
      * in rbuf) until one of them is answered; the client is never cut off
      * for sending ahead */
     bool full;
+    bool full_logged;
     bool pause_logged;
     bool refused;                   /* refused at accept: holds no slot */
     bool in_read;                   /* inside the read loop */
