@@ -1,32 +1,47 @@
 # gfxgraph: thin wrapper over CMake.  Quick start on Debian 12:
-#   make demo    install what is missing, build, run the demo against a daemon
+#   make demo    install what is missing, build what the demo needs, run it
 #   make test    the whole suite: cpu build, ASan+UBSan build, AMD and NVIDIA builds
 .POSIX:
 SHELL := /bin/bash
 
 JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
-GPU     ?= auto
 CMAKE   ?= cmake
 CTEST   ?= ctest
 NVCC    ?= $(shell command -v nvcc 2>/dev/null || ( [ -x /usr/local/cuda/bin/nvcc ] && echo /usr/local/cuda/bin/nvcc ))
-DEBS     = gcc g++ make cmake pkgconf libuv1-dev libmsgpack-dev libsystemd-dev systemd \
-           hipcc libamdhip64-dev python3 python3-numpy python3-prometheus-client \
-           clang libclang-rt-14-dev
+# GPU: what build/ is configured for (auto|hip|cuda|off); an explicit GPU=
+# reconfigures an existing tree.  Unset, a new tree takes auto (every GPU
+# compiler found is used) for `make test`, so that the CI machine's build/ is
+# its AMD build, and for the other targets auto only on a machine with a GPU
+# device (/dev/kfd, /dev/nvidiactl), else off: a first `make demo` without
+# a GPU compiles no GPU code.  An existing tree keeps what it was given.
+GPU     ?=
+GPU_HAVE_DEVICE := $(shell [ -e /dev/kfd ] || [ -e /dev/nvidiactl ] && echo yes)
+GPU_DEFAULT      = $(if $(GPU_HAVE_DEVICE),auto,off)
+test test-main: GPU_DEFAULT = auto
+GPU_EFF          = $(or $(GPU),$(GPU_DEFAULT))
+# Debian packages: what a cpu build and the demo need; what the whole suite
+# adds (GPU compilers, Python, fuzzing); what `make deb` adds.
+DEBS_BASE = gcc make cmake pkgconf libuv1-dev libmsgpack-dev libsystemd-dev
+DEBS_GPU  = hipcc libamdhip64-dev
+DEBS      = $(DEBS_BASE) $(DEBS_GPU) g++ systemd python3 python3-numpy python3-pip \
+            python3-prometheus-client clang libclang-rt-14-dev
+DEBS_DEB  = $(DEBS_BASE) dpkg-dev debhelper lintian fakeroot
+# The demo on a machine with an AMD GPU uses it (hipcc for the kernels).
+DEBS_DEMO = $(DEBS_BASE) $(if $(wildcard /dev/kfd),$(DEBS_GPU))
 SUDO     = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # The build tree of build, demo, test-main and install.
 BUILD   ?= build
+# What the demo runs: the daemon, the demo client, gfxgraphctl.
+DEMO_TARGETS = gfxgraphd gfxgraph-demo gfxgraphctl
 # NODEPS=1: never look for or install packages (a machine, or a test, that
 # has what it needs and must not run apt-get).
 NODEPS  ?=
 
-.PHONY: all deps build demo test test-main test-asan test-hip test-cuda test-fuzz fuzz install clean gpu-check
-
-all: build
-
-# Install only what is missing; a machine that has everything is left alone.
-deps:
-	@if [ -n "$(NODEPS)" ]; then echo "build dependencies: not checked (NODEPS=$(NODEPS))"; exit 0; fi; \
-	missing=""; for p in $(DEBS); do \
+# $(call gg_install_missing,PACKAGES): apt-get install of the ones not
+# installed; a machine that has everything is left alone.
+define gg_install_missing
+@if [ -n "$(NODEPS)" ]; then echo "build dependencies: not checked (NODEPS=$(NODEPS))"; exit 0; fi; \
+	missing=""; for p in $(1); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
@@ -34,14 +49,38 @@ deps:
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
 	else echo "build dependencies: all present"; fi
+endef
 
-$(BUILD)/CMakeCache.txt:
-	$(CMAKE) -S . -B $(BUILD) -DGFXGRAPH_GPU=$(GPU) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+.PHONY: all deps deps-demo deps-deb configure build demo test test-main test-asan test-hip test-cuda test-fuzz fuzz install clean gpu-check
 
-build: deps $(BUILD)/CMakeCache.txt
+all: build
+
+deps:
+	$(call gg_install_missing,$(DEBS))
+
+deps-demo:
+	$(call gg_install_missing,$(DEBS_DEMO))
+
+deps-deb:
+	$(call gg_install_missing,$(DEBS_DEB))
+
+# A new tree is configured with GPU_EFF; an existing one only when GPU= is
+# given and differs from its setting.
+configure:
+	@cached=$$(sed -n 's/^GFXGRAPH_GPU:STRING=//p' $(BUILD)/CMakeCache.txt 2>/dev/null); \
+	if [ -z "$$cached" ] || { [ -n "$(GPU)" ] && [ "$$cached" != "$(GPU)" ]; }; then \
+	  echo "configuring $(BUILD)/ with GFXGRAPH_GPU=$(GPU_EFF)"; \
+	  $(CMAKE) -S . -B $(BUILD) -DGFXGRAPH_GPU=$(GPU_EFF) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null; \
+	fi
+
+build: deps configure
 	$(CMAKE) --build $(BUILD) -j $(JOBS)
 
-demo: build
+# Only the three programs the demo runs (no tests, no benchmarks).
+demo: deps-demo configure
+	@echo "building $(DEMO_TARGETS) in $(BUILD)/ (log: $(BUILD)/demo-build.log)"
+	@$(CMAKE) --build $(BUILD) -j $(JOBS) --target $(DEMO_TARGETS) >$(BUILD)/demo-build.log 2>&1 || \
+	  { tail -n 40 $(BUILD)/demo-build.log; echo "make demo: the build failed"; exit 1; }
 	@bash tests/scripts/demo.sh $(BUILD)
 
 test: deps test-main test-asan test-fuzz test-hip test-cuda

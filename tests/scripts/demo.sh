@@ -27,6 +27,17 @@ echo "== demo again: a restarted client adopts the parked graphs (updated in pla
 "$build/client/gfxgraph-demo" --keep "$sock"
 echo
 echo "== gfxgraphctl stats"
+backend=$(sed -n 's/.*backend \([a-z]*\)$/\1/p' "$log" | tail -n 1)
+if [ "$backend" = cpu ]; then
+    cat <<'EOF'
+   (backend cpu: replay times are those of the reference kernels on the CPU,
+    a correctness baseline, not GPU speed.  AVG_US averages every replay of
+    a bucket since the daemon started, and each demo run's first replay of a
+    program is cold (the daemon touches that run's new buffers for the first
+    time), so the smallest bucket's average carries a one-off cost; the
+    demo's medians above leave it out.)
+EOF
+fi
 "$build/client/gfxgraphctl" stats --socket "$sock"
 echo
 echo "== gfxgraphctl health"
