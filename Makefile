@@ -67,7 +67,7 @@ deps-deb:
 # A new tree is configured with GPU_EFF; an existing one only when GPU= is
 # given and differs from its setting.
 configure:
-	@cached=$$(sed -n 's/^GFXGRAPH_GPU:STRING=//p' $(BUILD)/CMakeCache.txt 2>/dev/null); \
+	@cached=$$(sed -n 's/^GFXGRAPH_GPU:STRING=//p' $(BUILD)/CMakeCache.txt 2>/dev/null || true); \
 	if [ -z "$$cached" ] || { [ -n "$(GPU)" ] && [ "$$cached" != "$(GPU)" ]; }; then \
 	  echo "configuring $(BUILD)/ with GFXGRAPH_GPU=$(GPU_EFF)"; \
 	  $(CMAKE) -S . -B $(BUILD) -DGFXGRAPH_GPU=$(GPU_EFF) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null; \
