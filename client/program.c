@@ -2,10 +2,14 @@
 #include "priv.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #define DEF_MAX_DIMS 8
 #define DEF_MAX_OPERANDS 16
@@ -62,7 +66,27 @@ int gg_client_buffer_register_shm(gg_client *c, const char *shm_name, uint64_t o
         return -EINVAL;
     if (!shm_name || !*shm_name)
         return client_fail_locked(c, -EINVAL, "buffer.register: the shm name is empty");
-    return buffer_register(c, false, shm_name, strlen(shm_name), offset, size, id);
+    int rc = buffer_register(c, false, shm_name, strlen(shm_name), offset, size, id);
+    if (rc != -EACCES)
+        return rc;
+    /* A daemon of another uid (the system service runs as gfxgraph) cannot
+     * open a 0600 object by name; the same object sent by descriptor needs
+     * no permission of its own, so the caller's code works either way. */
+    int fd = shm_open(shm_name, O_RDWR | O_CLOEXEC, 0);
+    if (fd < 0) {
+        int e = errno;
+        pthread_mutex_lock(&c->mu);
+        char was[sizeof c->err];
+        snprintf(was, sizeof was, "%s", c->err);
+        client_fail(c, -EACCES, "%s; this process cannot open %s either (%s): pass the memory "
+                    "by descriptor (gg_client_memfd_create, gg_client_buffer_register_fd)", was,
+                    shm_name, strerror(e));
+        pthread_mutex_unlock(&c->mu);
+        return -EACCES;
+    }
+    rc = gg_client_buffer_register_fd(c, fd, offset, size, id);
+    close(fd);
+    return rc;
 }
 
 int gg_client_buffer_register(gg_client *c, const void *handle, size_t handle_len,

@@ -465,10 +465,11 @@ static void test_kill(const progs *p0)
     free(err);
     int rc = gg_client_replay(victim, pv.alpha, 2, -1, &res);
     const char *vcode = gg_client_last_error_code(victim);
-    CHECKF(rc < 0 && (!strcmp(vcode, "ECONNRESET") || !strcmp(vcode, "ENOTCONN") ||
-                      !strcmp(vcode, "EPIPE")),
-           "the killed client's next replay fails with a connection error (rc %d, %s: %s)", rc,
-           vcode, gg_client_last_error(victim));
+    /* told why, with a code of its own, not a bare reset */
+    CHECKF(rc == -ECONNRESET && !strcmp(vcode, "ECONNABORTED") &&
+               strstr(gg_client_last_error(victim), "closed by an operator"),
+           "the killed client's next replay fails ECONNABORTED, saying an operator closed it "
+           "(rc %d, %s: %s)", rc, vcode, gg_client_last_error(victim));
     CHECK(gg_client_replay(victim, pv.alpha, 2, -1, &res) == -ENOTCONN);
     bool gone = false;
     for (int i = 0; i < 6000 && !gone; i++) {   /* up to 60 s */
@@ -487,7 +488,7 @@ static void test_kill(const progs *p0)
     CHECK(gg_client_replay(other, po.alpha, 4, -1, &res) == 0 && res.path == GG_PATH_GRAPH);
     CHECK(y_right(&po, 4));
 
-    h_section("a raw connection killed reads end of stream");
+    h_section("a raw connection killed reads ECONNABORTED, then end of stream");
     const msgpack_object *r;
     {
         msgpack_sbuffer sb;
@@ -506,6 +507,15 @@ static void test_kill(const progs *p0)
             CHECK_EQ(h_getu(r, "programs"), 0);
             CHECK_EQ(h_geti(r, "uid"), (int64_t)getuid());
             const msgpack_object *m;
+            if (CHECK(h_conn_recv(&raw, 5000, &m) == 1)) {
+                proto_msg pm;
+                bool idok;
+                char why[128], code[32] = "";
+                if (CHECK(proto_msg_decode(m, &pm, &idok, why, sizeof why) == 0 &&
+                          pm.type == GG_MSG_NOTIFY))
+                    h_gets(pm.params, "code", code, sizeof code);
+                CHECK_STR(code, "ECONNABORTED");
+            }
             CHECK_EQ(h_conn_recv(&raw, 5000, &m), 0);
         }
     }
