@@ -17,6 +17,7 @@ system loader); numpy and torch are optional.
 """
 
 import sys as _sys
+from typing import Any, Callable, Optional
 
 from .errors import Error
 from .client import Buffer, Client, Ticket
@@ -24,7 +25,37 @@ from .program import Program
 from .shm import SharedMemory, shared_array, shm_of
 from .stats import health_check, server_info, stats
 
-__version__ = "0.1.0"
+
+
+def _find_version() -> str:
+    """The project's one version: project(gfxgraph VERSION ...) of the
+    top-level CMakeLists.txt, read from the source tree when the package is
+    used from it, else recorded at install time (_build_info.py, written by
+    cmake --install and by the wheel build), else the installed metadata."""
+    import os
+    import re
+    here = os.path.dirname(os.path.abspath(__file__))
+    cm = os.path.join(os.path.dirname(os.path.dirname(here)), "CMakeLists.txt")
+    try:
+        with open(cm, encoding="utf-8") as f:
+            m = re.search(r"^project\(gfxgraph\s+VERSION\s+([0-9][0-9.]*)", f.read(), re.M)
+        if m:
+            return m.group(1)
+    except OSError:
+        pass
+    try:
+        from ._build_info import VERSION  # type: ignore[attr-defined]
+        return str(VERSION)
+    except ImportError:
+        pass
+    try:
+        from importlib.metadata import version
+        return version("gfxgraph")
+    except Exception:
+        return "unknown"
+
+
+__version__: str = _find_version()
 
 __all__ = ["Error", "Client", "Buffer", "Program", "Ticket", "SharedMemory", "shared_array",
            "shm_of", "stats", "health_check", "server_info", "enable", "disable", "is_enabled",
@@ -32,13 +63,13 @@ __all__ = ["Error", "Client", "Buffer", "Program", "Ticket", "SharedMemory", "sh
            "library_path", "__version__"]
 
 
-def library_path():
+def library_path() -> str:
     """The libgfxgraph-client the package uses (loading it if needed)."""
     from . import _lib
     return _lib.library_path()
 
 
-def enable(socket=None, **kw):
+def enable(socket: Optional[str] = None, **kw: Any) -> Any:
     """Route torch.cuda.CUDAGraph / torch.cuda.graph captures through the
     daemon (needs torch; see gfxgraph.cudagraph).  Idempotent."""
     try:
@@ -50,7 +81,7 @@ def enable(socket=None, **kw):
     return cudagraph.enable(socket=socket, **kw)
 
 
-def explain(fn, *args, **kwargs):
+def explain(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Capture fn(*args, **kwargs) in a CUDA graph under enable() and return
     what the daemon made of it: routed or not, the program's node and
     kernel counts, the recorded and lowered ops, the fused forms, and for a
@@ -65,19 +96,19 @@ def explain(fn, *args, **kwargs):
     return _explain(fn, *args, **kwargs)
 
 
-def disable():
+def disable() -> None:
     """Undo enable(): torch.cuda.CUDAGraph is PyTorch's own again."""
     if "gfxgraph.cudagraph" in _sys.modules:
         _sys.modules["gfxgraph.cudagraph"].disable()
 
 
-def is_enabled():
+def is_enabled() -> bool:
     """Whether enable() is in effect."""
     m = _sys.modules.get("gfxgraph.cudagraph")
     return bool(m is not None and m.is_enabled())
 
 
-def register_compile_backend():
+def register_compile_backend() -> None:
     """Register "gfxgraph" as a torch.compile backend (done on import when
     torch is already imported, and by enable(); a pip install also
     registers it through the torch_dynamo_backends entry point)."""

@@ -10,7 +10,11 @@ Where the library comes from, first match wins:
    and the build tree's copy; a source checkout (``python/`` on the path)
    looks in ``<source>/build*/client/``.
 3. The system loader: ``libgfxgraph-client.so.0`` (``ldconfig``,
-   ``LD_LIBRARY_PATH``).
+   ``LD_LIBRARY_PATH``): the Debian package libgfxgraph-client0 is found so.
+4. Where an install that ``ldconfig`` has not seen yet puts it: the
+   interpreter's prefix (a venv or conda env built against its own copy),
+   ``/usr/local/lib`` and ``/usr/local/lib/<multiarch>`` (``make install``).
+   A wheel carries no library and no build path, so it relies on 3 and 4.
 
 The library is loaded on first use, so ``import gfxgraph`` works without it
 (``gfxgraph.__version__``, ``gfxgraph.is_enabled()``, ...).
@@ -19,7 +23,10 @@ The library is loaded on first use, so ``import gfxgraph`` works without it
 import ctypes
 import glob
 import os
+import sys
+import sysconfig
 import threading
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from .errors import Error
 
@@ -27,9 +34,9 @@ SONAME = "libgfxgraph-client.so.0"
 GG_BATCH = -1
 
 _lock = threading.Lock()
-_lib = None
-_path = None
-_tried = []
+_lib: Optional[ctypes.CDLL] = None
+_path: Optional[str] = None
+_tried: List[str] = []
 
 
 class ReplayResult(ctypes.Structure):
@@ -65,7 +72,7 @@ _pu64 = ctypes.POINTER(ctypes.c_uint64)
 _pi = ctypes.POINTER(ctypes.c_int)
 
 # name: (restype, argtypes)
-PROTOTYPES = {
+PROTOTYPES: Dict[str, Tuple[Any, List[Any]]] = {
     "gg_client_new": (_c, []),
     "gg_client_connect": (_i, [_c, _s, _s]),
     "gg_client_disconnect": (None, [_c]),
@@ -125,13 +132,14 @@ PROTOTYPES = {
 OPTIONAL = {"gg_program_def_view", "gg_program_def_call", "gg_client_buffer_register_fd"}
 
 
-def has(name):
+def has(name: str) -> bool:
     """Whether the loaded library has the function name."""
     return hasattr(load(), "_gg_has_" + name)
 
 
-def _candidates():
-    """The paths tried after $GFXGRAPH_LIB, in order."""
+def _candidates() -> List[str]:
+    """The paths tried after $GFXGRAPH_LIB and before the system loader, in
+    order."""
     out = []
     try:
         from . import _build_info  # written by the install step
@@ -151,7 +159,16 @@ def _candidates():
     return out
 
 
-def _open(path):
+def _install_dirs() -> List[str]:
+    """The library where an install not yet known to ldconfig puts it."""
+    out = [os.path.join(sys.prefix, "lib", SONAME)]
+    multiarch = sysconfig.get_config_var("MULTIARCH")
+    for d in ["/usr/local/lib"] + (["/usr/local/lib/" + multiarch] if multiarch else []):
+        out.append(os.path.join(d, SONAME))
+    return out
+
+
+def _open(path: str) -> ctypes.CDLL:
     lib = ctypes.CDLL(path)
     for name, (res, args) in PROTOTYPES.items():
         try:
@@ -171,14 +188,14 @@ def _open(path):
     return lib
 
 
-def raw(name):
+def raw(name: str) -> Any:
     """The library function name without argtypes (restype int): pass
     ctypes objects of the exact C types (c_void_p, c_uint64, byref ...);
     plain Python ints only for C int parameters."""
     return getattr(load()._gg_raw, name)
 
 
-def load():
+def load() -> ctypes.CDLL:
     """The loaded library (loaded on the first call).  Raises Error
     (code "ELIBACC") naming every path tried when there is none."""
     global _lib, _path
@@ -213,23 +230,37 @@ def load():
             return lib
         except (OSError, AttributeError) as e:
             tried.append("%s via the system loader (%s)" % (SONAME, e))
+        for p in _install_dirs():
+            if not os.path.exists(p):
+                tried.append("%s (missing)" % p)
+                continue
+            try:
+                lib = _open(p)
+            except (OSError, AttributeError) as e:
+                tried.append("%s (%s)" % (p, e))
+                continue
+            _lib, _path = lib, p
+            return lib
         _tried[:] = tried
-        raise Error("ELIBACC", "libgfxgraph-client not found; set GFXGRAPH_LIB to its path, "
-                    "or install it (make install).  Tried: " + "; ".join(tried))
+        raise Error("ELIBACC", "libgfxgraph-client (%s) not found.  Install it: the Debian "
+                    "package libgfxgraph-client0 (apt install ./libgfxgraph-client0_*.deb, "
+                    "from make deb), or make install in the gfxgraph source tree then "
+                    "sudo ldconfig; or set GFXGRAPH_LIB=/path/to/%s (a build tree has it "
+                    "in <build>/client/).  Tried: %s" % (SONAME, SONAME, "; ".join(tried)))
 
 
-def library_path():
+def library_path() -> Optional[str]:
     """The path (or soname) the library was loaded from; loads it if needed."""
     load()
     return _path
 
 
-def s(b):
+def s(b: Optional[bytes]) -> str:
     """A C string from the library as str ("" for NULL)."""
     return b.decode("utf-8", "replace") if b else ""
 
 
-def enc(x, what="name"):
+def enc(x: Union[str, bytes], what: str = "name") -> bytes:
     if isinstance(x, bytes):
         return x
     if not isinstance(x, str):
