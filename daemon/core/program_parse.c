@@ -237,7 +237,12 @@ static int prog_attrs(const gg_op_def *op, const msgpack_object *attrs, gg_op_at
                               key);
         const gg_attr_spec *spec = &op->attrs[a];
         if (spec->kind == GG_ATTR_FLOAT) {
-            if (!proto_obj_f64(v, &out->v[a]))
+            /* fill's value and a scalar operand may be +-inf or NaN */
+            const bool any = spec->nonfinite && (v->type == MSGPACK_OBJECT_FLOAT32 ||
+                                                 v->type == MSGPACK_OBJECT_FLOAT64);
+            if (any)
+                out->v[a] = v->via.f64;
+            else if (!proto_obj_f64(v, &out->v[a]))
                 return proto_fail(e, -EINVAL, "node %d (%s): attribute '%s' must be a finite "
                                   "number", ni, op->name, key);
         } else {

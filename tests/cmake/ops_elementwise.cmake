@@ -8,3 +8,7 @@ foreach(_t test_ops_elementwise test_ops_reduce)
   add_test(NAME ${_n} COMMAND ${_t})
   set_tests_properties(${_n} PROPERTIES LABELS "unit" TIMEOUT 120)
 endforeach()
+
+# The same ops in one program through the daemon (cpu backend): values, the
+# graph captured and hit, a refused node.
+gg_core_test(test_ops_ew_daemon test_ops_ew_daemon.c integration 300 gg_client_static)
