@@ -223,7 +223,8 @@ void gg_config_defaults(gg_config *c)
     c->quota_buffers = 16384;
     c->quota_mapped_bytes = 4ULL << 40;
     c->quota_programs = 4096;
-    c->quota_scratch_bytes = 64ULL << 30;
+    /* sized from the machine: a fixed figure protects no host of another size */
+    c->quota_scratch_bytes = GG_QUOTA_AUTO;
     c->quota_parked = 1024;
     c->quota_parked_bytes = 16ULL << 30;
     c->quota_fp_regions = 64;
@@ -302,6 +303,7 @@ void gg_config_value(const gg_config *c, int i, char *buf, size_t len)
     else if (!strcmp(k, "fastpath-completion"))
         V("%s", c->fastpath_completion == 1 ? "device" : c->fastpath_completion == 2 ? "daemon" : "auto");
     else if (!strcmp(k, "device")) V("%d", c->device_index);
+    else if (cfg_quota_index(k) >= 0 && CFG_QUOTA(c, cfg_quota_index(k)) == GG_QUOTA_AUTO) V("auto");
     else if (cfg_quota_index(k) >= 0) V("%llu", (unsigned long long)CFG_QUOTA(c, cfg_quota_index(k)));
     else if (!strcmp(k, "admin-group")) V("%s", c->admin_group[0] ? c->admin_group : "none");
     else if (!strcmp(k, "stats-max-cache-entries")) V("%u", c->stats_max_cache);
@@ -581,8 +583,15 @@ int gg_config_set(gg_config *c, const char *key, const char *v, char *err, size_
     } else if (strcmp(key, "device") == 0) {
         if ((rc = cfg_uint(key, v, 0, 255, &u, err, errlen)) < 0) return rc;
         c->device_index = (int)u;
+    } else if (strcmp(key, "max-scratch-bytes-per-uid") == 0 && strcmp(v, "auto") == 0) {
+        c->quota_scratch_bytes = GG_QUOTA_AUTO;
     } else if (cfg_quota_index(key) >= 0) {
-        if ((rc = cfg_uint(key, v, 0, 1ULL << 56, &u, err, errlen)) < 0) return rc;
+        if ((rc = cfg_uint(key, v, 0, 1ULL << 56, &u, err, errlen)) < 0) {
+            if (strcmp(key, "max-scratch-bytes-per-uid") == 0)
+                snprintf(err, errlen, "invalid value '%s' for %s: expected auto or an integer "
+                         "from 0 to %llu", v, key, 1ULL << 56);
+            return rc;
+        }
         CFG_QUOTA(c, cfg_quota_index(key)) = u;
     } else if (strcmp(key, "admin-group") == 0) {
         /* a group name or number, resolved at each stats call (core/quota.c) */

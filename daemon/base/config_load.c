@@ -7,11 +7,14 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
+#include <grp.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* --check-config: report every problem here and go on, instead of
@@ -51,27 +54,114 @@ static char *cfg_trim(char *s)
     return s;
 }
 
+/* The largest config file read.  The whole file is read at once and then
+ * split into lines, so a line may be as long as the file: no line is ever
+ * cut, and the tail of a long comment can never become a setting. */
+#define CFG_MAX_FILE (1u << 20)
+
+/* The file's bytes, from a regular file only: a device (/dev/zero), a FIFO
+ * or a directory is refused with a message instead of being read for ever,
+ * blocked on or taken as empty.  0 and *out (NUL-terminated, *len bytes),
+ * or -errno with a message in err. */
+static int cfg_read_file(const char *path, char **out, size_t *len, char *err, size_t errlen)
+{
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "config file %s is not a regular file (%s)", path,
+                 S_ISDIR(st.st_mode) ? "a directory" : S_ISCHR(st.st_mode) ? "a character device"
+                 : S_ISBLK(st.st_mode) ? "a block device" : S_ISFIFO(st.st_mode) ? "a FIFO"
+                 : S_ISSOCK(st.st_mode) ? "a socket" : "not a file");
+        close(fd);
+        return -EINVAL;
+    }
+    char *buf = malloc(CFG_MAX_FILE + 2);
+    if (!buf) {
+        close(fd);
+        snprintf(err, errlen, "out of memory reading config file %s", path);
+        return -ENOMEM;
+    }
+    size_t n = 0;
+    /* one byte past the limit tells a file that is too long (it may have
+     * grown since fstat) */
+    while (n <= CFG_MAX_FILE) {
+        ssize_t r = read(fd, buf + n, CFG_MAX_FILE + 1 - n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            int e = errno;
+            snprintf(err, errlen, "cannot read config file %s: %s", path, strerror(e));
+            free(buf);
+            close(fd);
+            return -e;
+        }
+        if (r == 0)
+            break;
+        n += (size_t)r;
+    }
+    close(fd);
+    if (n > CFG_MAX_FILE) {
+        snprintf(err, errlen, "config file %s is larger than %u bytes", path, CFG_MAX_FILE);
+        free(buf);
+        return -EFBIG;
+    }
+    buf[n] = '\0';
+    *out = buf;
+    *len = n;
+    return 0;
+}
+
+/* A load that cannot read the file: listed with --check-config, else the
+ * load stops. */
+static int cfg_file_failed(int rc, char *err)
+{
+    if (cfg_report) {
+        cfg_problem(err);
+        return 0;
+    }
+    return rc;
+}
+
 /* key = value lines; '#' or ';' starts a comment; an optional [gfxgraphd]
  * section header is accepted so the file reads like other INI files. */
 static int cfg_load_file(gg_config *c, const char *path, bool must_exist, char *err,
                          size_t errlen)
 {
-    FILE *f = fopen(path, "re");
-    if (!f) {
-        if (!must_exist && errno == ENOENT)
+    char *data = NULL;
+    size_t len = 0;
+    err[0] = '\0';
+    int rc = cfg_read_file(path, &data, &len, err, errlen);
+    if (rc < 0) {
+        if (!must_exist && rc == -ENOENT)
             return 0;
-        int e = errno;
-        snprintf(err, errlen, "cannot read config file %s: %s", path, strerror(e));
-        if (cfg_report) {
-            cfg_problem(err);
-            return 0;
-        }
-        return -e;
+        if (!err[0])
+            snprintf(err, errlen, "cannot read config file %s: %s", path, strerror(-rc));
+        return cfg_file_failed(rc, err);
     }
-    char line[512];
-    int lineno = 0, rc = 0;
-    while (fgets(line, sizeof(line), f)) {
+    int lineno = 0;
+    rc = 0;
+    for (char *p = data, *end = data + len; p < end && rc == 0;) {
+        char *nl = memchr(p, '\n', (size_t)(end - p));
+        char *line = p;
+        size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+        p = nl ? nl + 1 : end;
         lineno++;
+        /* a NUL would silently end the line where a reader of the file
+         * sees more: the whole line is refused */
+        if (memchr(line, '\0', n)) {
+            snprintf(err, errlen, "%s:%d: the line holds a NUL byte", path, lineno);
+            rc = cfg_problem(err);
+            continue;
+        }
+        line[n] = '\0';
         char *h = strpbrk(line, "#;");
         if (h)
             *h = '\0';
@@ -80,9 +170,9 @@ static int cfg_load_file(gg_config *c, const char *path, bool must_exist, char *
             continue;
         char *eq = strchr(s, '=');
         if (!eq) {
-            snprintf(err, errlen, "%s:%d: expected 'key = value', got '%s'", path, lineno, s);
-            if ((rc = cfg_problem(err)) < 0)
-                break;
+            snprintf(err, errlen, "%s:%d: expected 'key = value', got '%.200s%s'", path, lineno,
+                     s, strlen(s) > 200 ? "..." : "");
+            rc = cfg_problem(err);
             continue;
         }
         *eq = '\0';
@@ -90,14 +180,48 @@ static int cfg_load_file(gg_config *c, const char *path, bool must_exist, char *
         const char *key = cfg_trim(s);
         if (gg_config_set(c, key, cfg_trim(eq + 1), sub, sizeof(sub)) < 0) {
             snprintf(err, errlen, "%s:%d: %s", path, lineno, sub);
-            if ((rc = cfg_problem(err)) < 0)
-                break;
+            rc = cfg_problem(err);
             continue;
         }
         cfg_source(c, key, "file", path, lineno);
     }
-    fclose(f);
+    free(data);
     return rc;
+}
+
+/* --check-config: an admin-group name the group database does not know
+ * admits nobody (core/quota.c), which is never what was meant.  Only here:
+ * a daemon that starts while the group database is out of reach must not
+ * fail for it. */
+static void cfg_check_group(const gg_config *c, char *err, size_t errlen)
+{
+    const char *name = c->admin_group;
+    if (!name[0] || strspn(name, "0123456789") == strlen(name))
+        return;
+    struct group gr, *res = NULL;
+    long sz = sysconf(_SC_GETGR_R_SIZE_MAX);
+    size_t cap = sz > 0 ? (size_t)sz : 16384;
+    for (;;) {
+        char *buf = malloc(cap);
+        if (!buf)
+            return;
+        int rc = getgrnam_r(name, &gr, buf, cap, &res);
+        free(buf);
+        if (rc == ERANGE && cap < (1u << 20)) {
+            cap *= 2;
+            continue;
+        }
+        if (rc == 0 && res)
+            return;
+        if (rc == 0 || rc == ENOENT || rc == ESRCH || rc == EBADF || rc == EPERM)
+            snprintf(err, errlen, "admin-group '%s': no such group in the group database",
+                     name);
+        else
+            snprintf(err, errlen, "admin-group '%s': cannot look the group up: %s", name,
+                     strerror(rc));
+        cfg_problem(err);
+        return;
+    }
 }
 
 static const struct {
@@ -277,6 +401,8 @@ static int cfg_load_args(gg_config *c, int argc, char **argv, const char *check_
             snprintf(c->sources[cfg_key_index("max-connections-per-uid")], sizeof(c->sources[0]),
                      "default (from max-connections)");
     }
+    if (cfg_report)
+        cfg_check_group(c, err, errlen);
     /* a default path that did not fit stays empty: the server refuses to
      * bind it, unless systemd passed the socket (gg_server_init) */
     return 0;

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <grp.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,9 +28,40 @@ uint64_t gg_quota_mapped(uint64_t offset, uint64_t size)
     return end - start;
 }
 
+/* What the program's own structures hold on the heap: its tensors and
+ * their name index, and per branch its nodes, the launch plan and the row
+ * chains' stages (each of capacity nnodes).  A call node copies its
+ * callee's nodes in, so a define of a few bytes can hold megabytes here. */
+uint64_t gg_quota_program_bytes(const gg_program *p)
+{
+    uint64_t b = sizeof(*p) + (uint64_t)p->ntensors * sizeof(gg_ptensor) + p->siglen;
+    if (p->tindex)
+        b += ((uint64_t)p->tindex_mask + 1) * sizeof(int);
+    b += (uint64_t)p->nbranches * sizeof(gg_branch);
+    b += (uint64_t)p->nbranches * (uint64_t)p->nbuckets * sizeof(*p->entries);
+    for (int i = 0; i < p->nbranches; i++) {
+        const gg_branch *br = &p->branches[i];
+        uint64_t per = sizeof(gg_pnode) + (br->plan ? sizeof(gg_pnode) : 0) +
+                       (br->stages ? sizeof(gg_pstage) : 0);
+        b += (uint64_t)br->nnodes * per;
+    }
+    return b;
+}
+
 uint64_t gg_quota_scratch(const gg_program *p)
 {
-    return p->arena ? p->arena->bytes : 0;
+    return quota_add(p->arena ? p->arena->bytes : 0, gg_quota_program_bytes(p));
+}
+
+uint64_t gg_quota_scratch_limit(const gg_core *core)
+{
+    uint64_t lim = core->cfg->quota_scratch_bytes;
+    if (lim != GG_QUOTA_AUTO)
+        return lim;
+    /* A quarter of the memory scratch lives in (RAM on the cpu backend,
+     * VRAM on a GPU): four users at their limit fill it, one cannot. */
+    uint64_t total = core->devinfo.mem_total;
+    return total ? total / 4 : 0;
 }
 
 void gg_quota_usage(gg_core *core, uid_t uid, gg_quota_use *out)
@@ -85,18 +117,21 @@ int gg_quota_buffer(gg_core *core, uid_t uid, uint64_t offset, uint64_t size, pr
 int gg_quota_program(gg_core *core, uid_t uid, const gg_program *p, proto_errbuf *e)
 {
     const gg_config *cfg = core->cfg;
-    if (!cfg->quota_programs && !cfg->quota_scratch_bytes)
+    uint64_t slim = gg_quota_scratch_limit(core);
+    if (!cfg->quota_programs && !slim)
         return 0;
     gg_quota_use u;
     gg_quota_usage(core, uid, &u);
     if (cfg->quota_programs && u.programs + 1 > cfg->quota_programs)
         return gg_quota_fail(e, uid, "programs", u.programs, 1, cfg->quota_programs,
                              "max-programs-per-uid", "release some programs first");
-    if (cfg->quota_scratch_bytes && quota_add(u.scratch_bytes, p->scratch_quota) >
-                                        cfg->quota_scratch_bytes)
+    if (slim && quota_add(u.scratch_bytes, p->scratch_quota) > slim)
         return gg_quota_fail(e, uid, "scratch bytes (each program: one arena, its scratch at its "
-                             "largest bucket)", u.scratch_bytes, p->scratch_quota,
-                             cfg->quota_scratch_bytes, "max-scratch-bytes-per-uid",
+                             "largest bucket, and the memory its nodes and tensors hold, "
+                             "called programs' copied in)", u.scratch_bytes, p->scratch_quota,
+                             slim, cfg->quota_scratch_bytes == GG_QUOTA_AUTO
+                                 ? "max-scratch-bytes-per-uid, auto: a quarter of the "
+                                   "device's memory" : "max-scratch-bytes-per-uid",
                              "release some programs, or define this one with a smaller largest "
                              "bucket");
     return 0;
@@ -112,53 +147,96 @@ int gg_quota_regions(gg_core *core, uid_t uid, uint64_t open, proto_errbuf *e)
     return 0;
 }
 
-/* Is gid among pid's supplementary groups (/proc/PID/status "Groups:")? */
-static bool quota_proc_in_group(pid_t pid, gid_t gid)
+/* Is gid one of uid's groups in the group database (its passwd entry's
+ * primary group and every group that lists it)?  From the credentials the
+ * kernel gave for the socket, never from /proc: ProtectProc=invisible
+ * hides other users' processes there, and a pid may be reused by then. */
+static bool quota_uid_in_group(uid_t uid, gid_t gid)
 {
-    if (pid <= 0)
-        return false;
-    char path[64], line[4096];
-    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return false;
-    bool found = false;
-    while (!found && fgets(line, sizeof(line), f)) {
-        if (strncmp(line, "Groups:", 7) != 0)
+    long sz = sysconf(_SC_GETPW_R_SIZE_MAX);
+    size_t cap = sz > 0 ? (size_t)sz : 16384;
+    struct passwd pw, *res = NULL;
+    char *buf = NULL;
+    for (;;) {
+        char *nb = realloc(buf, cap);
+        if (!nb)
+            break;
+        buf = nb;
+        int rc = getpwuid_r(uid, &pw, buf, cap, &res);
+        if (rc == ERANGE && cap < (1u << 20)) {
+            cap *= 2;
             continue;
-        char *s = line + 7, *end;
-        for (;;) {
-            unsigned long g = strtoul(s, &end, 10);
-            if (end == s)
-                break;
-            if ((gid_t)g == gid)
-                found = true;
-            s = end;
         }
         break;
     }
-    fclose(f);
+    if (!res) {
+        free(buf);
+        return false;   /* a uid with no passwd entry has no supplementary groups */
+    }
+    bool found = pw.pw_gid == gid;
+    int n = 64;
+    gid_t *groups = NULL;
+    while (!found) {
+        gid_t *ng = realloc(groups, (size_t)n * sizeof(*groups));
+        if (!ng)
+            break;
+        groups = ng;
+        int want = n;
+        if (getgrouplist(pw.pw_name, pw.pw_gid, groups, &want) < 0) {
+            /* want now holds the number needed */
+            if (want <= n || want > 65536)
+                break;
+            n = want;
+            continue;
+        }
+        for (int i = 0; i < want && !found; i++)
+            found = groups[i] == gid;
+        break;
+    }
+    free(groups);
+    free(buf);
     return found;
 }
 
-bool gg_quota_sees_all(const gg_core *core, uid_t uid, gid_t gid, pid_t pid)
+/* The admin group's gid: a number, or a name from the group database.
+ * false: no such group (it admits nobody). */
+static bool quota_admin_gid(const char *name, gid_t *out)
+{
+    char *end;
+    unsigned long n = strtoul(name, &end, 10);
+    if (*name >= '0' && *name <= '9' && !*end) {
+        *out = (gid_t)n;
+        return true;
+    }
+    long sz = sysconf(_SC_GETGR_R_SIZE_MAX);
+    size_t cap = sz > 0 ? (size_t)sz : 16384;
+    struct group gr, *res = NULL;
+    char *buf = NULL;
+    for (;;) {
+        char *nb = realloc(buf, cap);
+        if (!nb)
+            break;
+        buf = nb;
+        int rc = getgrnam_r(name, &gr, buf, cap, &res);
+        if (rc == ERANGE && cap < (1u << 20)) {
+            cap *= 2;
+            continue;
+        }
+        break;
+    }
+    if (res)
+        *out = res->gr_gid;
+    free(buf);
+    return res != NULL;
+}
+
+bool gg_quota_sees_all(const gg_core *core, uid_t uid, gid_t gid)
 {
     if (uid == 0 || uid == geteuid())
         return true;
     const char *name = core->cfg->admin_group;
-    if (!name[0])
-        return false;
     gid_t ag;
-    char *end;
-    unsigned long n = strtoul(name, &end, 10);
-    if (*name >= '0' && *name <= '9' && !*end) {
-        ag = (gid_t)n;
-    } else {
-        struct group gr, *res = NULL;
-        char buf[4096];
-        if (getgrnam_r(name, &gr, buf, sizeof(buf), &res) != 0 || !res)
-            return false;   /* an unknown group admits nobody */
-        ag = res->gr_gid;
-    }
-    return gid == ag || quota_proc_in_group(pid, ag);
+    if (!name[0] || !quota_admin_gid(name, &ag))
+        return false;
+    return gid == ag || quota_uid_in_group(uid, ag);
 }

@@ -36,9 +36,18 @@ int gg_quota_buffer(struct gg_core *core, uid_t uid, uint64_t offset, uint64_t s
  * its scratch (gg_quota_scratch). */
 int gg_quota_program(struct gg_core *core, uid_t uid, const struct gg_program *p,
                      proto_errbuf *e);
-/* The scratch a program holds: its one arena, sized for its largest
- * bucket and shared by every branch and bucket (core/arena.h). */
+/* The memory a program holds, counted under max-scratch-bytes-per-uid:
+ * its one arena, sized for its largest bucket and shared by every branch
+ * and bucket (core/arena.h), and its own structures
+ * (gg_quota_program_bytes). */
 uint64_t gg_quota_scratch(const struct gg_program *p);
+/* The heap a program's tensors, nodes (called programs' copied in), plan
+ * and stages hold. */
+uint64_t gg_quota_program_bytes(const struct gg_program *p);
+/* max-scratch-bytes-per-uid as it applies: the setting, or for auto
+ * (GG_QUOTA_AUTO) a quarter of the device's memory (RAM on the cpu
+ * backend); 0: no limit. */
+uint64_t gg_quota_scratch_limit(const struct gg_core *core);
 /* fastpath.open: `open` regions of uid are open now. */
 int gg_quota_regions(struct gg_core *core, uid_t uid, uint64_t open, proto_errbuf *e);
 /* The EDQUOT message: "uid U: WHAT would be HAVE + ADD, over the limit of
@@ -46,9 +55,10 @@ int gg_quota_regions(struct gg_core *core, uid_t uid, uint64_t open, proto_errbu
 int gg_quota_fail(proto_errbuf *e, uid_t uid, const char *what, uint64_t have, uint64_t add,
                   uint64_t limit, const char *setting, const char *hint);
 
-/* Whether a client (uid, gid, pid) sees every uid's sessions and programs
- * in stats: root, the daemon's own uid, and members of admin-group
- * (primary group, or a supplementary one read from /proc/PID/status). */
-bool gg_quota_sees_all(const struct gg_core *core, uid_t uid, gid_t gid, pid_t pid);
+/* Whether a client (uid, gid from its socket's credentials) sees every
+ * uid's sessions and programs in stats: root, the daemon's own uid, and
+ * members of admin-group: gid, or uid's groups in the group database
+ * (getgrouplist), never /proc (hidden under ProtectProc=invisible). */
+bool gg_quota_sees_all(const struct gg_core *core, uid_t uid, gid_t gid);
 
 #endif

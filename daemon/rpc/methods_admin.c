@@ -19,7 +19,7 @@
 static int admin_allowed(gg_call *c, const char *method)
 {
     const gg_session *s = c->sess;
-    if (gg_quota_sees_all(c->core, s->uid, s->gid, s->pid))
+    if (gg_quota_sees_all(c->core, s->uid, s->gid))
         return 0;
     const char *g = c->core->cfg->admin_group;
     return proto_fail(&c->err, -EPERM,

@@ -153,7 +153,7 @@ int gg_method_stats(gg_call *c)
     /* Scope: the caller's own uid's sessions and programs, or every uid's
      * for root, the daemon's uid and admin-group (core/quota.h). */
     gg_session *me = c->sess;
-    bool all = gg_quota_sees_all(core, me->uid, me->gid, me->pid);
+    bool all = gg_quota_sees_all(core, me->uid, me->gid);
     /* Bounded: at most stats-max-cache-entries rows, and never more than
      * half the largest message at STATS_ROW_MAX bytes a row, so the answer
      * always fits (the least recently used rows are left out). */
