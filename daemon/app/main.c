@@ -4,10 +4,30 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "base/config.h"
 #include "base/log.h"
 #include "app/server.h"
+
+/* The soft descriptor limit up to the hard one (LimitNOFILE=, ulimit -Hn):
+ * the soft default (1024) is kept low only for programs that use select(),
+ * which the daemon does not; connections and the descriptors clients send
+ * need the room. */
+static void main_raise_nofile(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= rl.rlim_max)
+        return;
+    rlim_t was = rl.rlim_cur;
+    rl.rlim_cur = rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+        gg_warn("cannot raise the descriptor limit from %llu to %llu: %s",
+                (unsigned long long)was, (unsigned long long)rl.rlim_max, strerror(errno));
+    else
+        gg_debug("descriptor limit raised from %llu to %llu", (unsigned long long)was,
+                 (unsigned long long)rl.rlim_max);
+}
 
 int main(int argc, char **argv)
 {
@@ -23,6 +43,7 @@ int main(int argc, char **argv)
         return GG_EXIT_USAGE;
     }
     gg_log_init(cfg.log_level, cfg.log_target);
+    main_raise_nofile();
     /* A client that vanishes mid-write must not kill the daemon. */
     signal(SIGPIPE, SIG_IGN);
 

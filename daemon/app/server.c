@@ -233,6 +233,7 @@ _Noreturn static void server_exit_now(gg_server *srv, const char *why)
         gg_error("%s: exiting (status %d) with %u job(s) unfinished: %s", why, code, n, jobs);
     else
         gg_error("%s: exiting (status %d) with %u connection(s) open", why, code, srv->rpc.nconns);
+    gg_log_flush(GG_LOG_EXIT_FLUSH_MS);   /* the line above says why */
     _exit(code);
 }
 

@@ -55,6 +55,11 @@ void gg_fp_futex_wake(uint32_t *word, int n)
  * decode step's graph is done well inside it; longer work (a prefill)
  * is then waited for asleep, in 50 us naps. */
 #define FP_PENDING_SPIN_MAX_US 2000
+/* A ring waiting for a busy slot sleeps between looks, from the first to
+ * the second: the first is about a wake-up's cost, the second bounds how
+ * late a freed slot is seen. */
+#define FP_BUSY_SLEEP_MIN_US 20
+#define FP_BUSY_SLEEP_MAX_US 1000
 /* A device-written completion this late makes the ring thread ask the
  * stream whether the work failed (fp_check_stuck). */
 #define FP_GPU_CHECK_US 200000
@@ -591,6 +596,24 @@ static void fp_idle(gg_fp_region *r, uint64_t *last, unsigned *empty_wakes)
     }
 }
 
+/* The next slot is still busy (its last run in flight, or done by the
+ * device and not reaped): nothing wakes us when it frees, so look again
+ * after a pause.  Within fastpath-spin-us of activity, pause the CPU only;
+ * after it, sleep, each sleep twice the last up to FP_BUSY_SLEEP_MAX_US, so
+ * a long run costs a few wake-ups a millisecond, not a core. */
+static void fp_busy_wait(gg_fp_region *r, uint64_t last, unsigned *sleep_us)
+{
+    if (gg_fp_now_us() - last <= fp_spin_us(r)) {
+        fp_cpu_relax();
+        return;
+    }
+    *sleep_us = *sleep_us ? *sleep_us * 2 : FP_BUSY_SLEEP_MIN_US;
+    if (*sleep_us > FP_BUSY_SLEEP_MAX_US)
+        *sleep_us = FP_BUSY_SLEEP_MAX_US;
+    struct timespec ts = {.tv_nsec = (long)*sleep_us * 1000};
+    nanosleep(&ts, NULL);
+}
+
 /* The ring is beyond use: closed, the session stays on its socket. */
 static void fp_broken(gg_fp_region *r, const char *why, uint32_t tail)
 {
@@ -605,7 +628,7 @@ void *gg_fp_thread_main(void *arg)
     gg_fp_region *r = arg;
     gg_fp_header *h = r->hdr;
     uint64_t last = gg_fp_now_us();
-    unsigned empty_wakes = 0;
+    unsigned empty_wakes = 0, busy_sleep_us = 0;
     while (!atomic_load_explicit(&r->quit, memory_order_relaxed)) {
         uint32_t tail = atomic_load_explicit((_Atomic uint32_t *)&h->sq_tail, memory_order_acquire);
         uint32_t avail = tail - (uint32_t)r->head;
@@ -628,13 +651,14 @@ void *gg_fp_thread_main(void *arg)
         if (atomic_load_explicit(&sl->busy, memory_order_acquire)) {
             /* the slot's last descriptor is in flight, or done by the
              * device and not yet reaped */
-            if (gg_fp_reap(r))
+            if (gg_fp_reap(r)) {
+                busy_sleep_us = 0;
                 continue;
-            fp_cpu_relax();
-            if (gg_fp_now_us() - last > fp_spin_us(r))
-                sched_yield();
+            }
+            fp_busy_wait(r, last, &busy_sleep_us);
             continue;
         }
+        busy_sleep_us = 0;
         gg_fp_sqe d;
         fp_copy_sqe(&d, &r->sq[sl->index]);
         r->head = seq;

@@ -87,6 +87,19 @@ struct gg_conn *gg_conn_next(struct gg_conn *c);
  * the oldest one held whose bytes are not all before the request; the
  * caller owns it.  -EBADF when none came. */
 int gg_conn_take_fd(struct gg_conn *c);
+/* The error for a request that found no descriptor (gg_conn_take_fd's
+ * rc): EMFILE/ENFILE with the counts when the daemon is out of them,
+ * EDQUOT past the uid's cap, else EBADF (none was sent). */
+int gg_conn_fd_fail(struct gg_conn *c, int rc, proto_errbuf *e);
+/* Descriptors held waiting for requests, per uid, are capped at this: an
+ * eighth of the daemon's descriptor limit (RLIMIT_NOFILE), at least
+ * CONN_MAX_FDS. */
+unsigned gg_conn_fd_cap(void);
+/* The daemon's open descriptors, its limit, and what c's uid holds waiting. */
+void gg_conn_fd_counts(struct gg_conn *c, unsigned *open, unsigned *limit, unsigned *parked_uid);
+/* Log a descriptor shortage (rc -EMFILE or -ENFILE) met by `what`, with
+ * the counts. */
+void gg_conn_log_fd_shortage(struct gg_conn *c, int rc, const char *what);
 /* Closing already (its peer left, a stop, or an operator's kill). */
 bool gg_conn_closing(const struct gg_conn *c);
 

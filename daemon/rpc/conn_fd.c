@@ -10,13 +10,21 @@
  * Failure modes: more than CONN_MAX_FDS waiting, or one no request takes
  * (its bytes all handled), are closed and the client told with an "error"
  * notification (EBADF); a descriptor that cannot be taken from libuv counts
- * as dropped.  A send that the socket refuses outright closes the
+ * as dropped.  Descriptors held for one uid across its connections are
+ * capped (gg_conn_fd_cap): past it one is closed, the client told EDQUOT
+ * and the refusal logged with the counts.  A descriptor the kernel could
+ * not give us (the daemon's table full: recvmsg drops it and says only
+ * MSG_CTRUNC, which libuv does not pass on) is told apart from one never
+ * sent by trying to take a descriptor when the request finds none: that
+ * request gets EMFILE/ENFILE, not EBADF, and the daemon logs the counts.  A send that the socket refuses outright closes the
  * connection; one that would block leaves the descriptor unsent (false). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -64,14 +72,80 @@ static void conn_fd_notify(gg_conn *c, const char *msg)
     GG_LOG(GG_LOG_DEBUG, &f, "%s", msg);
 }
 
+static unsigned conn_fd_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY ||
+        rl.rlim_cur > UINT32_MAX)
+        return UINT32_MAX;
+    return (unsigned)rl.rlim_cur;
+}
+
+unsigned gg_conn_fd_cap(void)
+{
+    /* An eighth of the table: a uid's parked descriptors plus its
+     * connections (max-connections-per-uid) stay well short of it, so
+     * other users' requests still find room. */
+    unsigned lim = conn_fd_limit();
+    return lim / 8 < CONN_MAX_FDS ? CONN_MAX_FDS : lim / 8;
+}
+
+/* Descriptors held on every connection of uid, waiting for requests. */
+static unsigned conn_fds_of_uid(const gg_conn *c, uid_t uid)
+{
+    unsigned n = 0;
+    for (const gg_conn *x = c->rpc->conns; x; x = x->next)
+        if (x->sess && x->sess->uid == uid)
+            n += x->nfds;
+    return n;
+}
+
+/* Descriptors the daemon has open: /proc/self/fd's entries (the daemon's
+ * own, which ProtectProc= leaves visible); the limit when not even one is
+ * left to look with. */
+static unsigned conn_fds_open(unsigned limit)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return errno == EMFILE || errno == ENFILE ? limit : 0;
+    unsigned n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n > 0 ? n - 1 : 0;   /* less the directory's own */
+}
+
+void gg_conn_fd_counts(gg_conn *c, unsigned *open, unsigned *limit, unsigned *parked_uid)
+{
+    *limit = conn_fd_limit();
+    *open = conn_fds_open(*limit);
+    *parked_uid = c && c->sess ? conn_fds_of_uid(c, c->sess->uid) : 0;
+}
+
+void gg_conn_log_fd_shortage(gg_conn *c, int rc, const char *what)
+{
+    unsigned open, limit, parked;
+    gg_conn_fd_counts(c, &open, &limit, &parked);
+    gg_log_fields f = {.session = c && c->sess ? c->sess->id : 0};
+    GG_LOG(GG_LOG_WARN, &f, "%s: %s: %u file descriptors open of a limit of %u, uid %d holds "
+           "%u waiting for requests (at most %u); raise LimitNOFILE= in the unit", what,
+           rc == -ENFILE ? "the system is out of file descriptors (ENFILE)"
+                         : "the daemon is out of file descriptors (EMFILE)",
+           open, limit, c && c->sess ? (int)c->sess->uid : -1, parked, gg_conn_fd_cap());
+}
+
 /* The descriptors a read brought: held for their requests, up to
- * CONN_MAX_FDS; more are closed and the client told. */
+ * CONN_MAX_FDS on a connection and gg_conn_fd_cap() for its uid; more are
+ * closed and the client told. */
 void conn_collect_fds(gg_conn *c)
 {
-    unsigned dropped = 0;
+    unsigned dropped = 0, over = 0, held = 0, cap = 0;
+    int shortage = 0;
     while (uv_pipe_pending_count(&c->pipe) > 0) {
         int fd = conn_accept_fd(c);
         if (fd < 0) {
+            if (fd == -EMFILE || fd == -ENFILE)
+                shortage = fd;
             dropped++;
             continue;
         }
@@ -80,9 +154,46 @@ void conn_collect_fds(gg_conn *c)
             dropped++;
             continue;
         }
+        if (!cap) {
+            cap = gg_conn_fd_cap();
+            held = c->sess ? conn_fds_of_uid(c, c->sess->uid) : 0;
+        }
+        if (held >= cap) {
+            close(fd);
+            over++;
+            continue;
+        }
+        held++;
         c->fds[c->nfds].fd = fd;
         c->fds[c->nfds].upto = c->rx;
         c->nfds++;
+    }
+    if (over) {
+        /* the request these came with finds none: it gets this, not EBADF */
+        c->fd_refused = -EDQUOT;
+        c->fd_refused_upto = c->rx;
+        char msg[300];
+        snprintf(msg, sizeof(msg), "%u file descriptor(s) refused: uid %d holds %u waiting for "
+                 "their requests on its connections, the most one uid may (an eighth of the "
+                 "daemon's descriptor limit); send requests whole, or fewer at once", over,
+                 c->sess ? (int)c->sess->uid : -1, held);
+        c->rpc->core->stats.errors++;
+        gg_metrics_error(&c->rpc->core->stats.metrics, -EDQUOT);
+        conn_buf_reset(&c->out);
+        proto_pack_error_notify(&c->out_pk, -EDQUOT, msg);
+        gg_conn_send(c, c->out.data, c->out.size);
+        conn_buf_reset(&c->out);
+        unsigned open, limit, parked;
+        gg_conn_fd_counts(c, &open, &limit, &parked);
+        gg_log_fields f = {.session = c->sess ? c->sess->id : 0};
+        GG_LOG(GG_LOG_WARN, &f, "refused %u file descriptor(s) from uid %d: it holds %u waiting "
+               "for requests, at most %u; %u file descriptors open of a limit of %u", over,
+               c->sess ? (int)c->sess->uid : -1, parked, gg_conn_fd_cap(), open, limit);
+    }
+    if (shortage) {
+        c->fd_refused = shortage;
+        c->fd_refused_upto = c->rx;
+        gg_conn_log_fd_shortage(c, shortage, "taking a descriptor a client sent");
     }
     if (dropped) {
         char msg[200];
@@ -113,17 +224,61 @@ void conn_drop_fds_before(gg_conn *c, uint64_t upto)
     conn_fd_notify(c, msg);
 }
 
+/* No descriptor for the request being handled: why.  One refused with
+ * bytes of this request (cap or shortage), or the daemon's table full now
+ * (the kernel then drops what a client sends), or none sent. */
+static int conn_fd_missing(gg_conn *c)
+{
+    if (c->fd_refused && c->fd_refused_upto > c->req_start)
+        return c->fd_refused;
+    uv_os_fd_t sfd;
+    if (uv_fileno((uv_handle_t *)&c->pipe, &sfd) != 0)
+        return -EBADF;
+    int t = fcntl(sfd, F_DUPFD_CLOEXEC, 3);
+    if (t >= 0) {
+        close(t);
+        return -EBADF;
+    }
+    return errno == EMFILE || errno == ENFILE ? -errno : -EBADF;
+}
+
 int gg_conn_take_fd(gg_conn *c)
 {
     if (!c)
         return -EBADF;
     conn_drop_fds_before(c, c->req_start);
-    if (c->nfds == 0)
-        return -EBADF;
+    if (c->nfds == 0) {
+        int rc = conn_fd_missing(c);
+        if (rc == -EMFILE || rc == -ENFILE)
+            gg_conn_log_fd_shortage(c, rc, "a request's descriptor was dropped");
+        return rc;
+    }
     int fd = c->fds[0].fd;
     c->nfds--;
     memmove(c->fds, c->fds + 1, c->nfds * sizeof(c->fds[0]));
     return fd;
+}
+
+int gg_conn_fd_fail(gg_conn *c, int rc, proto_errbuf *e)
+{
+    unsigned open = 0, limit = 0, parked = 0;
+    switch (rc) {
+    case -EMFILE:
+    case -ENFILE:
+        gg_conn_fd_counts(c, &open, &limit, &parked);
+        return proto_fail(e, rc, "the daemon is out of file descriptors (%s: %u open of a limit "
+                          "of %u), so the descriptor sent with this request was dropped by the "
+                          "kernel; try again later", rc == -EMFILE ? "EMFILE" : "ENFILE", open,
+                          limit);
+    case -EDQUOT:
+        return proto_fail(e, rc, "the descriptor sent with this request was refused: this uid "
+                          "holds the most descriptors waiting for their requests that one uid "
+                          "may (%u); send requests whole", gg_conn_fd_cap());
+    default:
+        return proto_fail(e, -EBADF, "fd: true, but no file descriptor came with this "
+                          "request: send it as SCM_RIGHTS ancillary data with the request's "
+                          "own bytes (sendmsg)");
+    }
 }
 
 /* Send len bytes with fd attached to the first of them, straight to the

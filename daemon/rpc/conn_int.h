@@ -93,6 +93,11 @@ typedef struct gg_conn {
         uint64_t upto;
     } fds[CONN_MAX_FDS];
     unsigned nfds;
+    /* The last descriptor refused (-EDQUOT past the uid's cap, -EMFILE or
+     * -ENFILE): the request whose bytes end before fd_refused_upto is
+     * told that instead of EBADF. */
+    int fd_refused;
+    uint64_t fd_refused_upto;
     uint64_t rx;
     uint64_t req_start;             /* stream offset of the request being handled */
 } gg_conn;

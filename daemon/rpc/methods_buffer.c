@@ -61,9 +61,7 @@ int gg_method_buffer_register(gg_call *c)
         return proto_fail(&c->err, -EINVAL, "argument 'handle' must be 1 to 256 bytes");
     int fd = -1;
     if (by_fd && (fd = gg_conn_take_fd(c->sess->transport)) < 0)
-        return proto_fail(&c->err, -EBADF, "fd: true, but no file descriptor came with this "
-                          "request: send it as SCM_RIGHTS ancillary data with the request's "
-                          "own bytes (sendmsg)");
+        return gg_conn_fd_fail(c->sess->transport, fd, &c->err);
 
     /* per-uid quotas (core/quota.h), before anything is mapped */
     gg_buffer *b = NULL;

@@ -25,8 +25,11 @@ int gg_method_fastpath_open(gg_call *c)
                           "written on this connection; read them, then ask again");
     int fd;
     struct gg_rpc_fp_geom g;
-    if ((rc = fp->open(fp->ctx, c->sess, (uint32_t)entries, &fd, &g, &c->err)) < 0)
+    if ((rc = fp->open(fp->ctx, c->sess, (uint32_t)entries, &fd, &g, &c->err)) < 0) {
+        if (rc == -EMFILE || rc == -ENFILE)
+            gg_conn_log_fd_shortage(c->sess->transport, rc, "fastpath.open");
         return rc;
+    }
     msgpack_packer *pk = c->pk;
     msgpack_pack_map(pk, 7);
     proto_pack_kv_u64(pk, "entries", g.entries);

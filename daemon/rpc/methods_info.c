@@ -162,7 +162,7 @@ int gg_method_stats(gg_call *c)
     if (cap > fit)
         cap = fit ? (unsigned)fit : 1;
     unsigned ctotal = gg_rpc_cache_count(core->cache, all, me->uid);
-    msgpack_pack_map(pk, 32);
+    msgpack_pack_map(pk, 34);
     info_pack_enabled_at(pk, core);
     proto_pack_kv_u64(pk, "capture_count", st->capture_count);
     proto_pack_kv_u64(pk, "instantiation_count", st->instantiations);
@@ -191,6 +191,10 @@ int gg_method_stats(gg_call *c)
     proto_pack_kv_u64(pk, "cache_bytes", gg_cache_bytes(core->cache));
     proto_pack_kv_u64(pk, "scratch_bytes", gg_cache_arena_bytes(core->cache));
     proto_pack_kv_u64(pk, "scratch_arenas", gg_cache_arenas(core->cache));
+    uint64_t log_dropped, log_suppressed;
+    gg_log_counts(&log_dropped, &log_suppressed);
+    proto_pack_kv_u64(pk, "log_dropped", log_dropped);
+    proto_pack_kv_u64(pk, "log_suppressed", log_suppressed);
     proto_pack_kv_str(pk, "scope", all ? "all" : "uid");
     proto_pack_kv_u64(pk, "cache_total", ctotal);
     proto_pack_kv_bool(pk, "cache_truncated", ctotal > cap);
