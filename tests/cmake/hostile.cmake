@@ -1,0 +1,8 @@
+# Issue 24's separable defects: the config reader under hostile files
+# (long comments, /dev/zero, a directory, a FIFO, NUL bytes, unknown
+# admin-group); a daemon whose log nobody reads, client log floods, a
+# descriptor table filled (EMFILE reported as such), descriptors parked
+# per uid, the scratch quota sized from the machine.
+gg_core_test(test_attack_config test_attack_config.c unit 240)
+gg_core_test(test_attack_daemon test_attack_daemon.c integration 300)
+target_include_directories(test_attack_daemon PRIVATE ${CMAKE_SOURCE_DIR}/proto)
