@@ -45,12 +45,12 @@ function(gg_systemd_generate src out prefix sbindir sysconfdir docdir)
   foreach(_u gfxgraphd.service gfxgraphd.socket gfxgraphd@.service gfxgraphd@.socket)
     configure_file("${src}/${_u}.in" "${out}/${_u}" @ONLY)
   endforeach()
-  # the metrics units: gfxgraphctl is installed beside gfxgraphd, in bin/
+  # the exporter's units: gfxgraph-exporter is installed in bin/, the sbin/
+  # of gfxgraphd with its last part changed
   string(REGEX REPLACE "sbin$" "bin" _bindir "${sbindir}")
   gg_systemd_full_dir(GG_FULL_BINDIR "${prefix}" "${_bindir}" BINDIR)
-  set(GG_FULL_SYSCONFDIR "${CMAKE_INSTALL_FULL_SYSCONFDIR}")
   set(GG_FULL_DOCDIR "${CMAKE_INSTALL_FULL_DOCDIR}")
-  foreach(_u gfxgraph-metrics.service gfxgraph-metrics.timer)
+  foreach(_u gfxgraph-exporter.service gfxgraph-exporter.socket)
     configure_file("${src}/${_u}.in" "${out}/${_u}" @ONLY)
   endforeach()
   set(GG_SYSTEMD_FULL_SYSCONFDIR "${CMAKE_INSTALL_FULL_SYSCONFDIR}" PARENT_SCOPE)
@@ -77,7 +77,7 @@ function(gg_systemd_install)
   file(INSTALL DESTINATION "${_unitdir}" TYPE FILE PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ
        FILES "${_out}/gfxgraphd.service" "${_out}/gfxgraphd.socket"
              "${_out}/gfxgraphd@.service" "${_out}/gfxgraphd@.socket"
-             "${_out}/gfxgraph-metrics.service" "${_out}/gfxgraph-metrics.timer")
+             "${_out}/gfxgraph-exporter.service" "${_out}/gfxgraph-exporter.socket")
   if(EXISTS "${A_SRC}/../docs/metrics.md")
     file(INSTALL DESTINATION "${GG_SYSTEMD_FULL_DOCDIR}" TYPE FILE
          PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ FILES "${A_SRC}/../docs/metrics.md")
