@@ -28,29 +28,9 @@ uint64_t gg_quota_mapped(uint64_t offset, uint64_t size)
     return end - start;
 }
 
-/* What the program's own structures hold on the heap: its tensors and
- * their name index, and per branch its nodes, the launch plan and the row
- * chains' stages (each of capacity nnodes).  A call node copies its
- * callee's nodes in, so a define of a few bytes can hold megabytes here. */
-uint64_t gg_quota_program_bytes(const gg_program *p)
-{
-    uint64_t b = sizeof(*p) + (uint64_t)p->ntensors * sizeof(gg_ptensor) + p->siglen;
-    if (p->tindex)
-        b += ((uint64_t)p->tindex_mask + 1) * sizeof(int);
-    b += (uint64_t)p->nbranches * sizeof(gg_branch);
-    b += (uint64_t)p->nbranches * (uint64_t)p->nbuckets * sizeof(*p->entries);
-    for (int i = 0; i < p->nbranches; i++) {
-        const gg_branch *br = &p->branches[i];
-        uint64_t per = sizeof(gg_pnode) + (br->plan ? sizeof(gg_pnode) : 0) +
-                       (br->stages ? sizeof(gg_pstage) : 0);
-        b += (uint64_t)br->nnodes * per;
-    }
-    return b;
-}
-
 uint64_t gg_quota_scratch(const gg_program *p)
 {
-    return quota_add(p->arena ? p->arena->bytes : 0, gg_quota_program_bytes(p));
+    return p->arena ? p->arena->bytes : 0;
 }
 
 uint64_t gg_quota_scratch_limit(const gg_core *core)
@@ -127,8 +107,7 @@ int gg_quota_program(gg_core *core, uid_t uid, const gg_program *p, proto_errbuf
                              "max-programs-per-uid", "release some programs first");
     if (slim && quota_add(u.scratch_bytes, p->scratch_quota) > slim)
         return gg_quota_fail(e, uid, "scratch bytes (each program: one arena, its scratch at its "
-                             "largest bucket, and the memory its nodes and tensors hold, "
-                             "called programs' copied in)", u.scratch_bytes, p->scratch_quota,
+                             "largest bucket)", u.scratch_bytes, p->scratch_quota,
                              slim, cfg->quota_scratch_bytes == GG_QUOTA_AUTO
                                  ? "max-scratch-bytes-per-uid, auto: a quarter of the "
                                    "device's memory" : "max-scratch-bytes-per-uid",

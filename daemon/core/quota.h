@@ -36,14 +36,9 @@ int gg_quota_buffer(struct gg_core *core, uid_t uid, uint64_t offset, uint64_t s
  * its scratch (gg_quota_scratch). */
 int gg_quota_program(struct gg_core *core, uid_t uid, const struct gg_program *p,
                      proto_errbuf *e);
-/* The memory a program holds, counted under max-scratch-bytes-per-uid:
- * its one arena, sized for its largest bucket and shared by every branch
- * and bucket (core/arena.h), and its own structures
- * (gg_quota_program_bytes). */
+/* The scratch a program holds: its one arena, sized for its largest
+ * bucket and shared by every branch and bucket (core/arena.h). */
 uint64_t gg_quota_scratch(const struct gg_program *p);
-/* The heap a program's tensors, nodes (called programs' copied in), plan
- * and stages hold. */
-uint64_t gg_quota_program_bytes(const struct gg_program *p);
 /* max-scratch-bytes-per-uid as it applies: the setting, or for auto
  * (GG_QUOTA_AUTO) a quarter of the device's memory (RAM on the cpu
  * backend); 0: no limit. */
