@@ -184,7 +184,7 @@ def _open(path: str) -> ctypes.CDLL:
     # arguments that are already ctypes objects (or small ints for int
     # parameters) a call skips the per-argument conversion, a third of a
     # ctypes call's cost.  Callers pass exactly the C types.
-    lib._gg_raw = ctypes.CDLL(path)
+    setattr(lib, "_gg_raw", ctypes.CDLL(path))
     return lib
 
 
@@ -249,10 +249,10 @@ def load() -> ctypes.CDLL:
                     "in <build>/client/).  Tried: %s" % (SONAME, SONAME, "; ".join(tried)))
 
 
-def library_path() -> Optional[str]:
+def library_path() -> str:
     """The path (or soname) the library was loaded from; loads it if needed."""
     load()
-    return _path
+    return str(_path)
 
 
 def s(b: Optional[bytes]) -> str:

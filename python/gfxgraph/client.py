@@ -4,9 +4,13 @@ libgfxgraph-client, with buffers, programs and asynchronous replays."""
 import ctypes
 import threading
 import weakref
+from typing import TYPE_CHECKING, Any, Dict, Literal, Optional
 
 from . import _lib, shm
 from .errors import Error, from_client
+
+if TYPE_CHECKING:
+    from .program import Program
 
 
 class Buffer:
@@ -15,19 +19,20 @@ class Buffer:
 
     __slots__ = ("client", "id", "size", "offset", "obj", "handle", "__weakref__")
 
-    def __init__(self, client, bid, size, offset, obj, handle):
+    def __init__(self, client: "Client", bid: int, size: int, offset: int, obj: Any,
+                 handle: Any) -> None:
         self.client = client
-        self.id = bid
+        self.id: Optional[int] = bid
         self.size = size
         self.offset = offset
         self.obj = obj
         self.handle = handle
 
     @property
-    def released(self):
+    def released(self) -> bool:
         return self.id is None
 
-    def release(self):
+    def release(self) -> None:
         """buffer.release (idempotent; EBUSY while programs use it)."""
         c = self.client
         if self.id is None or c is None or c._c is None:
@@ -51,19 +56,19 @@ class Ticket:
 
     __slots__ = ("client", "value", "program", "done")
 
-    def __init__(self, client, value, program):
+    def __init__(self, client: "Client", value: int, program: Any) -> None:
         self.client = client
         self.value = value
         self.program = program
         self.done = False
 
-    def wait(self):
+    def wait(self) -> Dict[str, Any]:
         return self.client.wait(self)
 
-    def poll(self):
+    def poll(self) -> bool:
         return self.client.poll(self)
 
-    def __int__(self):
+    def __int__(self) -> int:
         return self.value
 
     def __repr__(self):
@@ -73,7 +78,7 @@ class Ticket:
 _PATHS = ("graph", "eager")
 
 
-def result_dict(r):
+def result_dict(r: Any) -> Dict[str, Any]:
     """A gg_replay_result as the replay result map of PROTOCOL.md."""
     path = r.path
     reason = r.reason
@@ -103,11 +108,12 @@ class Client:
     own Client when that matters.
     """
 
-    def __init__(self, socket=None, name=None, timeout_ms=None):
+    def __init__(self, socket: Optional[str] = None, name: Optional[str] = None,
+                 timeout_ms: Optional[int] = None) -> None:
         self._lib = lib = _lib.load()
         self._c = None
-        self._buffers = {}
-        self._programs = weakref.WeakValueDictionary()
+        self._buffers: Dict[Any, Buffer] = {}
+        self._programs: "weakref.WeakValueDictionary[int, Program]" = weakref.WeakValueDictionary()
         self._lock = threading.Lock()
         c = lib.gg_client_new()
         if not c:
@@ -131,14 +137,14 @@ class Client:
 
     # ---- lifetime ---------------------------------------------------------
 
-    def __enter__(self):
+    def __enter__(self) -> "Client":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> "Literal[False]":
         self.close()
         return False
 
-    def close(self):
+    def close(self) -> None:
         """Close the connection: the daemon drops the session's buffers and
         programs.  Idempotent."""
         c, self._c = self._c, None
@@ -158,11 +164,11 @@ class Client:
             pass
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
         return self._c is None
 
     @property
-    def connected(self):
+    def connected(self) -> bool:
         return bool(self._c) and bool(self._lib.gg_client_connected(self._c))
 
     def _h(self):
@@ -174,11 +180,11 @@ class Client:
         return from_client(self._lib, self._c, rc, what)
 
     @property
-    def fastpath_status(self):
+    def fastpath_status(self) -> str:
         """gg_client_fastpath_status(): "active (...)", "off (...)", ..."""
         return _lib.s(self._lib.gg_client_fastpath_status(self._h()))
 
-    def set_timeout(self, timeout_ms):
+    def set_timeout(self, timeout_ms: int) -> None:
         self._lib.gg_client_set_timeout(self._h(), int(timeout_ms))
 
     def __repr__(self):
@@ -189,7 +195,7 @@ class Client:
 
     # ---- buffers ----------------------------------------------------------
 
-    def register(self, t, offset=0, size=None):
+    def register(self, t: Any, offset: int = 0, size: Optional[int] = None) -> Buffer:
         """Register memory with the daemon; returns a Buffer (``.id``).
 
         hip backend: a torch CUDA tensor (its allocation's IPC handle and
@@ -248,7 +254,7 @@ class Client:
         self._buffers[b.id] = b
         return b
 
-    def register_device_pointer(self, ptr, size, owner=None):
+    def register_device_pointer(self, ptr: int, size: int, owner: Any = None) -> Buffer:
         """hip backend: register size bytes of device memory at ptr (any
         pointer into a device allocation; gg_client_buffer_register_device).
         owner: an object kept alive with the Buffer (e.g. the torch storage)."""
@@ -262,7 +268,7 @@ class Client:
         self._buffers[b.id] = b
         return b
 
-    def register_fd(self, fd, offset, size, owner=None):
+    def register_fd(self, fd: int, offset: int, size: int, owner: Any = None) -> Buffer:
         """Register size bytes at offset of a file descriptor (an int or an
         object with ``fileno()``): a memfd (``os.memfd_create``) or a POSIX
         shm object, open read-write.  It travels with the request
@@ -284,7 +290,8 @@ class Client:
         self._buffers[b.id] = b
         return b
 
-    def register_shm_name(self, name, offset, size, owner=None):
+    def register_shm_name(self, name: str, offset: int, size: int,
+                          owner: Any = None) -> Buffer:
         """cpu backend: register size bytes at offset of the shm object name."""
         c = self._h()
         bid = ctypes.c_uint64()
@@ -298,7 +305,7 @@ class Client:
 
     # ---- programs ---------------------------------------------------------
 
-    def define(self, spec):
+    def define(self, spec: Dict[str, Any]) -> "Program":
         """program.define: spec is the map of PROTOCOL.md section 10 (a
         tensor's ``buffer`` may be a Buffer); returns a Program."""
         from .program import define
@@ -308,7 +315,7 @@ class Client:
 
     # ---- asynchronous replays ---------------------------------------------
 
-    def wait(self, ticket):
+    def wait(self, ticket: Any) -> Dict[str, Any]:
         """Wait for a submitted replay; its result dict (or Error)."""
         c = self._h()
         if not isinstance(ticket, Ticket):
@@ -322,7 +329,7 @@ class Client:
             raise self._fail(rc, "wait")
         return result_dict(r)
 
-    def poll(self, ticket):
+    def poll(self, ticket: Any) -> bool:
         """True when wait(ticket) would return at once."""
         c = self._h()
         v = ticket.value if isinstance(ticket, Ticket) else int(ticket)
@@ -333,7 +340,7 @@ class Client:
 
     # ---- events (hip) -----------------------------------------------------
 
-    def register_event(self, event):
+    def register_event(self, event: Any) -> int:
         """Register a torch.cuda.Event(interprocess=True) / hipEvent_t (its
         raw handle as int) for Program.replay(wait_event=, signal_event=);
         returns the event id."""
@@ -349,7 +356,7 @@ class Client:
             raise self._fail(rc, "event.register")
         return eid.value
 
-    def release_event(self, eid):
+    def release_event(self, eid: int) -> None:
         rc = self._lib.gg_client_event_release(self._h(), int(eid))
         if rc < 0:
             raise self._fail(rc, "event.release")

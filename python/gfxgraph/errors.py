@@ -1,6 +1,7 @@
 """gfxgraph.Error: every failure the package reports."""
 
 import errno as _errno
+from typing import Any, Optional, Tuple
 
 
 class Error(Exception):
@@ -13,19 +14,19 @@ class Error(Exception):
     ``errno`` is the positive errno value when there is one (else 0).
     """
 
-    def __init__(self, code, message, errno=0):
-        self.code = code or "EIO"
-        self.message = message or ""
+    def __init__(self, code: Optional[str], message: Optional[str], errno: int = 0) -> None:
+        self.code: str = code or "EIO"
+        self.message: str = message or ""
         if not errno:
             errno = getattr(_errno, self.code, 0)
-        self.errno = errno
+        self.errno: int = errno
         super().__init__("%s: %s" % (self.code, self.message) if self.message else self.code)
 
-    def __reduce__(self):
+    def __reduce__(self) -> Tuple[Any, Tuple[str, str, int]]:
         return (type(self), (self.code, self.message, self.errno))
 
 
-def from_client(lib, c, rc, what=None):
+def from_client(lib: Any, c: Any, rc: int, what: Optional[str] = None) -> "Error":
     """The Error for a failed call (rc < 0) on client c: the client's last
     error code and message, read right after the call."""
     code = lib.gg_client_last_error_code(c) if c else None

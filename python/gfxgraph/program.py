@@ -3,6 +3,7 @@ calls, and replay / submit / prepare / rebind / release."""
 
 import ctypes
 import numbers
+from typing import Any, Dict, Iterable, Literal, Optional, Union, cast
 
 from . import _lib
 from .client import Buffer, Ticket, result_dict
@@ -224,7 +225,7 @@ def _call(lib, d, client, where, n):
     lib.gg_program_def_call(d, pid, int(branch))
 
 
-def define(client, spec):
+def define(client: Any, spec: Dict[str, Any]) -> "Program":
     c = client._h()
     lib = client._lib
     d, name, buckets, nbranches, used = build(client, spec)
@@ -263,9 +264,10 @@ class Program:
     """A defined program: ``id``, ``name``, ``buckets`` (as given in the
     spec; None: the daemon's), ``branches``."""
 
-    def __init__(self, client, pid, name, buckets, branches, buffers):
+    def __init__(self, client: Any, pid: int, name: str, buckets: Any, branches: Any,
+                 buffers: Any) -> None:
         self.client = client
-        self.id = pid
+        self.id: Optional[int] = pid
         # the plain replay's arguments, made once (see replay)
         self._replay_fn = _lib.raw("gg_client_replay")
         self._ch = ctypes.c_void_p(client._c)
@@ -275,7 +277,7 @@ class Program:
         self.branches = branches
         self._buffers = buffers          # keep what the program reads alive
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Program(id=%r, name=%r)" % (self.id, self.name)
 
     def _h(self):
@@ -295,8 +297,9 @@ class Program:
         o.timed = bool(timed)
         return ctypes.byref(o)
 
-    def replay(self, batch, branch=0, *, wait_event=None, signal_event=None, async_=False,
-               timed=False):
+    def replay(self, batch: int, branch: int = 0, *, wait_event: Optional[int] = None,
+               signal_event: Optional[int] = None, async_: bool = False,
+               timed: bool = False) -> Dict[str, Any]:
         """Run the program for batch rows; returns the result map as a dict
         (path, bucket, batch, branch, fallback, captured, device_us,
         reason).  The outputs are in the buffers when it returns (unless
@@ -328,7 +331,8 @@ class Program:
 
     __call__ = replay
 
-    def submit(self, batch, branch=0, *, wait_event=None, signal_event=None, timed=False):
+    def submit(self, batch: int, branch: int = 0, *, wait_event: Optional[int] = None,
+               signal_event: Optional[int] = None, timed: bool = False) -> Ticket:
         """Submit a replay and return at once: a Ticket for client.wait()."""
         c = self._h()
         t = ctypes.c_uint64()
@@ -339,7 +343,8 @@ class Program:
             raise self.client._fail(rc, "submit %r batch %r" % (self.name, batch))
         return Ticket(self.client, t.value, self)
 
-    def prepare(self, buckets=None, branch=None):
+    def prepare(self, buckets: Union[None, int, Iterable[int]] = None,
+                branch: Optional[int] = None) -> Dict[str, int]:
         """program.prepare: capture graphs ahead of use for buckets (None:
         all of the program's) and branch (None: every branch).  Returns
         {"ready": n, "failed": m}."""
@@ -349,9 +354,11 @@ class Program:
             n, arr = 0, None
         else:
             if isinstance(buckets, numbers.Integral):
-                buckets = [buckets]
-            n = len(buckets)
-            arr = (ctypes.c_int * max(1, n))(*[int(b) for b in buckets])
+                bl = [int(buckets)]
+            else:
+                bl = [int(b) for b in cast(Iterable[int], buckets)]
+            n = len(bl)
+            arr = (ctypes.c_int * max(1, n))(*bl)
         br = -1 if branch is None else _branch(branch)
         rc = self.client._lib.gg_client_program_prepare(c, self.id, n, arr, br,
                                                         ctypes.byref(ready), ctypes.byref(failed))
@@ -359,19 +366,20 @@ class Program:
             raise self.client._fail(rc, "program.prepare %r" % self.name)
         return {"ready": ready.value, "failed": failed.value}
 
-    def rebind(self, tensor, buffer, offset=0):
+    def rebind(self, tensor: str, buffer: Union[Buffer, int], offset: int = 0) -> None:
         """program.rebind of one buffer tensor to buffer (a Buffer or id) at
         offset bytes."""
         c = self._h()
+        bid: Any = buffer
         if isinstance(buffer, Buffer):
             self._buffers.append(buffer)
-            buffer = buffer.id
+            bid = buffer.id
         rc = self.client._lib.gg_client_program_rebind(c, self.id, _lib.enc(tensor, "tensor"),
-                                                       int(buffer), int(offset))
+                                                       int(bid), int(offset))
         if rc < 0:
             raise self.client._fail(rc, "program.rebind %r" % self.name)
 
-    def release(self):
+    def release(self) -> None:
         """program.release (idempotent)."""
         if self.id is None or self.client.closed:
             self.id = None
@@ -382,9 +390,9 @@ class Program:
         self.id = None
         self._buffers = []
 
-    def __enter__(self):
+    def __enter__(self) -> "Program":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> "Literal[False]":
         self.release()
         return False

@@ -18,6 +18,7 @@ import itertools
 import os
 import threading
 import weakref
+from typing import Any, List, Optional, Sequence, Tuple, Union, cast
 
 from . import _lib
 from .errors import Error
@@ -25,7 +26,7 @@ from .errors import Error
 _counter = itertools.count()
 _segments_lock = threading.Lock()
 _segments = {}        # base address -> _Seg, while the mapping lives
-_bases = []           # sorted base addresses
+_bases: List[int] = []           # sorted base addresses
 
 
 class SharedMemory:
@@ -35,7 +36,7 @@ class SharedMemory:
     memoryview of the bytes), ``close()`` (unmap and unlink now; arrays
     over it must not be used afterwards)."""
 
-    def __init__(self, size, name=None):
+    def __init__(self, size: int, name: Optional[str] = None) -> None:
         size = int(size)
         if size < 1:
             raise Error("EINVAL", "shared memory size must be >= 1 (got %d)" % size)
@@ -52,7 +53,7 @@ class SharedMemory:
             break
         self.name = nm
         self.size = size
-        self.address = ptr.value
+        self.address: int = cast(int, ptr.value)   # set: the call succeeded
         self._raw = (ctypes.c_char * size).from_address(self.address)
         self.buffer = memoryview(self._raw).cast("B")
         self._finalizer = weakref.finalize(self._raw, _destroy, lib, nm, self.address, size)
@@ -60,7 +61,7 @@ class SharedMemory:
             _segments[self.address] = _Seg(nm, self.address, size, self._finalizer)
             bisect.insort(_bases, self.address)
 
-    def close(self):
+    def close(self) -> None:
         """Unmap and unlink now (idempotent)."""
         if self._finalizer.alive:
             with _segments_lock:
@@ -69,10 +70,10 @@ class SharedMemory:
             self._finalizer()
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
         return not self._finalizer.alive
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "SharedMemory(name=%r, size=%d%s)" % (self.name, self.size,
                                                     ", closed" if self.closed else "")
 
@@ -108,7 +109,7 @@ def _destroy(lib, name, addr, size):
     lib.gg_client_shm_destroy(name.encode(), ctypes.c_void_p(addr), size)
 
 
-def find(address, size):
+def find(address: int, size: int) -> Optional["_Seg"]:
     """The live mapping (name, address, size) holding [address, address +
     size), or None."""
     with _segments_lock:
@@ -122,7 +123,8 @@ def find(address, size):
     return seg
 
 
-def shared_array(shape, dtype="float32", torch=False):
+def shared_array(shape: Union[int, Sequence[int]], dtype: Any = "float32",
+                 torch: bool = False) -> Any:
     """A zero-filled numpy array of ``shape`` and ``dtype`` in a new shm
     object (needs numpy).  ``torch=True``: a torch CPU tensor over the same
     memory (``torch.from_numpy``).  ``gfxgraph.shm_of(a)`` gives the
@@ -141,7 +143,9 @@ def shared_array(shape, dtype="float32", torch=False):
     seg = SharedMemory(max(1, n * dt.itemsize))
     # np.frombuffer keeps the ctypes array (and so the mapping) alive as long
     # as the array or any view of it lives.
-    a = np.frombuffer(seg._raw, dtype=dt, count=n).reshape(tuple(int(d) for d in shape))
+    # (numpy's stubs do not list ctypes arrays, which export the buffer protocol)
+    flat = np.frombuffer(seg._raw, dtype=dt, count=n)  # type: ignore[call-overload]
+    a = flat.reshape(tuple(int(d) for d in shape))
     if torch:
         import torch as _torch
         return _torch.from_numpy(a)
@@ -158,7 +162,7 @@ def _np_dtype(dtype):
     return dtype
 
 
-def shm_of(obj):
+def shm_of(obj: Any) -> Optional[Union["SharedMemory", "_Seg"]]:
     """The SharedMemory that obj (a SharedMemory, numpy array, torch CPU
     tensor, or anything with a buffer address) lies in, or None."""
     if isinstance(obj, SharedMemory):
@@ -169,7 +173,7 @@ def shm_of(obj):
     return find(addr, max(size, 1))
 
 
-def address_of(obj):
+def address_of(obj: Any) -> Tuple[Optional[int], int]:
     """(address, nbytes) of an array-like's data, or (None, 0)."""
     if isinstance(obj, SharedMemory):
         return obj.address, obj.size
