@@ -195,8 +195,11 @@ static void slow_teardown(slow_fx *f)
 static void test_sigterm_inflight(void)
 {
     h_section("SIGTERM while a slow replay is in flight: answered, then exit 0");
+    /* a stop that waits as long as any busy machine needs: the replay is
+     * what ends it here, not shutdown-timeout-ms (test_stop_grace's) */
+    const char *args[] = {"--set", "shutdown-timeout-ms=600000", NULL};
     slow_fx f;
-    if (slow_setup(&f, NULL, 1.5) && slow_start(&f)) {
+    if (slow_setup(&f, args, 1.5) && slow_start(&f)) {
         kill(f.d.pid, SIGTERM);
         pthread_join(f.th, NULL);
         f.started = false;

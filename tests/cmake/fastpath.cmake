@@ -28,7 +28,7 @@ foreach(_name fastpath_results fastpath_ring fastpath_life fastpath_spec)
     GG_DAEMON_PATH="$<TARGET_FILE:gfxgraphd>"
     GG_FP_SPEC_CLIENT="${CMAKE_SOURCE_DIR}/tests/scripts/fastpath_spec_client.py")
   add_test(NAME ${_name} COMMAND test_${_name})
-  set_tests_properties(${_name} PROPERTIES LABELS integration TIMEOUT 300
+  set_tests_properties(${_name} PROPERTIES LABELS integration TIMEOUT 600
     SKIP_RETURN_CODE 77)
 endforeach()
 
@@ -37,6 +37,6 @@ endforeach()
 # here a store right after the work; slots freed by the ring thread).
 foreach(_name fastpath_results fastpath_life)
   add_test(NAME ${_name}_device COMMAND test_${_name})
-  set_tests_properties(${_name}_device PROPERTIES LABELS integration TIMEOUT 300
+  set_tests_properties(${_name}_device PROPERTIES LABELS integration TIMEOUT 600
     SKIP_RETURN_CODE 77 ENVIRONMENT "GG_TEST_DAEMON_ENV=GFXGRAPH_FASTPATH_COMPLETION=device")
 endforeach()
