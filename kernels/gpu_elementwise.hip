@@ -29,15 +29,27 @@ template <> struct ewt<GG_DT_F16> {
     typedef uint16_t T;
     typedef float V;
     enum { F = 1 };
-    static __device__ __forceinline__ V ld(const T *p, int64_t i) { return gg_f16_bits_to_f32(p[i]); }
-    static __device__ __forceinline__ void st(T *p, int64_t i, V v) { p[i] = gg_f32_to_f16_bits(v); }
+    static __device__ __forceinline__ V ld(const T *p, int64_t i)
+    {
+        return gg_f16_bits_to_f32(p[i]);
+    }
+    static __device__ __forceinline__ void st(T *p, int64_t i, V v)
+    {
+        p[i] = gg_f32_to_f16_bits(v);
+    }
 };
 template <> struct ewt<GG_DT_BF16> {
     typedef uint16_t T;
     typedef float V;
     enum { F = 1 };
-    static __device__ __forceinline__ V ld(const T *p, int64_t i) { return gg_bf16_bits_to_f32(p[i]); }
-    static __device__ __forceinline__ void st(T *p, int64_t i, V v) { p[i] = gg_f32_to_bf16_bits(v); }
+    static __device__ __forceinline__ V ld(const T *p, int64_t i)
+    {
+        return gg_bf16_bits_to_f32(p[i]);
+    }
+    static __device__ __forceinline__ void st(T *p, int64_t i, V v)
+    {
+        p[i] = gg_f32_to_bf16_bits(v);
+    }
 };
 template <> struct ewt<GG_DT_I32> {
     typedef int32_t T;
@@ -211,8 +223,9 @@ template <typename E> __global__ void __launch_bounds__(256) k_ew_fill(E *y, E v
 /* Floating: start + i * step in double, then f32, then the storage dtype
  * (the reference's order); integers exactly. */
 template <int DT>
-__global__ void __launch_bounds__(256) k_ew_arange(typename ewt<DT>::T *y, double start, double step,
-                                                   int64_t istart, int64_t istep, int64_t n)
+__global__ void __launch_bounds__(256)
+    k_ew_arange(typename ewt<DT>::T *y, double start, double step, int64_t istart, int64_t istep,
+                int64_t n)
 {
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
@@ -306,7 +319,8 @@ static void ew_cast_to(gg_gpu_ctx *c, const void *x, void *y, int64_t n)
                                                             (typename ewt<DO>::T *)y, n);
 }
 
-template <int DI> static int ew_cast_from(gg_gpu_ctx *c, gg_dtype to, const void *x, void *y, int64_t n)
+template <int DI>
+static int ew_cast_from(gg_gpu_ctx *c, gg_dtype to, const void *x, void *y, int64_t n)
 {
     switch (to) {
     case GG_DT_F32: ew_cast_to<DI, GG_DT_F32>(c, x, y, n); return 0;
@@ -396,6 +410,22 @@ template <typename E> static void ew_fill_bytes(gg_gpu_ctx *c, void *y, const vo
     k_ew_fill<E><<<ew_grid(c, n), 256, 0, c->stream>>>((E *)y, v, n);
 }
 
+template <int DT>
+static void ew_arange(gg_gpu_ctx *c, void *y, double start, double step, int64_t n)
+{
+    k_ew_arange<DT><<<ew_grid(c, n), 256, 0, c->stream>>>((typename ewt<DT>::T *)y, start, step,
+                                                          (int64_t)start, (int64_t)step, n);
+}
+
+template <typename E>
+static void ew_where(gg_gpu_ctx *c, const gg_tensor *in, void *y, const ew_geo4 &g, int64_t n,
+                     bool bcast)
+{
+    k_ew_where<E><<<ew_grid(c, n), 256, 0, c->stream>>>(
+        (const uint8_t *)in[0].data, (const E *)in[1].data, (const E *)in[2].data, (E *)y, g, n,
+        bcast);
+}
+
 int gg_gpu_elementwise_launch(gg_gpu_ctx *c, const gg_op_def *op, int kind, const gg_tensor *in,
                               int nin, const gg_tensor *out, const gg_op_attrs *attrs)
 {
@@ -433,14 +463,12 @@ int gg_gpu_elementwise_launch(gg_gpu_ctx *c, const gg_op_def *op, int kind, cons
     }
     if (kind == GG_OP_ARANGE) {
         const double start = attrs->v[0], step = attrs->v[1];
-        const int64_t is = (int64_t)start, it = (int64_t)step;
-        const unsigned gr = ew_grid(c, n);
         switch (ydt) {
-        case GG_DT_F32: k_ew_arange<GG_DT_F32><<<gr, 256, 0, c->stream>>>((float *)y->data, start, step, is, it, n); break;
-        case GG_DT_F16: k_ew_arange<GG_DT_F16><<<gr, 256, 0, c->stream>>>((uint16_t *)y->data, start, step, is, it, n); break;
-        case GG_DT_BF16: k_ew_arange<GG_DT_BF16><<<gr, 256, 0, c->stream>>>((uint16_t *)y->data, start, step, is, it, n); break;
-        case GG_DT_I32: k_ew_arange<GG_DT_I32><<<gr, 256, 0, c->stream>>>((int32_t *)y->data, start, step, is, it, n); break;
-        case GG_DT_I64: k_ew_arange<GG_DT_I64><<<gr, 256, 0, c->stream>>>((int64_t *)y->data, start, step, is, it, n); break;
+        case GG_DT_F32: ew_arange<GG_DT_F32>(c, y->data, start, step, n); break;
+        case GG_DT_F16: ew_arange<GG_DT_F16>(c, y->data, start, step, n); break;
+        case GG_DT_BF16: ew_arange<GG_DT_BF16>(c, y->data, start, step, n); break;
+        case GG_DT_I32: ew_arange<GG_DT_I32>(c, y->data, start, step, n); break;
+        case GG_DT_I64: ew_arange<GG_DT_I64>(c, y->data, start, step, n); break;
         default: return gg_gpu_fail(-EINVAL, "%s: y must not be bool", op->name);
         }
         return gg_gpu_launched(op);
@@ -450,7 +478,8 @@ int gg_gpu_elementwise_launch(gg_gpu_ctx *c, const gg_op_def *op, int kind, cons
     if (kind == GG_OP_CAST) {
         if (gg_desc_numel(&in[0].desc) != n ||
             ew_cast(c, in[0].desc.dtype, ydt, in[0].data, y->data, n) != 0)
-            return gg_gpu_fail(-EINVAL, "%s: x and y must have one size and known dtypes", op->name);
+            return gg_gpu_fail(-EINVAL, "%s: x and y must have one size and known dtypes",
+                               op->name);
         return gg_gpu_launched(op);
     }
     bool bcast = false;
@@ -458,14 +487,13 @@ int gg_gpu_elementwise_launch(gg_gpu_ctx *c, const gg_op_def *op, int kind, cons
     if (kind == GG_OP_WHERE) {
         if (nin != 3 || in[0].desc.dtype != GG_DT_BOOL || in[1].desc.dtype != ydt ||
             in[2].desc.dtype != ydt)
-            return gg_gpu_fail(-EINVAL, "%s: cond must be bool and a, b, y share one dtype", op->name);
-        const unsigned gr = ew_grid(c, n);
-        const uint8_t *cd = (const uint8_t *)in[0].data;
+            return gg_gpu_fail(-EINVAL, "%s: cond must be bool and a, b, y share one dtype",
+                               op->name);
         switch (gg_dtype_size(ydt)) {
-        case 1: k_ew_where<uint8_t><<<gr, 256, 0, c->stream>>>(cd, (const uint8_t *)in[1].data, (const uint8_t *)in[2].data, (uint8_t *)y->data, g, n, bcast); break;
-        case 2: k_ew_where<uint16_t><<<gr, 256, 0, c->stream>>>(cd, (const uint16_t *)in[1].data, (const uint16_t *)in[2].data, (uint16_t *)y->data, g, n, bcast); break;
-        case 4: k_ew_where<uint32_t><<<gr, 256, 0, c->stream>>>(cd, (const uint32_t *)in[1].data, (const uint32_t *)in[2].data, (uint32_t *)y->data, g, n, bcast); break;
-        default: k_ew_where<uint64_t><<<gr, 256, 0, c->stream>>>(cd, (const uint64_t *)in[1].data, (const uint64_t *)in[2].data, (uint64_t *)y->data, g, n, bcast); break;
+        case 1: ew_where<uint8_t>(c, in, y->data, g, n, bcast); break;
+        case 2: ew_where<uint16_t>(c, in, y->data, g, n, bcast); break;
+        case 4: ew_where<uint32_t>(c, in, y->data, g, n, bcast); break;
+        default: ew_where<uint64_t>(c, in, y->data, g, n, bcast); break;
         }
         return gg_gpu_launched(op);
     }

@@ -1052,7 +1052,7 @@ extern "C" int gg_gpu_op_launch(gg_gpu_ctx *c, const gg_op_def *op, const gg_ten
                                 const gg_tensor *out, int nout, const gg_op_attrs *attrs)
 {
     g_err[0] = '\0';
-    if (!c || !op || !op->name || !in || !out)
+    if (!c || !op || !op->name || (!in && nin > 0) || !out)
         return gg_gpu_fail(-EINVAL, "gg_gpu_op_launch: NULL argument");
     if (gg_ops_at(op->id) != op && gg_ops_fused_kind(op) >= 0) /* the planner's: gpu_fused.hip */
         return gg_gpu_fused_launch(c, op, gg_ops_fused_kind(op), in, nin, out, nout, attrs);

@@ -49,20 +49,35 @@ template <> struct red_io<GG_DT_F32> {
 template <> struct red_io<GG_DT_F16> {
     typedef uint16_t T;
     typedef float V;
-    static __device__ __forceinline__ V ld(const T *p, int64_t i) { return gg_f16_bits_to_f32(p[i]); }
-    static __device__ __forceinline__ void st(T *p, int64_t i, V v) { p[i] = gg_f32_to_f16_bits(v); }
+    static __device__ __forceinline__ V ld(const T *p, int64_t i)
+    {
+        return gg_f16_bits_to_f32(p[i]);
+    }
+    static __device__ __forceinline__ void st(T *p, int64_t i, V v)
+    {
+        p[i] = gg_f32_to_f16_bits(v);
+    }
 };
 template <> struct red_io<GG_DT_BF16> {
     typedef uint16_t T;
     typedef float V;
-    static __device__ __forceinline__ V ld(const T *p, int64_t i) { return gg_bf16_bits_to_f32(p[i]); }
-    static __device__ __forceinline__ void st(T *p, int64_t i, V v) { p[i] = gg_f32_to_bf16_bits(v); }
+    static __device__ __forceinline__ V ld(const T *p, int64_t i)
+    {
+        return gg_bf16_bits_to_f32(p[i]);
+    }
+    static __device__ __forceinline__ void st(T *p, int64_t i, V v)
+    {
+        p[i] = gg_f32_to_bf16_bits(v);
+    }
 };
 template <> struct red_io<GG_DT_I32> {
     typedef int32_t T;
     typedef int64_t V;
     static __device__ __forceinline__ V ld(const T *p, int64_t i) { return p[i]; }
-    static __device__ __forceinline__ void st(T *p, int64_t i, V v) { p[i] = (int32_t)(uint32_t)(uint64_t)v; }
+    static __device__ __forceinline__ void st(T *p, int64_t i, V v)
+    {
+        p[i] = (int32_t)(uint32_t)(uint64_t)v;
+    }
 };
 template <> struct red_io<GG_DT_I64> {
     typedef int64_t T;

@@ -131,6 +131,16 @@ static int ew_rule_one_dtype(const gg_op_def *op, const gg_tensor_desc *in, int 
     return 0;
 }
 
+/* An integer dtype's range, for a scalar, fill's value and arange's ends. */
+static int ew_fits(gg_dtype dt, double v)
+{
+    if (dt == GG_DT_I32)
+        return v == floor(v) && v >= -2147483648.0 && v <= 2147483647.0;
+    if (dt == GG_DT_I64)
+        return v == floor(v) && v >= -9223372036854775808.0 && v < 9223372036854775808.0;
+    return 1;
+}
+
 /* The scalar of a one-input binary op fits the operands' dtype. */
 static int ew_rule_scalar(const gg_op_def *op, gg_dtype dt, const gg_op_attrs *attrs, char *err,
                           size_t errlen)
@@ -142,9 +152,7 @@ static int ew_rule_scalar(const gg_op_def *op, gg_dtype dt, const gg_op_attrs *a
         return gg_rule_fail(err, errlen, "%s: scalar must be 0 or 1 for bool operands, got %g",
                             op->name, s);
     if (gg_dtype_is_int(dt)) {
-        double lo = dt == GG_DT_I32 ? -2147483648.0 : -9223372036854775808.0;
-        double hi = dt == GG_DT_I32 ? 2147483647.0 : 9223372036854775807.0;
-        if (s != floor(s) || !(s >= lo && s <= hi))
+        if (!ew_fits(dt, s))
             return gg_rule_fail(err, errlen,
                                 "%s: scalar must be an integer within %s's range for %s "
                                 "operands, got %g",
@@ -229,16 +237,6 @@ static int ew_check_where(const gg_op_def *op, const gg_tensor_desc *in, int nin
         (rc = gg_rule_same_dtype(op, "y", &out[0], "a", in[1].dtype, err, errlen)))
         return rc;
     return ew_rule_bcast(op, in, nin, &out[0], err, errlen);
-}
-
-/* An integer dtype's range, for fill's value and arange's ends. */
-static int ew_fits(gg_dtype dt, double v)
-{
-    if (dt == GG_DT_I32)
-        return v == floor(v) && v >= -2147483648.0 && v <= 2147483647.0;
-    if (dt == GG_DT_I64)
-        return v == floor(v) && v >= -9223372036854775808.0 && v < 9223372036854775808.0;
-    return 1;
 }
 
 static int ew_check_fill(const gg_op_def *op, const gg_tensor_desc *in, int nin,
@@ -680,9 +678,11 @@ static void ew_cpu_cast(const gg_tensor *in, int nin, const gg_tensor *out, int 
               .inplace = 1)
 
 GG_OP_ROW(ADD, .nin_min = 1, .nin_max = 2, .nout = 1, .in_names = {"a", "b"},
-          .out_names = {"y"}, EW_SCALAR_ATTRS, .check = ew_check_addmul, .cpu = ew_cpu_add, .inplace = 1);
+          .out_names = {"y"}, EW_SCALAR_ATTRS, .check = ew_check_addmul, .cpu = ew_cpu_add,
+          .inplace = 1);
 GG_OP_ROW(MUL, .nin_min = 1, .nin_max = 2, .nout = 1, .in_names = {"a", "b"},
-          .out_names = {"y"}, EW_SCALAR_ATTRS, .check = ew_check_addmul, .cpu = ew_cpu_mul, .inplace = 1);
+          .out_names = {"y"}, EW_SCALAR_ATTRS, .check = ew_check_addmul, .cpu = ew_cpu_mul,
+          .inplace = 1);
 EW_BINARY(SUB, ew_check_binary, ew_cpu_SUB);
 EW_BINARY(DIV, ew_check_binary, ew_cpu_DIV);
 EW_BINARY(POW, ew_check_binary, ew_cpu_POW);

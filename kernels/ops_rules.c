@@ -54,7 +54,8 @@ static int rule_desc(const gg_op_def *op, const char *what, const gg_tensor_desc
 {
     if ((int)d->dtype < 0 || d->dtype >= GG_DT_COUNT)
         return gg_rule_fail(err, errlen,
-                            "%s: %s has an unknown dtype (%d); expected f32, f16, bf16, i32, i64 or bool",
+                            "%s: %s has an unknown dtype (%d); expected f32, f16, bf16, i32, "
+                            "i64 or bool",
                             op->name, what, (int)d->dtype);
     if (d->ndim < 1 || d->ndim > GG_MAX_DIMS)
         return gg_rule_fail(err, errlen, "%s: %s must have 1 to %d dims, got %d", op->name, what,
