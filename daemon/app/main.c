@@ -9,6 +9,7 @@
 #include "base/config.h"
 #include "base/log.h"
 #include "app/server.h"
+#include "core/quota.h"
 
 /* The soft descriptor limit up to the hard one (LimitNOFILE=, ulimit -Hn):
  * the soft default (1024) is kept low only for programs that use select(),
@@ -27,6 +28,19 @@ static void main_raise_nofile(void)
     else
         gg_debug("descriptor limit raised from %llu to %llu", (unsigned long long)was,
                  (unsigned long long)rl.rlim_max);
+}
+
+/* The quotas whose default is sized from the machine, as they came out:
+ * an operator reading the log sees what "auto" means on this host. */
+static void main_log_auto_quotas(const gg_server *srv)
+{
+    const gg_config *cfg = &srv->cfg;
+    if (cfg->quota_scratch_bytes == GG_QUOTA_AUTO)
+        gg_info("max-scratch-bytes-per-uid auto: %llu bytes (a quarter of the device's memory)",
+                (unsigned long long)gg_quota_scratch_limit(&srv->core));
+    if (cfg->quota_program_bytes == GG_QUOTA_AUTO)
+        gg_info("max-program-bytes-per-uid auto: %llu bytes (an eighth of RAM)",
+                (unsigned long long)gg_quota_program_bytes_limit(&srv->core));
 }
 
 int main(int argc, char **argv)
@@ -57,6 +71,7 @@ int main(int argc, char **argv)
         gg_server_fini(&srv);
         return GG_EXIT_FAILURE;
     }
+    main_log_auto_quotas(&srv);
     rc = gg_server_run(&srv);
     gg_server_fini(&srv);
     return rc;

@@ -55,6 +55,7 @@ static const struct {
     {"max-mapped-bytes-per-uid", true},
     {"max-programs-per-uid", true},
     {"max-scratch-bytes-per-uid", true},
+    {"max-program-bytes-per-uid", true},
     {"max-parked-graphs-per-uid", true},
     {"max-parked-bytes-per-uid", true},
     {"max-fastpath-regions-per-uid", true},
@@ -67,17 +68,24 @@ static const struct {
 static uint64_t *cfg_quota_field(gg_config *c, int i)
 {
     uint64_t *f[] = {&c->quota_buffers, &c->quota_mapped_bytes, &c->quota_programs,
-                     &c->quota_scratch_bytes, &c->quota_parked, &c->quota_parked_bytes,
-                     &c->quota_fp_regions};
+                     &c->quota_scratch_bytes, &c->quota_program_bytes, &c->quota_parked,
+                     &c->quota_parked_bytes, &c->quota_fp_regions};
     return f[i];
 }
 #define CFG_QUOTA(c, i) (*cfg_quota_field((gg_config *)(c), i))
 static const char *const cfg_quota_keys[] = {
     "max-buffers-per-uid", "max-mapped-bytes-per-uid", "max-programs-per-uid",
-    "max-scratch-bytes-per-uid", "max-parked-graphs-per-uid", "max-parked-bytes-per-uid",
-    "max-fastpath-regions-per-uid",
+    "max-scratch-bytes-per-uid", "max-program-bytes-per-uid", "max-parked-graphs-per-uid",
+    "max-parked-bytes-per-uid", "max-fastpath-regions-per-uid",
 };
-#define CFG_NQUOTA 7
+#define CFG_NQUOTA 8
+
+/* The quotas whose default, "auto", is sized from the machine. */
+static bool cfg_quota_has_auto(const char *key)
+{
+    return strcmp(key, "max-scratch-bytes-per-uid") == 0 ||
+           strcmp(key, "max-program-bytes-per-uid") == 0;
+}
 
 static int cfg_quota_index(const char *key)
 {
@@ -225,6 +233,7 @@ void gg_config_defaults(gg_config *c)
     c->quota_programs = 4096;
     /* sized from the machine: a fixed figure protects no host of another size */
     c->quota_scratch_bytes = GG_QUOTA_AUTO;
+    c->quota_program_bytes = GG_QUOTA_AUTO;
     c->quota_parked = 1024;
     c->quota_parked_bytes = 16ULL << 30;
     c->quota_fp_regions = 64;
@@ -583,11 +592,11 @@ int gg_config_set(gg_config *c, const char *key, const char *v, char *err, size_
     } else if (strcmp(key, "device") == 0) {
         if ((rc = cfg_uint(key, v, 0, 255, &u, err, errlen)) < 0) return rc;
         c->device_index = (int)u;
-    } else if (strcmp(key, "max-scratch-bytes-per-uid") == 0 && strcmp(v, "auto") == 0) {
-        c->quota_scratch_bytes = GG_QUOTA_AUTO;
+    } else if (cfg_quota_has_auto(key) && strcmp(v, "auto") == 0) {
+        CFG_QUOTA(c, cfg_quota_index(key)) = GG_QUOTA_AUTO;
     } else if (cfg_quota_index(key) >= 0) {
         if ((rc = cfg_uint(key, v, 0, 1ULL << 56, &u, err, errlen)) < 0) {
-            if (strcmp(key, "max-scratch-bytes-per-uid") == 0)
+            if (cfg_quota_has_auto(key))
                 snprintf(err, errlen, "invalid value '%s' for %s: expected auto or an integer "
                          "from 0 to %llu", v, key, 1ULL << 56);
             return rc;

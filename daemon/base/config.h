@@ -25,12 +25,13 @@ typedef enum { GG_REPLAY_STANDARD = 0, GG_REPLAY_ADAPTIVE, GG_REPLAY_HOT } gg_re
 enum { GG_FAULT_CAPTURE = 1, GG_FAULT_INSTANTIATE = 2, GG_FAULT_LAUNCH = 4, GG_FAULT_DEVICE = 8,
        GG_FAULT_VALIDATE = 16 };
 
-/* max-scratch-bytes-per-uid's default, "auto": sized from the device's
- * memory once it is open (core/quota.h, gg_quota_scratch_limit). */
+/* The default of max-scratch-bytes-per-uid and max-program-bytes-per-uid,
+ * "auto": sized from the machine once the device is open (core/quota.h,
+ * gg_quota_scratch_limit, gg_quota_program_bytes_limit). */
 #define GG_QUOTA_AUTO UINT64_MAX
 
 /* Settings known by name (config-file spelling). */
-#define GG_CFG_NKEYS 41
+#define GG_CFG_NKEYS 42
 
 typedef struct {
     char socket_path[GG_PATH_MAX];
@@ -79,6 +80,7 @@ typedef struct {
     uint64_t quota_mapped_bytes;   /* max-mapped-bytes-per-uid */
     uint64_t quota_programs;       /* max-programs-per-uid */
     uint64_t quota_scratch_bytes;  /* max-scratch-bytes-per-uid; GG_QUOTA_AUTO */
+    uint64_t quota_program_bytes;  /* max-program-bytes-per-uid; GG_QUOTA_AUTO */
     uint64_t quota_parked;         /* max-parked-graphs-per-uid */
     uint64_t quota_parked_bytes;   /* max-parked-bytes-per-uid */
     uint64_t quota_fp_regions;     /* max-fastpath-regions-per-uid */

@@ -33,6 +33,37 @@ uint64_t gg_quota_scratch(const gg_program *p)
     return p->arena ? p->arena->bytes : 0;
 }
 
+uint64_t gg_quota_program_bytes(const gg_program *p)
+{
+    uint64_t b = sizeof(*p) + (uint64_t)p->ntensors * sizeof(gg_ptensor) + p->siglen;
+    if (p->tindex)
+        b += ((uint64_t)p->tindex_mask + 1) * sizeof(int);
+    b += (uint64_t)p->nbranches * sizeof(gg_branch);
+    b += (uint64_t)p->nbranches * (uint64_t)p->nbuckets * sizeof(*p->entries);
+    for (int i = 0; i < p->nbranches; i++) {
+        const gg_branch *br = &p->branches[i];
+        /* plan and stages are allocated with the nodes' capacity */
+        uint64_t per = sizeof(gg_pnode) + (br->plan ? sizeof(gg_pnode) : 0) +
+                       (br->stages ? sizeof(gg_pstage) : 0);
+        b = quota_add(b, (uint64_t)br->nnodes * per);
+    }
+    return b;
+}
+
+uint64_t gg_quota_program_bytes_limit(const gg_core *core)
+{
+    uint64_t lim = core->cfg->quota_program_bytes;
+    if (lim != GG_QUOTA_AUTO)
+        return lim;
+    /* The structures live on the host heap whatever the backend.  An
+     * eighth of RAM: with the cpu backend's scratch at a quarter, one user
+     * at both limits still leaves most of the host to the others. */
+    long pages = sysconf(_SC_PHYS_PAGES), pg = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || pg <= 0)
+        return 0;
+    return (uint64_t)pages * (uint64_t)pg / 8;
+}
+
 uint64_t gg_quota_scratch_limit(const gg_core *core)
 {
     uint64_t lim = core->cfg->quota_scratch_bytes;
@@ -61,6 +92,7 @@ void gg_quota_usage(gg_core *core, uid_t uid, gg_quota_use *out)
         if (p->sess->uid == uid) {
             out->programs++;
             out->scratch_bytes = quota_add(out->scratch_bytes, p->scratch_quota);
+            out->program_bytes = quota_add(out->program_bytes, gg_quota_program_bytes(p));
         }
     if (core->cache)
         gg_cache_parked_usage(core->cache, uid, &out->parked, &out->parked_bytes);
@@ -98,7 +130,8 @@ int gg_quota_program(gg_core *core, uid_t uid, const gg_program *p, proto_errbuf
 {
     const gg_config *cfg = core->cfg;
     uint64_t slim = gg_quota_scratch_limit(core);
-    if (!cfg->quota_programs && !slim)
+    uint64_t blim = gg_quota_program_bytes_limit(core);
+    if (!cfg->quota_programs && !slim && !blim)
         return 0;
     gg_quota_use u;
     gg_quota_usage(core, uid, &u);
@@ -113,6 +146,14 @@ int gg_quota_program(gg_core *core, uid_t uid, const gg_program *p, proto_errbuf
                                    "device's memory" : "max-scratch-bytes-per-uid",
                              "release some programs, or define this one with a smaller largest "
                              "bucket");
+    uint64_t pb = gg_quota_program_bytes(p);
+    if (blim && quota_add(u.program_bytes, pb) > blim)
+        return gg_quota_fail(e, uid, "program bytes (each program: its tensors, nodes, plan and "
+                             "stages, a called program's copied in)", u.program_bytes, pb, blim,
+                             cfg->quota_program_bytes == GG_QUOTA_AUTO
+                                 ? "max-program-bytes-per-uid, auto: an eighth of RAM"
+                                 : "max-program-bytes-per-uid",
+                             "release some programs, or call fewer or smaller programs");
     return 0;
 }
 

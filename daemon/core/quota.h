@@ -21,7 +21,7 @@ struct gg_program;
 
 typedef struct {
     uint64_t buffers, mapped_bytes;
-    uint64_t programs, scratch_bytes;
+    uint64_t programs, scratch_bytes, program_bytes;
     uint64_t parked, parked_bytes;
 } gg_quota_use;
 
@@ -32,8 +32,9 @@ uint64_t gg_quota_mapped(uint64_t offset, uint64_t size);
 /* buffer.register, before the import: one more buffer of that range. */
 int gg_quota_buffer(struct gg_core *core, uid_t uid, uint64_t offset, uint64_t size,
                     proto_errbuf *e);
-/* program.define, once p is parsed (not yet listed): one more program and
- * its scratch (gg_quota_scratch). */
+/* program.define, once p is parsed (not yet listed): one more program,
+ * its scratch (gg_quota_scratch) and its own memory
+ * (gg_quota_program_bytes). */
 int gg_quota_program(struct gg_core *core, uid_t uid, const struct gg_program *p,
                      proto_errbuf *e);
 /* The scratch a program holds: its one arena, sized for its largest
@@ -43,6 +44,15 @@ uint64_t gg_quota_scratch(const struct gg_program *p);
  * (GG_QUOTA_AUTO) a quarter of the device's memory (RAM on the cpu
  * backend); 0: no limit. */
 uint64_t gg_quota_scratch_limit(const struct gg_core *core);
+/* The heap a program's own structures hold: its tensors and their name
+ * index, and per branch its nodes, launch plan and row-chain stages.  A
+ * call node copies its callee's nodes and tensors in, so a define of a few
+ * bytes can hold megabytes here: counted under max-program-bytes-per-uid,
+ * apart from scratch (which lives on the device). */
+uint64_t gg_quota_program_bytes(const struct gg_program *p);
+/* max-program-bytes-per-uid as it applies: the setting, or for auto
+ * (GG_QUOTA_AUTO) an eighth of the host's RAM; 0: no limit. */
+uint64_t gg_quota_program_bytes_limit(const struct gg_core *core);
 /* fastpath.open: `open` regions of uid are open now. */
 int gg_quota_regions(struct gg_core *core, uid_t uid, uint64_t open, proto_errbuf *e);
 /* The EDQUOT message: "uid U: WHAT would be HAVE + ADD, over the limit of

@@ -17,6 +17,10 @@ gg_core_test(test_abuse_conn test_abuse_conn.c integration 300)
 # the cpu backend maps only the registered range).
 gg_core_test(test_quota test_quota.c integration 300)
 target_include_directories(test_quota PRIVATE ${CMAKE_SOURCE_DIR}/proto)
+# The memory a call-expanding program holds, under a quota of its own
+# (max-program-bytes-per-uid; auto: an eighth of RAM).
+gg_core_test(test_quota_program test_quota_program.c integration 300)
+target_include_directories(test_quota_program PRIVATE ${CMAKE_SOURCE_DIR}/proto)
 # Stats scoped to the caller's uid (root, the daemon's uid and
 # admin-group see all), the cache list capped with a total and a flag.
 gg_core_test(test_stats_scope test_stats_scope.c integration 300)
