@@ -164,18 +164,29 @@ install: build
 clean:
 	rm -rf build build-asan build-hip build-cuda
 
-# make deb [GPU=...] [DEB_BUILD=dir] [DEB_OUT=dir]: the Debian packages
-# gfxgraphd, libgfxgraph-client0 and libgfxgraph-client-dev, built with
-# dpkg-deb by packaging/deb/build-debs.sh (no debhelper, no network) into
-# $(DEB_OUT) (default build-deb/debs/).  $(DEB_BUILD) (default build-deb/) is
-# its own tree, configured for prefix /usr (library in /usr/lib/<multiarch>,
-# built-in config path /etc/gfxgraph/gfxgraphd.conf).  lintian runs when it is
-# installed (LINTIAN=no skips it, LINTIAN_STRICT=1 fails on its errors).
-DEB_BUILD ?= build-deb
-DEB_OUT   ?= $(DEB_BUILD)/debs
+# make deb [DEB_OUT=dir] [DEB_PROFILES=pkg.gfxgraph.cpu] [DEB_OPTIONS=...]: the
+# Debian packages gfxgraphd, libgfxgraph-client0 and libgfxgraph-client-dev,
+# built the Debian way (debian/: dh, dpkg-buildpackage) from a copy of the
+# tracked and new files in $(DEB_BUILD)/src/ (the tree itself stays clean),
+# then lintian on them.  The packages land in $(DEB_OUT) (default
+# build-deb/debs/).  DEB_PROFILES=pkg.gfxgraph.cpu: a daemon without the
+# GPU backend; DEB_OPTIONS (default nocheck: make test runs the suite)
+# becomes DEB_BUILD_OPTIONS.  debian/changelog is written from the project
+# version (packaging/debian-changelog.sh).
+DEB_BUILD    ?= build-deb
+DEB_OUT      ?= $(DEB_BUILD)/debs
+DEB_PROFILES ?=
+DEB_OPTIONS  ?= nocheck
 .PHONY: deb
-deb: deps
-	$(CMAKE) -S . -B $(DEB_BUILD) -DCMAKE_INSTALL_PREFIX=/usr -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-	  -DGFXGRAPH_GPU=$(GPU) -DGFXGRAPH_PYTHON=OFF
-	$(CMAKE) --build $(DEB_BUILD) -j $(JOBS)
-	bash packaging/deb/build-debs.sh $(DEB_BUILD) $(DEB_OUT)
+deb: deps-deb
+	rm -rf $(DEB_BUILD)/src && mkdir -p $(DEB_BUILD)/src/gfxgraph $(DEB_OUT)
+	git ls-files -z --cached --others --exclude-standard | \
+	  while IFS= read -r -d '' f; do [ -e "$$f" ] && printf '%s\0' "$$f"; done | \
+	  xargs -0 cp --parents -t $(DEB_BUILD)/src/gfxgraph
+	sh packaging/debian-changelog.sh $(DEB_BUILD)/src/gfxgraph
+	cd $(DEB_BUILD)/src/gfxgraph && DEB_BUILD_OPTIONS="$(DEB_OPTIONS) parallel=$(JOBS)" \
+	  DEB_BUILD_PROFILES="$(DEB_PROFILES)" dpkg-buildpackage -b -us -uc
+	mv $(DEB_BUILD)/src/*.deb $(DEB_BUILD)/src/*.changes $(DEB_BUILD)/src/*.buildinfo $(DEB_OUT)/
+	@echo "== lintian"
+	lintian --fail-on error,warning --tag-display-limit 0 $(DEB_OUT)/*.changes
+	@ls $(DEB_OUT)/*.deb
