@@ -6,3 +6,9 @@
 gg_core_test(test_attack_config test_attack_config.c unit 240)
 gg_core_test(test_attack_daemon test_attack_daemon.c integration 300)
 target_include_directories(test_attack_daemon PRIVATE ${CMAKE_SOURCE_DIR}/proto)
+# admin-group through a supplementary group from the group database, not
+# the client process (root: a group and users made and deleted; else
+# skipped, exit 77).
+gg_core_test(test_attack_admin_group test_attack_admin_group.c integration 240)
+target_include_directories(test_attack_admin_group PRIVATE ${CMAKE_SOURCE_DIR}/proto)
+set_tests_properties(test_attack_admin_group PROPERTIES SKIP_RETURN_CODE 77)
