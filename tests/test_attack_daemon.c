@@ -157,6 +157,30 @@ static void test_log_pipe(void)
     close(p[0]);
 }
 
+/* The daemon's whole log: stopped first, so that every record it queued
+ * has been written (the exit waits for the writer thread); read through a
+ * descriptor opened before, as the harness's stop removes the file. */
+static char *log_after_stop(h_daemon *d, int *status)
+{
+    int fd = open(d->log, O_RDONLY | O_CLOEXEC);
+    *status = h_daemon_stop(d);
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    ssize_t r;
+    while (buf && fd >= 0 && (r = read(fd, buf + n, cap - n - 1)) > 0)
+        if ((n += (size_t)r) + 1 == cap) {
+            char *nb = realloc(buf, cap *= 2);
+            if (!nb)
+                break;
+            buf = nb;
+        }
+    if (fd >= 0)
+        close(fd);
+    if (buf)
+        buf[n] = '\0';
+    return buf ? buf : strdup("");
+}
+
 static void test_rate_limit(void)
 {
     h_section("client log lines are rate-limited");
@@ -181,12 +205,14 @@ static void test_rate_limit(void)
     CHECKF(supp != UINT64_MAX && supp > 0, "suppressed %llu of %d", (unsigned long long)supp,
            made);
     h_conn_close(&c);
-    CHECK_EQ(h_daemon_stop(&d), 0);
-    char *log = h_read_file(d.log);
+    int st = -1;
+    char *log = log_after_stop(&d, &st);
+    CHECK_EQ(st, 0);
     int lines = 0;
     for (const char *s = log; (s = strstr(s, "closing connection")); s++)
         lines++;
-    CHECKF(lines < made, "%d closing lines logged for %d connections", lines, made);
+    /* some are logged (the burst), not one per connection */
+    CHECKF(lines > 0 && lines < made, "%d closing lines logged for %d connections", lines, made);
     free(log);
 }
 
