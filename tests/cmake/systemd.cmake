@@ -42,6 +42,9 @@ foreach(_t verify:verify-units.sh security:security.sh socket_activation:socket-
     TIMEOUT 180
     ENVIRONMENT "${_gg_sd_env}")
 endforeach()
+# systemd_deb builds the packages with dpkg-buildpackage from a copy of the
+# tree (a cpu build of what is installed): more than the others' time.
+set_tests_properties(systemd_deb PROPERTIES TIMEOUT 900)
 # These run `cmake --install` of the build tree (which writes
 # install_manifest.txt there): one at a time.
 set_tests_properties(systemd_verify systemd_security systemd_install_layout systemd_man systemd_ctl_ops
