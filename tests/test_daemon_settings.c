@@ -79,12 +79,14 @@ static void socket_case(const char *what, const char *want, const char *absent,
            "%s: health reports socket %s (got \"%s\")", what, want, got);
     if (absent)
         CHECKF(access(absent, F_OK) < 0, "%s: nothing at %s", what, absent);
+    /* stopped first: its exit waits until the log's writer thread has
+     * written every record */
+    h_daemon_stop(&d);
     char *l = h_read_file(log);
     char line[200];
     snprintf(line, sizeof line, "serving on %s", want);
     CHECK_CONTAINS(l, line);
     free(l);
-    h_daemon_stop(&d);
     unlink(log);
 }
 

@@ -1,8 +1,8 @@
 /* max-program-bytes-per-uid: the memory a program's expansion holds.
- *  - a define of a few hundred bytes whose two branches call a 2,046-node,
- *    2,047-tensor program holds the callee's nodes and tensors twice over;
- *    repeated, it is refused EDQUOT naming the setting well before the 600
- *    programs (1 GB) the daemon used to accept, each refusal giving the
+ *  - a define of a few hundred bytes whose two branches call a 1,023-node,
+ *    1,024-tensor program holds the callee's nodes and tensors twice over;
+ *    repeated, it is refused EDQUOT naming the setting well before 600
+ *    (the daemon used to accept them up to max-programs-per-uid), each refusal giving the
  *    same figures; the define's answer says the expansion happened (its
  *    node count is the callees'); releasing one makes room for exactly one;
  *    another uid still defines; the scratch quota is not what refused it;
@@ -17,12 +17,11 @@
 
 #include "test_quota_util.h"
 
-#define NT 2047          /* the callee's tensors, t0000 .. t2046: twice over and the
-                          * caller's own, within 4096 */
+#define NT 1024          /* the callee's tensors, t0000 .. t1023 */
 #define ROWB 16          /* a row of [batch, 4] f32 */
 #define TOP 8            /* the largest bucket */
 #define TBYTES (ROWB * TOP)
-#define LIMIT (16ULL << 20)
+#define LIMIT (8ULL << 20)
 
 static const char *g_sock;
 
@@ -182,7 +181,7 @@ static void release(h_conn *c, uint64_t id)
 static void expansion_case(void)
 {
     h_section("small defines that expand to large programs: EDQUOT past max-program-bytes-per-uid");
-    const char *args[] = {"--set", "max-program-bytes-per-uid=16M", NULL};
+    const char *args[] = {"--set", "max-program-bytes-per-uid=8M", NULL};
     h_daemon d;
     if (!CHECK(h_daemon_start(&d, args, NULL) == 0))
         return;
@@ -203,7 +202,8 @@ static void expansion_case(void)
         size_t wire = 0;
         uint64_t nodes = 0;
         bool refused = false;
-        /* the daemon used to take all 600 (1 GB): a limit must stop it first */
+        /* the daemon used to take them up to max-programs-per-uid (4096): a
+         * limit on their memory must stop it well before */
         while (callee && ok < 600 && !refused) {
             uint64_t n = 0;
             ids[ok] = define_caller(&c, bid, callee, &n, &wire, code, sizeof code, msg,
@@ -235,7 +235,7 @@ static void expansion_case(void)
          * and the callee (one chain, not two) holds less than a caller */
         CHECKF(have > (uint64_t)ok * add && have < (uint64_t)(ok + 1) * add,
                "%" PRIu64 " held for %d callers of %" PRIu64 " and the callee", have, ok, add);
-        h_note("a %zu-byte define holds %" PRIu64 " bytes; %d accepted under 16 MiB", wire, add,
+        h_note("a %zu-byte define holds %" PRIu64 " bytes; %d accepted under 8 MiB", wire, add,
                ok);
 
         h_section("another uid is not affected");
