@@ -194,10 +194,17 @@ static void test_config(void)
         CHECK(config_row(out, "max-inflight", row, sizeof row));
         CHECKF(strstr(row, "64") && strstr(row, "default"), "max-inflight default: \"%s\"", row);
     }
-    /* the level really is debug: the daemon logs debug records */
-    char *log = h_read_file(d.log);
-    CHECKF(strstr(log, "debug: ") != NULL, "GFXGRAPH_LOG_LEVEL=debug gives debug records");
-    free(log);
+    /* the level really is debug: the daemon logs debug records (written by
+     * a thread of its own: wait for one) */
+    bool dbg = false;
+    for (int64_t end = h_now_ms() + 60000; !dbg && h_now_ms() < end;) {
+        char *log = h_read_file(d.log);
+        dbg = strstr(log, "debug: ") != NULL;
+        free(log);
+        if (!dbg)
+            h_sleep_ms(20);
+    }
+    CHECKF(dbg, "GFXGRAPH_LOG_LEVEL=debug gives debug records");
     const char *j[] = {"--socket", d.sock, "config", "--json", NULL};
     code = ctl(j, NULL, &out, &err);
     CHECK_EQ(code, 0);
