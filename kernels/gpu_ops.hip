@@ -288,10 +288,10 @@ static __device__ __forceinline__ float block_max(float v, float *sh)
 
 /* ---- elementwise ------------------------------------------------------------ */
 
-enum { E_COPY, E_ADD, E_MUL, E_SCALE, E_GELU_ERF, E_GELU_TANH, E_SILU, E_SILU_MUL };
+enum { E_COPY, E_ADD, E_MUL, E_SCALE, E_GELU_ERF, E_GELU_TANH, E_SILU, E_SILU_MUL, E_SILU_MUL_RND };
 
 template <int E> struct ew_has_b {
-    enum { value = (E == E_ADD || E == E_MUL || E == E_SILU_MUL) };
+    enum { value = (E == E_ADD || E == E_MUL || E == E_SILU_MUL || E == E_SILU_MUL_RND) };
 };
 
 /* The hardware reciprocal, one MUFU instruction (gg_ex2 likewise for exp2):
@@ -309,7 +309,7 @@ static __device__ __forceinline__ float ew_rcp(float x)
 #endif
 }
 
-template <int E> static __device__ __forceinline__ float ew(float a, float b, float p)
+template <int DT, int E> static __device__ __forceinline__ float ew(float a, float b, float p)
 {
     switch (E) {
     case E_COPY:
@@ -335,6 +335,8 @@ template <int E> static __device__ __forceinline__ float ew(float a, float b, fl
         return a * ew_rcp(1.0f + gg_ex2(a * -1.4426950408889634f));
     case E_SILU_MUL:
         return a * ew_rcp(1.0f + gg_ex2(a * -1.4426950408889634f)) * b;
+    case E_SILU_MUL_RND: /* silu_mul's round_act: silu(a) as the dtype holds it */
+        return dt<DT>::ld(dt<DT>::st(a * ew_rcp(1.0f + gg_ex2(a * -1.4426950408889634f)))) * b;
     }
     return a;
 }
@@ -349,13 +351,13 @@ template <int DT, int E> static __device__ __forceinline__ uint4 ew_vec16(uint4 
 #pragma unroll
     for (int k = 0; k < 4; k++) {
         if constexpr (sizeof(typename D::T) == 4) {
-            Y[k] = __float_as_uint(ew<E>(__uint_as_float(A[k]), __uint_as_float(B[k]), p));
+            Y[k] = __float_as_uint(ew<DT, E>(__uint_as_float(A[k]), __uint_as_float(B[k]), p));
         } else {
             float x[2], z[2] = {0.0f, 0.0f};
             D::ld2(A[k], x);
             if (ew_has_b<E>::value)
                 D::ld2(B[k], z);
-            Y[k] = D::st2(ew<E>(x[0], z[0], p), ew<E>(x[1], z[1], p));
+            Y[k] = D::st2(ew<DT, E>(x[0], z[0], p), ew<DT, E>(x[1], z[1], p));
         }
     }
     return make_uint4(Y[0], Y[1], Y[2], Y[3]);
@@ -403,7 +405,7 @@ __global__ void __launch_bounds__(TH)
         const int64_t i = nv * V + threadIdx.x;
         if (i < n) {
             const float x2 = has_b ? D::ld(b[bn == n ? i : i % bn]) : 0.0f;
-            y[i] = D::st(ew<E>(D::ld(a[i]), x2, p));
+            y[i] = D::st(ew<DT, E>(D::ld(a[i]), x2, p));
         }
     }
 }
@@ -418,7 +420,7 @@ __global__ void __launch_bounds__(256)
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
         const float bv = ew_has_b<E>::value ? D::ld(b[bn == n ? i : i % bn]) : 0.0f;
-        y[i] = D::st(ew<E>(D::ld(a[i]), bv, p));
+        y[i] = D::st(ew<DT, E>(D::ld(a[i]), bv, p));
     }
 }
 
@@ -471,12 +473,13 @@ template <bool WARP> struct rowgeo {
 
 /* layernorm: y = (x - mean) / sqrt(var + eps) * w + b, var the biased variance
  * (two passes over the values, no E[x^2] - mean^2 cancellation).
- * rmsnorm:   y = x / sqrt(mean(x^2) + eps) * w. */
+ * rmsnorm:   y = x / sqrt(mean(x^2) + eps) * w; round_x: x / sqrt(..) rounded
+ *            to the dtype before the multiply by w. */
 template <int DT, bool RMS, bool VEC>
 static __device__ __forceinline__ void norm_emit(typename dt<DT>::T *yr, int i, const float *xs,
                                                  const typename unit<DT, VEC>::raw &wr,
                                                  const typename unit<DT, VEC>::raw &br,
-                                                 float mean, float rstd)
+                                                 float mean, float rstd, bool round_x)
 {
     typedef unit<DT, VEC> U;
     float wv[U::N], bv[U::N], o[U::N];
@@ -485,7 +488,10 @@ static __device__ __forceinline__ void norm_emit(typename dt<DT>::T *yr, int i, 
         U::cvt(br, bv);
 #pragma unroll
     for (int k = 0; k < U::N; k++) {
-        o[k] = (xs[k] - mean) * rstd * wv[k];
+        float t = (xs[k] - mean) * rstd;
+        if (RMS && round_x)
+            t = dt<DT>::ld(dt<DT>::st(t));
+        o[k] = t * wv[k];
         if (!RMS)
             o[k] += bv[k];
     }
@@ -496,7 +502,7 @@ template <int DT, bool RMS, bool VEC, bool WARP, int R, int LB>
 __global__ void __launch_bounds__(LB)
     k_norm(const typename dt<DT>::T *x, const typename dt<DT>::T *w,
            const typename dt<DT>::T *bias, typename dt<DT>::T *y, int64_t rows, int cols,
-           float eps)
+           float eps, bool round_x)
 {
     typedef typename dt<DT>::T T;
     typedef unit<DT, VEC> U;
@@ -574,14 +580,15 @@ __global__ void __launch_bounds__(LB)
                         wr[j] = U::load_raw(w, lane + j * width);
                         br[j] = RMS ? wr[j] : U::load_raw(bias, lane + j * width);
                     }
-                    norm_emit<DT, RMS, VEC>(yr, lane + j * width, xv[j], wr[j], br[j], mean, rstd);
+                    norm_emit<DT, RMS, VEC>(yr, lane + j * width, xv[j], wr[j], br[j], mean, rstd,
+                                            round_x);
                 }
         } else {
             for (int i = lane; i < nu; i += width) {
                 U::load(xr, i, xv[0]);
                 wr[0] = U::load_raw(w, i);
                 br[0] = RMS ? wr[0] : U::load_raw(bias, i);
-                norm_emit<DT, RMS, VEC>(yr, i, xv[0], wr[0], br[0], mean, rstd);
+                norm_emit<DT, RMS, VEC>(yr, i, xv[0], wr[0], br[0], mean, rstd, round_x);
             }
         }
     }
@@ -874,7 +881,7 @@ static row_geometry row_geometry_for(const gg_gpu_ctx *c, int64_t rows, int nu, 
 
 template <int DT, bool RMS, bool VEC>
 static void launch_norm_v(gg_gpu_ctx *c, const void *x, const void *w, const void *b, void *y,
-                          int64_t rows, int cols, float eps)
+                          int64_t rows, int cols, float eps, bool round_x)
 {
     typedef typename dt<DT>::T T;
     const T *xp = (const T *)x, *wp = (const T *)w, *bp = (const T *)b;
@@ -882,31 +889,31 @@ static void launch_norm_v(gg_gpu_ctx *c, const void *x, const void *w, const voi
     const row_geometry g = row_geometry_for(c, rows, cols / unit<DT, VEC>::N, 4);
     if (g.kind == ROW_WARP)
         k_norm<DT, RMS, VEC, true, GG_ROW_WARP_R, GG_ROW_WARP_THREADS>
-            <<<g.grid, g.threads, 0, c->stream>>>(xp, wp, bp, yp, rows, cols, eps);
+            <<<g.grid, g.threads, 0, c->stream>>>(xp, wp, bp, yp, rows, cols, eps, round_x);
     else if (g.kind == ROW_BLOCK && g.r == 1)
         k_norm<DT, RMS, VEC, false, 1, 1024>
-            <<<g.grid, g.threads, 0, c->stream>>>(xp, wp, bp, yp, rows, cols, eps);
+            <<<g.grid, g.threads, 0, c->stream>>>(xp, wp, bp, yp, rows, cols, eps, round_x);
     else if (g.kind == ROW_BLOCK && g.r == 2)
         k_norm<DT, RMS, VEC, false, 2, 1024>
-            <<<g.grid, g.threads, 0, c->stream>>>(xp, wp, bp, yp, rows, cols, eps);
+            <<<g.grid, g.threads, 0, c->stream>>>(xp, wp, bp, yp, rows, cols, eps, round_x);
     else if (g.kind == ROW_BLOCK)
         k_norm<DT, RMS, VEC, false, 4, 1024>
-            <<<g.grid, g.threads, 0, c->stream>>>(xp, wp, bp, yp, rows, cols, eps);
+            <<<g.grid, g.threads, 0, c->stream>>>(xp, wp, bp, yp, rows, cols, eps, round_x);
     else
         k_norm<DT, RMS, VEC, false, 0, 1024>
-            <<<g.grid, g.threads, 0, c->stream>>>(xp, wp, bp, yp, rows, cols, eps);
+            <<<g.grid, g.threads, 0, c->stream>>>(xp, wp, bp, yp, rows, cols, eps, round_x);
 }
 
 template <int DT, bool RMS>
 static void launch_norm(gg_gpu_ctx *c, const void *x, const void *w, const void *b, void *y,
-                        int64_t rows, int cols, float eps)
+                        int64_t rows, int cols, float eps, bool round_x)
 {
     const bool vec = cols % dt<DT>::VEC == 0 && gg_gpu_aligned16(x) && gg_gpu_aligned16(w) &&
                      gg_gpu_aligned16(y) && (RMS || gg_gpu_aligned16(b));
     if (vec)
-        launch_norm_v<DT, RMS, true>(c, x, w, b, y, rows, cols, eps);
+        launch_norm_v<DT, RMS, true>(c, x, w, b, y, rows, cols, eps, round_x);
     else
-        launch_norm_v<DT, RMS, false>(c, x, w, b, y, rows, cols, eps);
+        launch_norm_v<DT, RMS, false>(c, x, w, b, y, rows, cols, eps, round_x);
 }
 
 template <int DT, bool VEC>
@@ -991,6 +998,8 @@ static int launch_dt(gg_gpu_ctx *c, const gg_op_def *op, int kind,
             launch_ew<DT, E_ADD>(c, x, b, y, n, bn, 0.0f);
         else if (kind == GG_OP_MUL)
             launch_ew<DT, E_MUL>(c, x, b, y, n, bn, 0.0f);
+        else if (attr_value(op, attrs, 0, 0.0) != 0.0f)
+            launch_ew<DT, E_SILU_MUL_RND>(c, x, b, y, n, bn, 0.0f);
         else
             launch_ew<DT, E_SILU_MUL>(c, x, b, y, n, bn, 0.0f);
         return gg_gpu_launched(op);
@@ -1007,9 +1016,11 @@ static int launch_dt(gg_gpu_ctx *c, const gg_op_def *op, int kind,
                                    (long long)cols);
         const float eps = attr_value(op, attrs, 0, kind == GG_OP_LAYERNORM ? 1e-5 : 1e-6);
         if (kind == GG_OP_LAYERNORM)
-            launch_norm<DT, false>(c, x, in[1].data, in[2].data, y, n / cols, (int)cols, eps);
+            launch_norm<DT, false>(c, x, in[1].data, in[2].data, y, n / cols, (int)cols, eps,
+                                   false);
         else
-            launch_norm<DT, true>(c, x, in[1].data, NULL, y, n / cols, (int)cols, eps);
+            launch_norm<DT, true>(c, x, in[1].data, NULL, y, n / cols, (int)cols, eps,
+                                  attr_value(op, attrs, 1, 0.0) != 0.0f);
         return gg_gpu_launched(op);
     }
     case GG_OP_SOFTMAX: {

@@ -6,7 +6,9 @@
  *      the causal limit or a bool mask removes scores -inf;
  *   2. every thread reads the tile's maximum from shared memory (NaN wins:
  *      a NaN score makes the row NaN, as the reference);
- *   3. one thread a key turns its score into exp(score - max);
+ *   3. one thread a key turns its score into exp(score - max) (round_p: the
+ *      copy that weighs v rounded to the dtype, the running max the one up
+ *      to this tile, as PyTorch's fused kernels have it; the sum is not);
  *   4. each thread rescales and adds its own output dims (D split across the
  *      block, so the reads of v are coalesced).
  * A row whose maximum stays -inf (no key left) writes zeros.  q's row is
@@ -28,6 +30,7 @@ struct sd_shape {
     int64_t ms[4];   /* the mask's strides over [B, Hq, L, S] (0: broadcast) */
     float scale;
     int causal;
+    int round_p;     /* the weights rounded to the dtype before they weigh v */
 };
 
 static __device__ __forceinline__ float sd_max(float a, float b)
@@ -43,6 +46,7 @@ __global__ void __launch_bounds__(SD_THREADS)
     typedef dt<DT> D;
     extern __shared__ float qs[]; /* [D] */
     __shared__ float ps[SD_TILE];
+    __shared__ float pv[SD_TILE]; /* the weights as they weigh v (round_p) */
     const int tid = threadIdx.x, lane = tid % warpSize, warp = tid / warpSize;
     const int nw = SD_THREADS / warpSize;
     const int64_t rows = sh.B * sh.Hq * sh.L, Dd = sh.D, grp = sh.Hq / sh.Hkv;
@@ -92,8 +96,11 @@ __global__ void __launch_bounds__(SD_THREADS)
             if (mnew == -INFINITY)
                 continue; /* nothing allowed yet: no state to update */
             /* 3. weights */
-            if (tid < SD_TILE)
-                ps[tid] = expf(ps[tid] - mnew);
+            if (tid < SD_TILE) {
+                const float e = expf(ps[tid] - mnew);
+                ps[tid] = e;
+                pv[tid] = sh.round_p ? D::ld(D::st(e)) : e;
+            }
             __syncthreads();
             /* 4. rescale and add; m == -inf only before the first key
              * (acc and lsum 0) */
@@ -109,7 +116,7 @@ __global__ void __launch_bounds__(SD_THREADS)
                 if (d < Dd) {
                     float a = acc[i] * corr;
                     for (int jj = 0; jj < tn; jj++)
-                        a += ps[jj] * D::ld(vr[(t0 + jj) * Dd + d]);
+                        a += pv[jj] * D::ld(vr[(t0 + jj) * Dd + d]);
                     acc[i] = a;
                 }
             }
@@ -187,6 +194,7 @@ int gg_gpu_attention_launch(gg_gpu_ctx *c, const gg_op_def *op, const gg_tensor 
     const double cv = attrs ? attrs->v[1] : op->attrs[1].def;
     sh.scale = sv != 0.0 ? (float)sv : 1.0f / sqrtf((float)sh.D);
     sh.causal = cv != 0.0;
+    sh.round_p = (attrs ? attrs->v[2] : op->attrs[2].def) != 0.0;
     for (int i = 0; i < 4; i++)
         sh.ms[i] = 0;
     if (nin == 4) {

@@ -10,7 +10,9 @@
  *   reads kv head h / (Hq / Hkv)).  mask: bool (true = attend) or q's dtype
  *   (added to the scores), broadcast to [B, Hq, L, S] (right-aligned, each
  *   dim equal or 1).  scale 0: 1/sqrt(D).  causal 1: query i attends keys
- *   j <= i + S - L.  Scores, softmax and the weighted sum in f32; a row with
+ *   j <= i + S - L.  round_p 1: each weight exp(score - max) is rounded to
+ *   y's dtype before it weighs v, the sum it is divided by is not (what
+ *   the fused attention kernels PyTorch runs for f16/bf16 do).  Scores, softmax and the weighted sum in f32; a row with
  *   no key left (masked out, or every score -inf) gives zeros. */
 
 /* a*b+c stays two roundings (ops_cpu.c says why) */
@@ -52,6 +54,10 @@ static int at_check_sdpa(const gg_op_def *op, const gg_tensor_desc *in, int nin,
     const double causal = gg_rule_attr(op, attrs, 1);
     if (causal != 0 && causal != 1)
         return gg_rule_fail(err, errlen, "%s: causal must be 0 or 1, got %g", op->name, causal);
+    const double round_p = gg_rule_attr(op, attrs, 2);
+    if (round_p != 0 && round_p != 1)
+        return gg_rule_fail(err, errlen, "%s: round_p must be 0 or 1, got %g", op->name,
+                            round_p);
     if (nin == 4) {
         const gg_tensor_desc *m = &in[3];
         if (m->dtype != GG_DT_BOOL && m->dtype != q->dtype)
@@ -74,6 +80,19 @@ static int at_check_sdpa(const gg_op_def *op, const gg_tensor_desc *in, int nin,
 }
 
 /* ---- CPU reference ------------------------------------------------------------ */
+
+/* v as a tensor of dtype dt holds it (round_p). */
+static float at_round(gg_dtype dt, float v)
+{
+    switch (dt) {
+    case GG_DT_F16:
+        return gg_f16_to_f32_inl(gg_f32_to_f16_inl(v));
+    case GG_DT_BF16:
+        return gg_bf16_to_f32_inl(gg_f32_to_bf16_inl(v));
+    default:
+        return v;
+    }
+}
 
 /* Strides (in elements) of a mask broadcast over [B, Hq, L, S]: 0 on the
  * dims it does not have or has as 1. */
@@ -99,7 +118,7 @@ static void at_cpu_sdpa(const gg_tensor *in, int nin, const gg_tensor *out, int 
                   D = q->desc.dims[3], Hkv = k->desc.dims[1], S = k->desc.dims[2];
     const int64_t grp = Hq / Hkv;
     const float scale = attrs->v[0] != 0.0 ? (float)attrs->v[0] : 1.0f / sqrtf((float)D);
-    const int causal = attrs->v[1] != 0;
+    const int causal = attrs->v[1] != 0, round_p = attrs->v[2] != 0;
     int64_t ms[4] = {0, 0, 0, 0};
     if (mask)
         at_mask_strides(&mask->desc, ms);
@@ -145,8 +164,9 @@ static void at_cpu_sdpa(const gg_tensor *in, int nin, const gg_tensor *out, int 
                             continue;
                         const float p = expf(sc[j] - m);
                         l_sum += p;
+                        const float pv = round_p ? at_round(dt, p) : p;
                         for (int64_t d = 0; d < D; d++)
-                            acc[d] += p * gg_load(v->data, dt, kv + j * D + d);
+                            acc[d] += pv * gg_load(v->data, dt, kv + j * D + d);
                     }
                 for (int64_t d = 0; d < D; d++)
                     gg_store(y->data, dt, qo + d, m != -INFINITY ? acc[d] / l_sum : 0.0f);
@@ -158,7 +178,8 @@ static void at_cpu_sdpa(const gg_tensor *in, int nin, const gg_tensor *out, int 
 /* ---- row ------------------------------------------------------------------------ */
 
 GG_OP_ROW(SDPA, .nin_min = 3, .nin_max = 4, .nout = 1, .in_names = {"q", "k", "v", "mask"},
-          .out_names = {"y"}, .nattrs = 2,
+          .out_names = {"y"}, .nattrs = 3,
           .attrs = {{.name = "scale", .kind = GG_ATTR_FLOAT, .def = 0},
-                    {.name = "causal", .kind = GG_ATTR_FLOAT, .def = 0}},
+                    {.name = "causal", .kind = GG_ATTR_FLOAT, .def = 0},
+                    {.name = "round_p", .kind = GG_ATTR_FLOAT, .def = 0}},
           .check = at_check_sdpa, .cpu = at_cpu_sdpa);

@@ -293,6 +293,21 @@ static inline float silu_f(float x)
     return x / (1.0f + expf(-x));
 }
 
+/* v as a tensor of dtype dt holds it: the ops whose round attrs follow a
+ * PyTorch spelling that stores an intermediate in the tensor's dtype round
+ * there too. */
+static inline float round_to(gg_dtype dt, float v)
+{
+    switch (dt) {
+    case GG_DT_F16:
+        return gg_f16_to_f32_inl(gg_f32_to_f16_inl(v));
+    case GG_DT_BF16:
+        return gg_bf16_to_f32_inl(gg_f32_to_bf16_inl(v));
+    default:
+        return v;
+    }
+}
+
 static inline float gelu_erf_f(float x)
 {
     return 0.5f * x * (1.0f + erff(x * GG_SQRT1_2));
@@ -339,7 +354,7 @@ static void unary(const gg_tensor *x, const gg_tensor *y, int kind, float s)
     }
 }
 
-enum { B_ADD, B_MUL, B_SILU_MUL };
+enum { B_ADD, B_MUL, B_SILU_MUL, B_SILU_MUL_ROUND };
 
 /* b has a's shape, or (add/mul) is a 1-D row of a's last dim. */
 static void binary(const gg_tensor *a, const gg_tensor *b, const gg_tensor *y, int kind)
@@ -365,9 +380,13 @@ static void binary(const gg_tensor *a, const gg_tensor *b, const gg_tensor *y, i
                 for (int64_t i = 0; i < m; i++)
                     ys[i] = as[i] * bs[i];
                 break;
-            default:
+            case B_SILU_MUL:
                 for (int64_t i = 0; i < m; i++)
                     ys[i] = silu_f(as[i]) * bs[i];
+                break;
+            default:
+                for (int64_t i = 0; i < m; i++)
+                    ys[i] = round_to(dt, silu_f(as[i])) * bs[i];
                 break;
             }
             commit(y->data, dt, off, m, ys);
@@ -400,8 +419,8 @@ void gg_cpu_mul(const gg_tensor *in, int nin, const gg_tensor *out, int nout,
 void gg_cpu_silu_mul(const gg_tensor *in, int nin, const gg_tensor *out, int nout,
                      const gg_op_attrs *attrs)
 {
-    (void)nin, (void)nout, (void)attrs;
-    binary(&in[0], &in[1], &out[0], B_SILU_MUL);
+    (void)nin, (void)nout;
+    binary(&in[0], &in[1], &out[0], attr_or(attrs, 0, 0.0) != 0.0 ? B_SILU_MUL_ROUND : B_SILU_MUL);
 }
 
 void gg_cpu_scale(const gg_tensor *in, int nin, const gg_tensor *out, int nout,
@@ -475,6 +494,7 @@ void gg_cpu_rmsnorm(const gg_tensor *in, int nin, const gg_tensor *out, int nout
     gg_dtype dt = in[0].desc.dtype;
     int64_t d = t_last(&in[0]), rows = t_numel(&in[0]) / d;
     float eps = (float)attr_or(attrs, 0, 1e-6);
+    int round_x = attr_or(attrs, 1, 0.0) != 0.0;
     rowsrc xs, ws;
     float yb[CHUNK];
     rs_init(&xs, &in[0], d);
@@ -491,8 +511,12 @@ void gg_cpu_rmsnorm(const gg_tensor *in, int nin, const gg_tensor *out, int nout
             const float *xv = rs_get(&xs, r, c0, m);
             const float *wv = rs_get(&ws, 0, c0, m);
             float *yv = view_out(y->data, dt, r * d + c0, yb);
-            for (int64_t i = 0; i < m; i++)
-                yv[i] = xv[i] * rr * wv[i];
+            if (round_x)
+                for (int64_t i = 0; i < m; i++)
+                    yv[i] = round_to(dt, xv[i] * rr) * wv[i];
+            else
+                for (int64_t i = 0; i < m; i++)
+                    yv[i] = xv[i] * rr * wv[i];
             commit(y->data, dt, r * d + c0, m, yv);
         }
     }

@@ -28,6 +28,10 @@ static int ew_check_silu_mul(const gg_op_def *op, const gg_tensor_desc *in, int 
                              char *err, size_t errlen)
 {
     GG_RULE_COMMON();
+    const double round_act = gg_rule_attr(op, attrs, 0);
+    if (round_act != 0 && round_act != 1)
+        return gg_rule_fail(err, errlen, "%s: round_act must be 0 or 1, got %g", op->name,
+                            round_act);
     if (!gg_rule_same_shape(&in[1], &in[0])) {
         gg_shape_buf a, b;
         return gg_rule_fail(err, errlen, "%s: b must have the shape of a %s, got %s", op->name,
@@ -52,8 +56,11 @@ GG_OP_ROW(GELU, .nin_min = 1, .nin_max = 1, .nout = 1, .in_names = {"x"}, .out_n
                      .choices = ew_gelu_choices}},
           .check = ew_check_unary, .cpu = gg_cpu_gelu, .inplace = 1);
 EW_UNARY(SILU, gg_cpu_silu);
+/* round_act 1: silu(a) is rounded to y's dtype before the multiply, as
+ * PyTorch's act_fn(gate(x)) * up(x) stores it between its two ops. */
 GG_OP_ROW(SILU_MUL, .nin_min = 2, .nin_max = 2, .nout = 1, .in_names = {"a", "b"},
-          .out_names = {"y"}, .check = ew_check_silu_mul, .cpu = gg_cpu_silu_mul,
+          .out_names = {"y"}, .nattrs = 1,
+          .attrs = {{.name = "round_act", .kind = GG_ATTR_FLOAT, .def = 0}}, .check = ew_check_silu_mul, .cpu = gg_cpu_silu_mul,
           .inplace = 1);
 
 /* ==== the general elementwise ops ============================================

@@ -22,6 +22,15 @@ static bool fz_is(const gg_pnode *n, gg_op_id id)
     return n->op == gg_ops_at(id);
 }
 
+/* n rounds an intermediate to its dtype (rmsnorm's round_x, silu_mul's
+ * round_act): the fused kernels compute those chains in f32 with one
+ * rounding, so such a node runs alone. */
+static bool fz_rounds(const gg_pnode *n)
+{
+    return (fz_is(n, GG_OP_RMSNORM) && n->attrs.v[1] != 0.0) ||
+           (fz_is(n, GG_OP_SILU_MUL) && n->attrs.v[0] != 0.0);
+}
+
 static const gg_ptensor *fz_t(const fz_ctx *c, int t)
 {
     return &c->p->tensors[t];
@@ -95,7 +104,7 @@ static int fz_add_rmsnorm(const fz_ctx *c, int i, gg_pnode *f)
     if (i + 1 >= br->nnodes)
         return 0;
     const gg_pnode *a = &br->nodes[i], *r = &br->nodes[i + 1];
-    if (!fz_is(a, GG_OP_ADD) || a->nin != 2 || !fz_is(r, GG_OP_RMSNORM) ||
+    if (!fz_is(a, GG_OP_ADD) || a->nin != 2 || !fz_is(r, GG_OP_RMSNORM) || fz_rounds(r) ||
         r->in[0] != a->out[0] || !fz_same_shape(c, a->in[0], a->in[1]) ||
         r->in[1] == a->out[0])
         return 0;
@@ -116,6 +125,7 @@ static int fz_gate_up(const fz_ctx *c, int i, gg_pnode *f)
         return 0;
     const gg_pnode *l0 = &br->nodes[i], *l1 = &br->nodes[i + 1], *m = &br->nodes[i + 2];
     if (!fz_is(l0, GG_OP_LINEAR) || !fz_is(l1, GG_OP_LINEAR) || !fz_is(m, GG_OP_SILU_MUL) ||
+        fz_rounds(m) ||
         l0->nin != 2 || l1->nin != 2 || l0->in[0] != l1->in[0] || l0->out[0] == l1->out[0])
         return 0;
     const gg_pnode *g, *u;
@@ -170,7 +180,7 @@ static int fz_norm_act(const fz_ctx *c, int i, gg_pnode *f)
         return 0;
     const gg_pnode *n = &br->nodes[i], *a = &br->nodes[i + 1];
     bool rms = fz_is(n, GG_OP_RMSNORM);
-    if (!rms && !fz_is(n, GG_OP_LAYERNORM))
+    if ((!rms && !fz_is(n, GG_OP_LAYERNORM)) || fz_rounds(n))
         return 0;
     double param;
     int act = fz_act_of(a, &param);
@@ -270,7 +280,7 @@ static int fz_ew_code(const gg_pnode *n, bool value_right)
         return GG_EW_ADD;
     if (fz_is(n, GG_OP_MUL))
         return GG_EW_MUL;
-    if (fz_is(n, GG_OP_SILU_MUL))
+    if (fz_is(n, GG_OP_SILU_MUL) && !fz_rounds(n))
         return value_right ? GG_EW_SILU_MUL_R : GG_EW_SILU_MUL;
     if (n->nin != 1)
         return 0;
@@ -363,7 +373,7 @@ static bool fz_stage_of(const gg_pnode *e, gg_pstage *st)
 {
     bool fused = e->op == gg_ops_fused(GG_FUSED_NORM_ACT);
     bool rms = fused ? e->attrs.v[1] == 1.0 : fz_is(e, GG_OP_RMSNORM);
-    if (!fused && !rms && !fz_is(e, GG_OP_LAYERNORM))
+    if ((!fused && !rms && !fz_is(e, GG_OP_LAYERNORM)) || (!fused && fz_rounds(e)))
         return false;
     if (e->nin != (rms ? 2 : 3))
         return false;

@@ -110,6 +110,22 @@ class Exec:
         self.write(n["outputs"][0], v)
 
 
+def rounded(v, dt):
+    """v (float64) as a tensor of dtype dt holds it: f16 and bf16 round to
+    nearest even (bf16 through f32, where the values lie), f32 too."""
+    import numpy as np
+    v = np.asarray(v, dtype=np.float64)
+    if dt == "f16":
+        return v.astype(np.float16).astype(np.float64)
+    if dt == "bf16":
+        f = np.ascontiguousarray(v, dtype=np.float32).view(np.uint32).astype(np.uint64)
+        r = (((f + 0x7FFF + ((f >> 16) & 1)) >> 16) << 16).astype(np.uint32)
+        return np.where(np.isnan(v), v, r.view(np.float32).astype(np.float64))
+    if dt == "f32":
+        return v.astype(np.float32).astype(np.float64)
+    return v
+
+
 def _setup():
     np = __import__("numpy")
     out_dt = lambda e, n: e.plan.tensors[n["outputs"][0]]["dtype"]  # noqa: E731
@@ -178,9 +194,10 @@ def _setup():
     Exec.op_cast = op_cast
 
     def op_silu_mul(self, n, a):
-        x, _ = self.read(n["inputs"][0])
+        x, dt = self.read(n["inputs"][0])
         y, _ = self.read(n["inputs"][1])
-        self._out(n, x / (1 + np.exp(-x)) * y)
+        act = x / (1 + np.exp(-x))
+        self._out(n, (rounded(act, dt) if a.get("round_act") else act) * y)
     Exec.op_silu_mul = op_silu_mul
 
     def op_where(self, n, a):
@@ -265,9 +282,10 @@ def _setup():
     Exec.op_bmm = op_bmm
 
     def op_rmsnorm(self, n, a):
-        x, _ = self.read(n["inputs"][0])
+        x, dt = self.read(n["inputs"][0])
         w, _ = self.read(n["inputs"][1])
-        self._out(n, x / np.sqrt((x * x).mean(-1, keepdims=True) + a.get("eps", 1e-6)) * w)
+        h = x / np.sqrt((x * x).mean(-1, keepdims=True) + a.get("eps", 1e-6))
+        self._out(n, (rounded(h, dt) if a.get("round_x") else h) * w)
     Exec.op_rmsnorm = op_rmsnorm
 
     def op_layernorm(self, n, a):
@@ -304,6 +322,11 @@ def _setup():
         mx = np.where(np.isfinite(mx), mx, 0)
         e = np.where(allow, np.exp(s - mx), 0)
         den = e.sum(-1, keepdims=True)
+        if a.get("round_p"):
+            # the weights as q's dtype holds them weigh v; the sum is not rounded
+            num = np.matmul(rounded(e, ins[0][1]), v)
+            self._out(n, np.where(den > 0, num / np.where(den > 0, den, 1), 0))
+            return
         p = np.where(den > 0, e / np.where(den > 0, den, 1), 0)
         self._out(n, np.matmul(p, v))
     Exec.op_sdpa = op_sdpa

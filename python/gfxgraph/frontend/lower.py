@@ -785,7 +785,10 @@ def _rms_norm(b, op):
     if eps is None:
         eps = {"f32": 1.1920928955078125e-07, "f16": 0.0009765625,
                "bf16": 0.0078125}.get(x.dtype, 1e-6)
-    _row_op(b, "rmsnorm", x, [w], y, {"eps": float(eps)})
+    attrs = {"eps": float(eps)}
+    if op.kwargs.get("round_x") and y.dtype != "f32":
+        attrs["round_x"] = 1
+    _row_op(b, "rmsnorm", x, [w], y, attrs)
 
 
 def _check_stats_unused(b, op):
@@ -813,7 +816,8 @@ def _silu_mul(b, op):
     y = op.out
     if tuple(a.shape) != tuple(y.shape) or tuple(g.shape) != tuple(y.shape):
         raise b.unsupported("silu_mul of shapes %s, %s" % (list(a.shape), list(g.shape)))
-    elementwise(b, "silu_mul", [a, g], y, broadcast=False)
+    rnd = op.kwargs.get("round_act") and y.dtype != "f32"
+    elementwise(b, "silu_mul", [a, g], y, {"round_act": 1} if rnd else None, broadcast=False)
 
 
 @register("gfx.gelu")
@@ -896,6 +900,16 @@ _SDPA = {
 }
 
 
+# The fused kernels (flash, memory-efficient, cuDNN) store each weight
+# exp(score - max) in q's dtype for the tensor-core product with v, and
+# divide by the f32 sum at the end; the math form and the CPU kernels do not.
+_SDPA_ROUND_P = ("aten._scaled_dot_product_flash_attention.default",
+                 "aten._scaled_dot_product_efficient_attention.default",
+                 "aten._scaled_dot_product_cudnn_attention.default",
+                 "aten._scaled_dot_product_fused_attention_overrideable.default",
+                 "aten.scaled_dot_product_attention.default")
+
+
 def _sdpa(b, op):
     mask_at, causal_at, scale_at = _SDPA[op.name]
     q, k, v = op.args[0], op.args[1], op.args[2]
@@ -925,6 +939,8 @@ def _sdpa(b, op):
     attrs = {"causal": 1 if causal else 0}
     if scale:
         attrs["scale"] = float(scale)
+    if dt in ("f16", "bf16") and op.name in _SDPA_ROUND_P:
+        attrs["round_p"] = 1
     o, pend = b.out_begin(out, list(out.shape), reads=reads, op="sdpa")
     b.node("sdpa", names, o, attrs)
     b.out_end(pend)

@@ -78,6 +78,9 @@ def _rms_core(ops, j):
     return None
 
 
+_HALF = ("f16", "bf16")
+
+
 def _vector(t, D):
     return isinstance(t, Tensor) and t.numel == D and t.shape[-1:] == (D,)
 
@@ -98,8 +101,14 @@ def match_rmsnorm(ops, i):
         j = producer(ops, i, h)
         if j is None:
             continue
+        # HF's `weight * hidden.to(input_dtype)`: the normalized value is
+        # stored in a half dtype before the weight multiply
+        round_x = 0
         if ops[j].name == "aten._to_copy.default":
-            j = producer(ops, j, ops[j].args[0])
+            src = ops[j].args[0]
+            round_x = int(isinstance(src, Tensor) and h.dtype in _HALF and
+                          src.dtype not in _HALF)
+            j = producer(ops, j, src)
             if j is None:
                 continue
         core = _rms_core(ops, j)
@@ -117,7 +126,8 @@ def match_rmsnorm(ops, i):
         # first op read (w is read where ops[i] read it)
         if not unchanged(ops, x, jfirst, i):
             continue
-        return Op("gfx.rmsnorm", [x, [D], w, eps], {}, y, m.index)
+        return Op("gfx.rmsnorm", [x, [D], w, eps], {"round_x": round_x} if round_x else {},
+                  y, m.index)
     return None
 
 
@@ -254,7 +264,10 @@ def match_silu_mul(ops, i):
             continue
         if not unchanged(ops, a, j, i):
             continue
-        return Op("gfx.silu_mul", [a, g], {}, y, m.index)
+        # act_fn(gate(x)) * up(x): silu's result is stored in s's dtype
+        # before the multiply
+        kw = {"round_act": 1} if s.dtype in _HALF else {}
+        return Op("gfx.silu_mul", [a, g], kw, y, m.index)
     return None
 
 
