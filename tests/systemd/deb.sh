@@ -107,8 +107,8 @@ gg_check "libgfxgraph-client0: no HIP runtime in Depends ($(field "$L" Depends))
 gg_check "libgfxgraph-client-dev: the description names gfxgraph::client" \
     eval 'dpkg-deb --field "$V" Description | grep -qF "gfxgraph::client"'
 if command -v hardening-check >/dev/null 2>&1; then
-    # -b: control-flow protection is not part of Debian 12's hardening flags
-    hc() { dpkg-deb -x "$D" "$T/hc" && hardening-check -q -b "$T/hc/usr/sbin/gfxgraphd" "$T/hc/usr/bin/gfxgraphctl"; }
+    # --nocfprotection: control-flow protection is not part of Debian 12's hardening flags
+    hc() { dpkg-deb -x "$D" "$T/hc" && hardening-check -q --nocfprotection "$T/hc/usr/sbin/gfxgraphd" "$T/hc/usr/bin/gfxgraphctl"; }
     gg_check "hardening-check: gfxgraphd and gfxgraphctl (fortify, relro, bindnow, pie)" hc
 fi
 if command -v lintian >/dev/null 2>&1; then
