@@ -221,11 +221,17 @@ static void test_max_inflight(void)
             /* the same connection still serves */
             CHECK(stats_ok(&c, 2000));
             /* and the pause was taken: the daemon says so, once */
-            char *log = h_read_file(d.log);
-            CHECKF(strstr(log, "requests in flight (max-inflight): its connection is not read "
-                           "until one is answered") != NULL,
-                   "the daemon logged that it paused reading at max-inflight");
-            free(log);
+            /* the log is written by a thread of its own: wait for the record */
+            bool paused = false;
+            for (int64_t end = h_now_ms() + 60000; !paused && h_now_ms() < end;) {
+                char *log = h_read_file(d.log);
+                paused = strstr(log, "requests in flight (max-inflight): its connection is not "
+                                     "read until one is answered") != NULL;
+                free(log);
+                if (!paused)
+                    h_sleep_ms(20);
+            }
+            CHECKF(paused, "the daemon logged that it paused reading at max-inflight");
             mp_free(&many);
             mp_free(&p);
         }
