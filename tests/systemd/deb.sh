@@ -3,6 +3,7 @@
 # of the source tree, dpkg-buildpackage -b with the build profile
 # pkg.gfxgraph.cpu and nocheck) into a scratch dir:
 #  1. three packages, version <project version>, this dpkg architecture;
+#     (dh_compress gzips the larger docs: operations.md may be .md.gz)
 #     each package's files (dpkg-deb --contents), no file in two of them.
 #  2. control data (dpkg-deb --info/--field): the conffile, the maintainer
 #     scripts from debhelper (sh -n; systemd through deb-systemd-helper and
@@ -50,7 +51,7 @@ for p in /usr/sbin/gfxgraphd /usr/bin/gfxgraphctl /etc/gfxgraph/gfxgraphd.conf \
          '/(usr/)?lib/systemd/system/gfxgraphd@\.service' '/(usr/)?lib/systemd/system/gfxgraphd@\.socket' \
          /usr/lib/sysusers.d/gfxgraph.conf /usr/lib/tmpfiles.d/gfxgraph.conf \
          /usr/share/doc/gfxgraphd/copyright \
-         /usr/share/doc/gfxgraph/operations.md; do
+         '/usr/share/doc/gfxgraph/operations\.md(\.gz)?'; do
     gg_check "gfxgraphd: $p" has "$D" "$p"
 done
 # man pages: when this tree installs them (an old tree may not)
