@@ -233,8 +233,8 @@ static void test_define(void)
     CHECK_CONTAINS(gg_client_last_error(A), "conv2d");
     STILL_OK();
     /* operand counts */
-    p = def_xy("one-input-add", gx.id, gy.id);
-    gg_program_def_op(p, "add", "x", "y");
+    p = def_xy("one-input-where", gx.id, gy.id);
+    gg_program_def_op(p, "where", "x", "y");
     CHECK_FAILS(define(A, p, NULL), A, "EINVAL");
     STILL_OK();
     p = def_xy("three-input-add", gx.id, gy.id);
