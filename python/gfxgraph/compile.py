@@ -30,7 +30,10 @@ the program again.  Every other tensor input is copied into a static
 buffer the program was defined over (what CUDA-graph wrappers do: copying
 an activation is cheap next to a step, where registering new memory costs
 a daemon round trip and a program per address), and copied back after the
-replay when the graph writes it.  Intermediates stay in the memory the
+replay when the graph writes it.  Sizes Dynamo passes as ints (dynamic
+shapes) and numbers it passes as CPU 0-dim tensors (a norm's eps, read with
+``.item()``) are host values: constants of the program, part of the input
+signature (frontend/fx.py).  Intermediates stay in the memory the
 recording run allocated (kept alive by the program), and each output comes
 back as a new tensor (a clone), so results of earlier calls are never
 overwritten.
@@ -47,7 +50,10 @@ input signature), ``compiled_partitions`` (daemon programs defined),
 ``compile_inductor_partitions`` (Inductor partitions of split graphs),
 ``compiled_replays`` (daemon partition calls), ``compile_eager_fallbacks``
 (daemon partitions switched away from the daemon by an error: Inductor, or
-eager without it), ``compile_fallback_ops`` (aten op -> FX nodes left to
+eager without it), ``compile_inductor_failures`` (graphs or partitions that
+Inductor failed to compile or run, run as their FX code instead: the
+reason is in the log and, for a graph planned, its ``compile_log`` entry's
+``inductor_failed``), ``compile_fallback_ops`` (aten op -> FX nodes left to
 Inductor), and ``compile_log``, per graph planned: its ``mode`` (daemon,
 mixed, inductor, none), ``partitions``, ``daemon_partitions``,
 ``inductor_partitions``, ``split`` (the partitions a cut would need) and the
@@ -261,17 +267,19 @@ def _make_events(c):
         return None
 
 
-def _build(gm, args, name, tag):
+def _build(gm, args, name, tag, item_only=frozenset()):
     """Record gm(*args) (the call itself) and define its daemon program:
     (_Program, the call's results).  Raises _NotRouted, with the results
-    when the recording ran."""
+    when the recording ran.  item_only: fx.item_only_inputs(gm)."""
     import torch
     import torch.utils._pytree as pytree
     from . import cudagraph
     from .frontend import fx
     from ._torchprog import alloc
 
-    devs = {a.device.type for a in args if isinstance(a, torch.Tensor)}
+    host = fx.host_scalars(args, item_only)
+    devs = {a.device.type for i, a in enumerate(args)
+            if isinstance(a, torch.Tensor) and i not in host}
     if len(devs) > 1 or not devs <= {"cuda", "cpu"}:
         raise _NotRouted("inputs on devices %s" % sorted(devs))
     cpu = devs == {"cpu"}
@@ -284,8 +292,8 @@ def _build(gm, args, name, tag):
     P.cpu = cpu
     call = list(args)
     for i, a in enumerate(args):
-        if not isinstance(a, torch.Tensor):
-            continue
+        if not isinstance(a, torch.Tensor) or i in host:
+            continue            # a host value: a constant of this signature's program
         node = placeholders[i] if i < len(placeholders) else None
         if fx.is_static_input(a, node):
             P.inplace_idx.append(i)
@@ -295,7 +303,7 @@ def _build(gm, args, name, tag):
         buf.copy_(a)
         call[i] = buf
         P.staged.append([i, buf, False])
-    out, rec = fx.record(gm, call, tag)
+    out, rec = fx.record(gm, call, tag, host)
     flat, P.spec = pytree.tree_flatten(out)
     try:
         return _define(gm, args, name, P, c, cpu, dev_type, rec, flat)
@@ -453,9 +461,13 @@ def _define(gm, args, name, P, c, cpu, dev_type, rec, flat):
 
 # ---- Inductor -----------------------------------------------------------------
 
-def _inductor(gm, args):
-    """gm compiled by Inductor for args' signature, or gm itself (eager)
-    where Inductor is not there or fails (logged once)."""
+def _inductor(gm, args, item_only=frozenset(), rep=None):
+    """gm compiled by Inductor for args' signature (its host scalars as
+    constants: fx.specialize), or gm itself, its FX code as it is, where
+    Inductor is not there or fails; a failure is counted
+    (compile_inductor_failures), logged once per reason and, with rep (a
+    compile_log entry), noted there as inductor_failed."""
+    from .frontend import fx
     try:
         from torch._inductor import compile as inductor_compile
     except Exception as e:   # noqa: BLE001 -- an old torch
@@ -463,23 +475,64 @@ def _inductor(gm, args):
                   "(%s): the parts the daemon does not run run eagerly", e)
         return gm
     try:
-        return inductor_compile(gm, list(args))
+        spec = fx.specialize(gm, args, fx.host_scalars(args, item_only))
+        fn = inductor_compile(spec, list(args))
     except Exception as e:   # noqa: BLE001 -- never break the model
-        _log_once(("inductor", type(e).__name__), logging.WARNING, "gfxgraph.compile: Inductor "
-                  "failed (%s: %s): that part runs eagerly", type(e).__name__, e)
+        _inductor_failed("%s: %s" % (type(e).__name__, e), rep)
         return gm
+    return _Compiled(fn, gm, rep)
 
 
-def _signature(args):
+def _inductor_failed(why, rep):
+    _count("compile_inductor_failures")
+    if rep is not None:
+        rep["inductor_failed"] = why[:500]
+    _log_once(("inductor", why.split(":", 1)[0], why[:200]), logging.WARNING,
+              "gfxgraph.compile: Inductor failed (%s): that part runs as its FX graph, "
+              "eagerly", why)
+
+
+class _Compiled:
+    """An Inductor-compiled graph that, should a call of it fail, runs the
+    graph's own FX code from then on: that call again when the graph
+    updates no memory in place (a second run of a partly applied update
+    could be wrong), else the error is raised."""
+
+    def __init__(self, fn, gm, rep):
+        self.fn, self.gm, self.rep = fn, gm, rep
+
+    def __call__(self, *args):
+        if self.fn is None:
+            return self.gm(*args)
+        try:
+            return self.fn(*args)
+        except Exception as e:   # noqa: BLE001 -- never break the model
+            from .frontend import fx
+            self.fn = None
+            _inductor_failed("%s: %s" % (type(e).__name__, e), self.rep)
+            if fx.mutates(self.gm):
+                raise
+            return self.gm(*args)
+
+
+def _signature(args, item_only=frozenset()):
+    """What a plan depends on: grad mode, each tensor's layout, the values
+    of host values (ints, numbers, host scalar tensors: a program holds
+    them as constants; floats by repr, so that a NaN equals itself)."""
     import torch
+    from .frontend import fx
     sig = [torch.is_grad_enabled()]
     for a in args:
         if isinstance(a, torch.Tensor):
             sig.append((tuple(a.shape), tuple(a.stride()), a.dtype, a.device, a.requires_grad))
-        elif isinstance(a, (int, float, bool, type(None))):
+        elif isinstance(a, float):
+            sig.append((float, repr(a)))
+        elif isinstance(a, (int, bool, type(None))):
             sig.append((type(a), a))
         else:
             sig.append(type(a))
+    for i in fx.host_scalars(args, item_only):
+        sig.append((i, repr(args[i].item())))
     return tuple(sig)
 
 
@@ -489,11 +542,13 @@ class _Runner:
     only: ``split`` True)."""
 
     def __init__(self, gm, name, split):
+        from .frontend import fx
         self.gm, self.name, self.split = gm, name, split
         self.entries = {}
+        self.item_only = fx.item_only_inputs(gm)
 
     def __call__(self, *args):
-        sig = _signature(args)
+        sig = _signature(args, self.item_only)
         e = self.entries.get(sig)
         if e is None:
             return self._first(sig, args)
@@ -519,13 +574,13 @@ class _Runner:
                   "replay failed (%s); it runs through Inductor from now on", self.name, why)
         prog.release()
         _local["compile_eager_fallbacks"] += 1
-        fn = _inductor(self.gm, args)
+        fn = _inductor(self.gm, args, self.item_only)
         self.entries[sig] = ("fn", fn)
         return fn(*args)
 
     def _to_inductor(self, sig, args, rep, outs=None):
         _report(rep)
-        fn = _inductor(self.gm, args)
+        fn = _inductor(self.gm, args, self.item_only, rep)
         self.entries[sig] = ("fn", fn)
         return outs if outs is not None else fn(*args)
 
@@ -543,7 +598,8 @@ class _Runner:
             _count("compile_inductor_graphs" if self.split else "compile_inductor_partitions")
             return self._to_inductor(sig, args, rep)
         try:
-            P, outs = _build(self.gm, args, self.name, tag=self.split)
+            P, outs = _build(self.gm, args, self.name, tag=self.split,
+                             item_only=self.item_only)
         except _NotRouted as e:
             return self._not_routed(sig, args, rep, e)
         except Exception as e:   # noqa: BLE001 -- before the call ran: never break the model
@@ -619,12 +675,14 @@ def _split(gm, parts, name):
     partition or an Inductor one."""
     import torch
     from torch.fx.passes.split_module import split_module
+    from .frontend import fx
     from .frontend.partition import DAEMON
     where = {}
     for k, (_kind, nodes) in enumerate(parts):
         for n in nodes:
             where[n] = k
     kinds = {k: kind for k, (kind, _) in enumerate(parts)}
+    gm, where = fx.localize_host_reads(gm, where)
 
     def cb(node):
         # a node outside the compute nodes (a get_attr) has no inputs: the
@@ -672,15 +730,17 @@ def _part_classes():
         signature."""
 
         def __init__(self, sub):
+            from .frontend import fx
             super().__init__()
             self.sub = sub
             self._fns = {}
+            self._item_only = fx.item_only_inputs(sub)
 
         def forward(self, *args):
-            sig = _signature(args)
+            sig = _signature(args, self._item_only)
             fn = self._fns.get(sig)
             if fn is None:
-                fn = self._fns[sig] = _inductor(self.sub, args)
+                fn = self._fns[sig] = _inductor(self.sub, args, self._item_only)
             return fn(*args)
 
     _classes[0] = (DaemonPartition, InductorPartition)

@@ -283,6 +283,7 @@ local = {
     "compile_graphs": 0,      # torch.compile: graphs planned (one per input signature)
     "compile_inductor_graphs": 0,  # graphs handed to Inductor whole
     "compile_inductor_partitions": 0,  # Inductor partitions of split graphs
+    "compile_inductor_failures": 0,  # Inductor could not compile or run: FX code ran
     "compile_log": [],        # per graph planned: mode, partitions, first uncovered op
     # how the daemon ran the replays above (enable()'s and torch.compile's),
     # from each replay's answer: a graph replay the daemon could not launch

@@ -10,7 +10,10 @@ tests/traces (Llama, Qwen2, GPT-2), each op as its own node: every op is
 covered, so the step is ONE daemon partition; with the embedding refused it
 is Inductor then the daemon (GPT-2, whose position embedding reads
 positions the daemon computes: daemon, Inductor, daemon); with attention refused in every layer
-it would alternate once per layer and goes to Inductor whole.  Exit 0 when
+it would alternate once per layer and goes to Inductor whole.  A graph
+under dynamic shapes (Dynamo's): size queries and the .item() of a host
+scalar (no recorded device work) are neutral and the graph stays one daemon
+partition; an .item() of a device tensor is data, not covered.  Exit 0 when
 all passed, 1 otherwise.
 """
 import glob
@@ -195,6 +198,45 @@ def test_coverage():
           % cov)
 
 
+def test_dynamic():
+    """A node per FX node of Dynamo's graph of x + mul(add(x, x), eps)
+    under dynamic shapes: `size` (x.size(0): aten.sym_size.int, an int),
+    `add`, `item` (eps.item() of a host scalar input: the recorder keeps no
+    record of it, so no op), `mul` (x * the number)."""
+    st = {i: Storage(i, 4 * 5 * 8, external=(i == 0)) for i in range(4)}
+    t = {i: Tensor(i, st[i], 0, (5, 8), (8, 1), "f32") for i in range(4)}
+    ops = [Op("aten.sym_size.int", [t[0], 0], {}, 5, 0),
+           Op("aten.add.Tensor", [t[0], t[0]], {}, t[1], 1),
+           Op("aten.mul.Tensor", [t[1], 1e-5], {}, t[2], 2),
+           Op("aten.add.Tensor", [t[0], t[2]], {}, t[3], 3)]
+    g = Graph(st, t, ops, inputs=[0], outputs=[3])
+    order = ["size", "add", "item", "mul", "add_1"]
+    preds = {"add": [], "mul": ["add", "item"], "add_1": ["mul"]}
+    node_of = {0: "size", 1: "add", 2: "mul", 3: "add_1"}
+    cov, unc = P.node_coverage(g, node_of, order)
+    check(cov == {"size": None, "add": True, "item": None, "mul": True, "add_1": True} and
+          not unc, "dynamic shapes: a size query and a host scalar's .item() are neutral: %r"
+          % cov)
+    p = P.plan(order, preds, cov)
+    check(p["mode"] == "daemon" and p["partitions"] == [(D, order)],
+          "dynamic shapes: one daemon partition, the host-value nodes in it: %r" % p)
+    # .item() of a tensor the graph computes: a value the program cannot
+    # hold as a constant
+    ops2 = ops[:3] + [Op("aten._local_scalar_dense.default", [t[2]], {}, 0.5, 3)]
+    g2 = Graph(st, t, ops2, inputs=[0], outputs=[2])
+    order2 = ["size", "add", "mul", "item"]
+    node_of2 = {0: "size", 1: "add", 2: "mul", 3: "item"}
+    cov, unc = P.node_coverage(g2, node_of2, order2)
+    check(cov["item"] is False and unc["item"][0][0] == "aten._local_scalar_dense.default" and
+          "f32[5, 8]" in unc["item"][0][1] and cov["mul"] is True,
+          "an .item() of a device tensor is not covered, named with its operand: %r"
+          % unc.get("item"))
+    p = P.plan(order2, {"mul": ["add"], "item": ["mul"]}, cov)
+    check(p["mode"] == "mixed" and p["partitions"] == [(D, ["size", "add", "mul"]),
+                                                      (I, ["item"])],
+          "-> daemon [size, add, mul], Inductor [item]: %r" % p["partitions"])
+
+
 def _trace_nodes(g):
     """Each op its own node; an op's inputs: the earlier ops writing memory
     it reads (storage granularity)."""
@@ -255,7 +297,7 @@ def test_traces():
 
 
 def main():
-    for fn in (test_plan, test_random, test_coverage, test_traces):
+    for fn in (test_plan, test_random, test_coverage, test_dynamic, test_traces):
         try:
             fn()
         except Exception:   # noqa: BLE001

@@ -5,12 +5,21 @@
   dynamic shapes) and a small transformer block (attention's matmuls,
   softmax, views and transposes included), at several batch sizes, equal to
   eager PyTorch; stats()["local"]["compile_log"] says mode "daemon" and one
-  partition for each graph planned.
+  partition for each graph planned.  Under dynamic shapes Dynamo hands over
+  sizes as int inputs and the layer norm's eps as a CPU 0-dim tensor read
+  with .item(): host values, so the graph is still one daemon partition per
+  input signature, and Inductor is never asked.
 - A graph with an op the daemon does not have (cumsum) in the middle is cut
   into daemon, Inductor, daemon partitions (3 <= N), equal to eager; the
   same op in each of three layers would need 7 partitions: the graph goes
   to Inductor whole (compile_inductor_graphs), equal to eager, with no
-  daemon replay.
+  daemon replay.  Under dynamic shapes, cumsum and leaky_relu first
+  (Inductor's partition, the slope a float attribute Dynamo passes as a
+  tensor) then daemon nodes: Inductor compiles its partition per signature without
+  a failure (compile_inductor_failures).  Inductor made to fail (its
+  compile raising, then a compiled partition raising when called): the
+  partition runs as its FX code, equal to eager, each failure counted,
+  the daemon partitions still replayed.
 - A Hugging Face LlamaForCausalLM decode step (small random config,
   StaticCache, sdpa; f32 and f16): torch.compile(step, backend="gfxgraph")
   gives the logits of the same step in eager PyTorch (rel-L2 1e-5 f32,
@@ -134,6 +143,14 @@ def parts(log):
              r.get("inductor_partitions"), r.get("split")) for r in log]
 
 
+def whys(log):
+    """Why graphs planned did not go to the daemon whole (for a failure's
+    message)."""
+    return [("%s: %s" % (r.get("op"), r.get("why")))[:300] + (
+        "; Inductor failed: %s" % r["inductor_failed"][:200] if r.get("inductor_failed") else "")
+        for r in log if r.get("mode") != "daemon"]
+
+
 # ---- covered graphs: one daemon partition ---------------------------------
 
 p0 = local()["compiled_partitions"]
@@ -142,10 +159,16 @@ lg = run("MLP module (layernorm, linear, gelu, linear, residual add)", MLP(),
 check(lg and all(r["mode"] == "daemon" and r["partitions"] == 1 for r in lg) and
       local()["compiled_partitions"] - p0 == len(lg),
       "MLP: each graph planned is ONE daemon partition (%d graphs: %s)" % (len(lg), parts(lg)))
+f0 = local()["compile_inductor_failures"]
 lg = run("MLP module, dynamic shapes", MLP(), [(2, 512), (5, 512), (9, 512)], 1e-4,
          dynamic=True)
 check(lg and all(r["mode"] == "daemon" and r["partitions"] == 1 for r in lg),
-      "MLP, dynamic shapes: one daemon partition per input signature (%s)" % parts(lg))
+      "MLP, dynamic shapes: one daemon partition per input signature (%s%s)"
+      % (parts(lg), "; not routed: %s" % whys(lg) if whys(lg) else ""))
+check(len(lg) == 3 and local()["compile_inductor_failures"] == f0,
+      "MLP, dynamic shapes: one plan for each of the 3 input signatures (%d), no Inductor "
+      "failure (compile_inductor_failures +%d)"
+      % (len(lg), local()["compile_inductor_failures"] - f0))
 lg = run("transformer block (attention matmuls, softmax, views on the daemon)", Block(),
          [(1, 16, 256), (2, 16, 256), (4, 16, 256)], 1e-4, dynamic=False)
 check(lg and all(r["mode"] == "daemon" and r["partitions"] == 1 for r in lg),
@@ -171,6 +194,64 @@ check(lg and all(r["mode"] == "inductor" and r["split"] == 7 for r in lg) and
       "three cumsums: the cut would need 7 partitions (> N=%d): Inductor whole, no daemon "
       "replay (%s, compile_inductor_graphs +%d)" % (N, parts(lg),
                                                    loc["compile_inductor_graphs"] - ind0))
+
+
+class CumsumFirst(nn.Module):
+    """cumsum and leaky_relu (no daemon lowering) first, then daemon nodes;
+    the slope, a float attribute, is what Dynamo under dynamic shapes passes
+    as a tensor read with .item() in the first partition, Inductor's."""
+
+    def __init__(self, d=128):
+        super().__init__()
+        self.a = nn.Linear(d, d)
+        self.slope = 0.2
+
+    def forward(self, x):
+        return self.a(F.leaky_relu(torch.cumsum(x, dim=-1), self.slope)) + x
+
+
+f0 = local()["compile_inductor_failures"]
+lg = run("cumsum first, dynamic shapes", CumsumFirst(), [(3, 128), (6, 128)], 1e-4,
+         dynamic=True)
+check(lg and all(r["mode"] == "mixed" and r["daemon_partitions"] >= 1 and
+                 r["inductor_partitions"] >= 1 and r["partitions"] <= N for r in lg) and
+      local()["compile_inductor_failures"] == f0,
+      "cumsum first, dynamic shapes: Inductor and daemon partitions (%s), Inductor compiled "
+      "its partition for each signature (compile_inductor_failures +%d)"
+      % (parts(lg), local()["compile_inductor_failures"] - f0))
+
+# Inductor made to fail: at compile, then when its compiled partition is called
+import torch._inductor  # noqa: E402
+_real_compile = torch._inductor.compile
+
+
+def _failing_compile(gm, example_inputs, *a, **kw):
+    raise RuntimeError("inductor compile made to fail by the test")
+
+
+def _failing_call(gm, example_inputs, *a, **kw):
+    def call(*args):
+        raise RuntimeError("inductor call made to fail by the test")
+    return call
+
+
+for how, fake in (("compile", _failing_compile), ("call", _failing_call)):
+    # a new Dynamo compile, so that the backend plans the graph (and asks
+    # Inductor) again rather than reusing an earlier model's plan
+    torch._dynamo.reset()
+    f0 = local()["compile_inductor_failures"]
+    torch._inductor.compile = fake
+    try:
+        lg = run("one cumsum, Inductor's %s failing" % how, Cumsum(layers=1),
+                 [(4, 128), (4, 128)], 1e-4, dynamic=False)
+    finally:
+        torch._inductor.compile = _real_compile
+    nf = local()["compile_inductor_failures"] - f0
+    check(lg and all(r["mode"] == "mixed" and r["inductor_partitions"] == 1 for r in lg) and
+          nf == len(lg),
+          "Inductor's %s failing: its partition ran as its FX code (equal to eager above), "
+          "one failure counted per Inductor partition (%d for %d graphs: %s)"
+          % (how, nf, len(lg), parts(lg)))
 
 
 # ---- a Hugging Face Llama decode step ---------------------------------------
