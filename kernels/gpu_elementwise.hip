@@ -348,12 +348,14 @@ static int ew_cast(gg_gpu_ctx *c, gg_dtype from, gg_dtype to, const void *x, voi
 
 /* y's dims padded to 4 and each input's strides over them; *bcast set when
  * an input is not y's exact shape (by element count). */
-static ew_geo4 ew_geo_of(const gg_tensor *in, int nin, const gg_tensor_desc *y, bool *bcast)
+static ew_geo4 ew_geo_of(const gg_tensor *in, int nin, const gg_tensor_desc *y, bool *bcast,
+                         bool *fits)
 {
     ew_geo4 g;
     memset(&g, 0, sizeof g);
     const int64_t n = gg_desc_numel(y);
     *bcast = false;
+    *fits = true;
     for (int k = 0; k < 4; k++) {
         const int j = k - (4 - y->ndim);
         g.d[k] = j < 0 ? 1 : y->dims[j];
@@ -364,6 +366,10 @@ static ew_geo4 ew_geo_of(const gg_tensor *in, int nin, const gg_tensor_desc *y, 
         for (int k = 3; k >= 0; k--) {
             const int j = k - (4 - in[i].desc.ndim);
             const int64_t d = j < 0 ? 1 : in[i].desc.dims[j];
+            /* a direct launch is not checked against the op's rules: an
+             * input that does not broadcast to y would be read past its end */
+            if (in[i].desc.ndim > y->ndim || (d != 1 && d != g.d[k]))
+                *fits = false;
             g.st[i][k] = d == 1 ? 0 : s;
             s *= d;
         }
@@ -482,8 +488,10 @@ int gg_gpu_elementwise_launch(gg_gpu_ctx *c, const gg_op_def *op, int kind, cons
                                op->name);
         return gg_gpu_launched(op);
     }
-    bool bcast = false;
-    const ew_geo4 g = ew_geo_of(in, nin, &y->desc, &bcast);
+    bool bcast = false, fits = true;
+    const ew_geo4 g = ew_geo_of(in, nin, &y->desc, &bcast, &fits);
+    if (!fits)
+        return gg_gpu_fail(-EINVAL, "%s: an input does not broadcast to y's shape", op->name);
     if (kind == GG_OP_WHERE) {
         if (nin != 3 || in[0].desc.dtype != GG_DT_BOOL || in[1].desc.dtype != ydt ||
             in[2].desc.dtype != ydt)

@@ -518,7 +518,7 @@ static void check_refusals(void)
     if (rc == -EINVAL)
         g_pass++;
     else
-        failf("add with a b that does not divide a: expected -EINVAL, got %d", rc);
+        failf("add with a b that does not broadcast to a: expected -EINVAL, got %d", rc);
 }
 
 int main(void)
