@@ -224,7 +224,9 @@ def localize_host_reads(gm, where):
     partition takes the input itself, never a number another partition
     read: Inductor, compiling a partition on its own, gets the .item() in
     its graph to specialize (specialize) instead of having to return the
-    number it read."""
+    number it read.  gm and where themselves when it reads none."""
+    if not any(_host_read(n) for n in gm.graph.nodes):
+        return gm, where
     g, env = _copy(gm)
     where = dict(where)
     for old in list(gm.graph.nodes):
