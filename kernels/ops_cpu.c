@@ -750,31 +750,43 @@ void gg_cpu_embedding(const gg_tensor *in, int nin, const gg_tensor *out, int no
     }
 }
 
-/* The inverse frequency of pair i, as the kernels compute it (f32). */
-static inline float rope_inv_freq(float theta, int i, int rd)
+/* A runtime index (positions, lens) of row r: i32 or i64, [rows] or [1]
+ * (one value for every row). */
+static inline int64_t index_at(const gg_tensor *t, int64_t r)
 {
+    const int64_t i = t_numel(t) == 1 ? 0 : r;
+    return t->desc.dtype == GG_DT_I64 ? ((const int64_t *)t->data)[i] : (int64_t)i32_at(t, i);
+}
+
+/* The inverse frequency of pair i, as the kernels compute it (f32): the
+ * inv_freq operand when given (the model's own, any rope scaling in it),
+ * else theta's. */
+static inline float rope_inv_freq(const gg_tensor *inv, float theta, int i, int rd)
+{
+    if (inv)
+        return gg_load(inv->data, inv->desc.dtype, i);
     return 1.0f / powf(theta, (float)(2 * i) / (float)rd);
 }
 
 void gg_cpu_rope(const gg_tensor *in, int nin, const gg_tensor *out, int nout,
                  const gg_op_attrs *attrs)
 {
-    (void)nin, (void)nout;
-    const gg_tensor *x = &in[0], *pos = &in[1], *y = &out[0];
+    (void)nout;
+    const gg_tensor *x = &in[0], *pos = &in[1], *y = &out[0], *inv = nin > 2 ? &in[2] : NULL;
     const gg_dtype dt = x->desc.dtype;
     const int64_t rows = x->desc.dims[0], h = x->desc.dims[1], dh = x->desc.dims[2];
-    const float theta = (float)attrs->v[0];
+    const float theta = (float)attrs->v[0], amp = (float)attrs->v[3];
     const int gptj = attrs->v[1] == 1.0;
     const int rd = attrs->v[2] > 0 ? (int)attrs->v[2] : (int)dh;
     const int half = rd / 2;
     float buf[2];
     for (int64_t r = 0; r < rows; r++) {
-        const float p = (float)i32_at(pos, r);
+        const float p = (float)index_at(pos, r);
         for (int64_t hh = 0; hh < h; hh++) {
             const int64_t base = (r * h + hh) * dh;
             for (int i = 0; i < half; i++) {
-                const float ang = p * rope_inv_freq(theta, i, rd);
-                const float c = cosf(ang), s = sinf(ang);
+                const float ang = p * rope_inv_freq(inv, theta, i, rd);
+                const float c = cosf(ang) * amp, s = sinf(ang) * amp;
                 const int64_t i0 = base + (gptj ? 2 * i : i), i1 = base + (gptj ? 2 * i + 1 : i + half);
                 const float a = gg_load(x->data, dt, i0), b = gg_load(x->data, dt, i1);
                 buf[0] = a * c - b * s;
@@ -791,17 +803,24 @@ void gg_cpu_rope(const gg_tensor *in, int nin, const gg_tensor *out, int nout,
 void gg_cpu_cache_write(const gg_tensor *in, int nin, const gg_tensor *out, int nout,
                         const gg_op_attrs *attrs)
 {
-    (void)nout, (void)attrs;
+    (void)nout;
     const gg_tensor *x = &in[0], *pos = &in[1], *cache = &out[0];
-    const int64_t rows = x->desc.dims[0], s = cache->desc.dims[1];
-    const int64_t row = x->desc.dims[1] * x->desc.dims[2];
+    const int bhsd = attrs && attrs->v[0] == 1.0;
+    const int64_t rows = x->desc.dims[0], hkv = x->desc.dims[1], dh = x->desc.dims[2];
+    const int64_t s = cache->desc.dims[bhsd ? 2 : 1], row = hkv * dh;
     const int64_t n = real_rows(in, nin, 2, rows);
     for (int64_t r = 0; r < n; r++) {
-        const int64_t p = i32_at(pos, r);
+        const int64_t p = index_at(pos, r);
         if (p < 0 || p >= s)
             continue;
-        copy_row_cvt(x->data, x->desc.dtype, r * row, cache->data, cache->desc.dtype,
-                     (r * s + p) * row, row);
+        if (!bhsd) {
+            copy_row_cvt(x->data, x->desc.dtype, r * row, cache->data, cache->desc.dtype,
+                         (r * s + p) * row, row);
+            continue;
+        }
+        for (int64_t kh = 0; kh < hkv; kh++)
+            copy_row_cvt(x->data, x->desc.dtype, r * row + kh * dh, cache->data,
+                         cache->desc.dtype, ((r * hkv + kh) * s + p) * dh, dh);
     }
 }
 
@@ -811,8 +830,11 @@ void gg_cpu_attention_decode(const gg_tensor *in, int nin, const gg_tensor *out,
     (void)nin, (void)nout;
     const gg_tensor *q = &in[0], *k = &in[1], *v = &in[2], *lens = &in[3], *y = &out[0];
     const gg_dtype dt = q->desc.dtype;
+    const int bhsd = attrs->v[1] == 1.0;
     const int64_t rows = q->desc.dims[0], hq = q->desc.dims[1], dh = q->desc.dims[2];
-    const int64_t s = k->desc.dims[1], hkv = k->desc.dims[2], grp = hq / hkv;
+    const int64_t s = k->desc.dims[bhsd ? 2 : 1], hkv = k->desc.dims[bhsd ? 1 : 2], grp = hq / hkv;
+    /* element strides of a batch row, a kv head and a position */
+    const int64_t sb = s * hkv * dh, sh = bhsd ? s * dh : dh, sp = bhsd ? dh : hkv * dh;
     const float scale = attrs->v[0] != 0.0 ? (float)attrs->v[0] : 1.0f / sqrtf((float)dh);
     float *qf = malloc(sizeof(float) * (size_t)dh * 2), *acc = qf + dh;
     float *sc = malloc(sizeof(float) * (size_t)(s > 0 ? s : 1));
@@ -822,7 +844,7 @@ void gg_cpu_attention_decode(const gg_tensor *in, int nin, const gg_tensor *out,
         return;
     }
     for (int64_t r = 0; r < rows; r++) {
-        int64_t len = i32_at(lens, r);
+        int64_t len = index_at(lens, r);
         len = len < 0 ? 0 : len > s ? s : len;
         for (int64_t h = 0; h < hq; h++) {
             const int64_t kh = h / grp, qo = (r * hq + h) * dh;
@@ -832,7 +854,7 @@ void gg_cpu_attention_decode(const gg_tensor *in, int nin, const gg_tensor *out,
             }
             float m = -INFINITY, l = 0.0f;
             for (int64_t j = 0; j < len; j++) {
-                const int64_t ko = ((r * s + j) * hkv + kh) * dh;
+                const int64_t ko = r * sb + kh * sh + j * sp;
                 float dot = 0.0f;
                 for (int64_t d = 0; d < dh; d++)
                     dot += qf[d] * gg_load(k->data, dt, ko + d);
@@ -841,7 +863,7 @@ void gg_cpu_attention_decode(const gg_tensor *in, int nin, const gg_tensor *out,
                     m = sc[j];
             }
             for (int64_t j = 0; j < len; j++) {
-                const int64_t vo = ((r * s + j) * hkv + kh) * dh;
+                const int64_t vo = r * sb + kh * sh + j * sp;
                 const float p = expf(sc[j] - m);
                 l += p;
                 for (int64_t d = 0; d < dh; d++)

@@ -29,6 +29,24 @@ static int dec_check_embedding(const gg_op_def *op, const gg_tensor_desc *in, in
     return gg_rule_out(op, &out[0], &want, "the dims of ids, then dim 1 of table", err, errlen);
 }
 
+/* A runtime index vector (rope's and cache_write's positions, attention's
+ * lens): i32 or i64, one per row of dim 0 or one for every row (HF's
+ * cache_position is shared by the batch). */
+static int dec_rule_index(const gg_op_def *op, const char *what, const gg_tensor_desc *d,
+                          int64_t rows, char *err, size_t errlen)
+{
+    if ((d->dtype != GG_DT_I32 && d->dtype != GG_DT_I64) || d->ndim != 1 ||
+        (d->dims[0] != rows && d->dims[0] != 1)) {
+        gg_shape_buf sb;
+        return gg_rule_fail(err, errlen,
+                            "%s: %s must be i32 or i64 [%lld] (one per row) or [1] (every row), "
+                            "got %s %s",
+                            op->name, what, (long long)rows, gg_dtype_name(d->dtype),
+                            gg_rule_shape_str(d, &sb));
+    }
+    return 0;
+}
+
 static int dec_check_rope(const gg_op_def *op, const gg_tensor_desc *in, int nin,
                           const gg_tensor_desc *out, int nout, const gg_op_attrs *attrs,
                           char *err, size_t errlen)
@@ -37,7 +55,7 @@ static int dec_check_rope(const gg_op_def *op, const gg_tensor_desc *in, int nin
     int rc;
     if ((rc = gg_rule_dtype(op, "x", &in[0], 1, err, errlen)) ||
         (rc = gg_rule_ndim(op, "x", &in[0], 3, "[B, H, Dh]", err, errlen)) ||
-        (rc = gg_rule_rows_i32(op, "positions", &in[1], in[0].dims[0], err, errlen)) ||
+        (rc = dec_rule_index(op, "positions", &in[1], in[0].dims[0], err, errlen)) ||
         (rc = gg_rule_same_dtype(op, "y", &out[0], "x", in[0].dtype, err, errlen)))
         return rc;
     const double theta = gg_rule_attr(op, attrs, 0), rd = gg_rule_attr(op, attrs, 2);
@@ -50,7 +68,22 @@ static int dec_check_rope(const gg_op_def *op, const gg_tensor_desc *in, int nin
                             "%s: rotary_dim must be an even integer from 2 to Dh = %lld "
                             "(0 or omitted: Dh), got %g",
                             op->name, (long long)dh, rd);
+    if (nin == 3) {
+        const int64_t half = (rd > 0 ? (int64_t)rd : dh) / 2;
+        if ((rc = gg_rule_dtype(op, "inv_freq", &in[2], 1, err, errlen)) ||
+            (rc = gg_rule_vec(op, "inv_freq", &in[2], half, "rotary_dim / 2", err, errlen)))
+            return rc;
+    }
     return gg_rule_out(op, &out[0], &in[0], "the shape of x", err, errlen);
+}
+
+/* The cache's dims for a layout attr: bshd [B, S, Hkv, Dh], bhsd [B, Hkv, S, Dh]
+ * (HF's StaticCache). */
+static gg_tensor_desc dec_cache_shape(gg_dtype dt, int64_t b, int64_t s, int64_t hkv, int64_t dh,
+                                      int bhsd)
+{
+    gg_tensor_desc d = {.dtype = dt, .ndim = 4, .dims = {b, bhsd ? hkv : s, bhsd ? s : hkv, dh}};
+    return d;
 }
 
 static int dec_check_cache_write(const gg_op_def *op, const gg_tensor_desc *in, int nin,
@@ -60,15 +93,20 @@ static int dec_check_cache_write(const gg_op_def *op, const gg_tensor_desc *in, 
     GG_RULE_COMMON_NODT();
     int rc;
     const gg_tensor_desc *x = &in[0], *c = &out[0];
+    const int bhsd = gg_rule_attr(op, attrs, 0) == 1.0;
     if ((rc = gg_rule_dtype(op, "x", x, 1, err, errlen)) ||
         (rc = gg_rule_ndim(op, "x", x, 3, "[B, Hkv, Dh]", err, errlen)) ||
-        (rc = gg_rule_rows_i32(op, "positions", &in[1], x->dims[0], err, errlen)) ||
+        (rc = dec_rule_index(op, "positions", &in[1], x->dims[0], err, errlen)) ||
         (rc = gg_rule_same_dtype(op, "cache", c, "x", x->dtype, err, errlen)) ||
-        (rc = gg_rule_ndim(op, "cache", c, 4, "[B, S, Hkv, Dh]", err, errlen)))
+        (rc = gg_rule_ndim(op, "cache", c, 4, bhsd ? "[B, Hkv, S, Dh]" : "[B, S, Hkv, Dh]", err,
+                           errlen)))
         return rc;
-    gg_tensor_desc want = {.dtype = x->dtype, .ndim = 4,
-                           .dims = {x->dims[0], c->dims[1], x->dims[1], x->dims[2]}};
-    return gg_rule_out(op, c, &want, "[B, S, Hkv, Dh] with B, Hkv, Dh of x", err, errlen);
+    gg_tensor_desc want =
+        dec_cache_shape(x->dtype, x->dims[0], c->dims[bhsd ? 2 : 1], x->dims[1], x->dims[2], bhsd);
+    return gg_rule_out(op, c, &want,
+                       bhsd ? "[B, Hkv, S, Dh] with B, Hkv, Dh of x"
+                            : "[B, S, Hkv, Dh] with B, Hkv, Dh of x",
+                       err, errlen);
 }
 
 static int dec_check_attention(const gg_op_def *op, const gg_tensor_desc *in, int nin,
@@ -78,20 +116,23 @@ static int dec_check_attention(const gg_op_def *op, const gg_tensor_desc *in, in
     GG_RULE_COMMON_NODT();
     int rc;
     const gg_tensor_desc *q = &in[0], *k = &in[1], *v = &in[2];
+    const int bhsd = gg_rule_attr(op, attrs, 1) == 1.0;
+    const char *lay = bhsd ? "[B, Hkv, S, Dh]" : "[B, S, Hkv, Dh]";
     if ((rc = gg_rule_dtype(op, "q", q, 1, err, errlen)) ||
         (rc = gg_rule_ndim(op, "q", q, 3, "[B, Hq, Dh]", err, errlen)) ||
         (rc = gg_rule_same_dtype(op, "cache_k", k, "q", q->dtype, err, errlen)) ||
         (rc = gg_rule_same_dtype(op, "cache_v", v, "q", q->dtype, err, errlen)) ||
         (rc = gg_rule_same_dtype(op, "y", &out[0], "q", q->dtype, err, errlen)) ||
-        (rc = gg_rule_ndim(op, "cache_k", k, 4, "[B, S, Hkv, Dh]", err, errlen)) ||
-        (rc = gg_rule_rows_i32(op, "lens", &in[3], q->dims[0], err, errlen)))
+        (rc = gg_rule_ndim(op, "cache_k", k, 4, lay, err, errlen)) ||
+        (rc = dec_rule_index(op, "lens", &in[3], q->dims[0], err, errlen)))
         return rc;
-    if (k->dims[0] != q->dims[0] || k->dims[3] != q->dims[2] || q->dims[1] % k->dims[2] != 0) {
+    const int64_t hkv = k->dims[bhsd ? 1 : 2];
+    if (k->dims[0] != q->dims[0] || k->dims[3] != q->dims[2] || q->dims[1] % hkv != 0) {
         gg_shape_buf a, b;
         return gg_rule_fail(err, errlen,
-                            "%s: cache_k must be [B, S, Hkv, Dh] with B and Dh of q %s and "
+                            "%s: cache_k must be %s with B and Dh of q %s and "
                             "Hq a multiple of Hkv, got %s",
-                            op->name, gg_rule_shape_str(q, &a), gg_rule_shape_str(k, &b));
+                            op->name, lay, gg_rule_shape_str(q, &a), gg_rule_shape_str(k, &b));
     }
     if (!gg_rule_same_shape(v, k)) {
         gg_shape_buf a, b;
@@ -122,22 +163,26 @@ static int dec_check_argmax(const gg_op_def *op, const gg_tensor_desc *in, int n
 }
 
 static const char *const dec_rope_styles[] = {"neox", "gptj", NULL};
+static const char *const dec_layouts[] = {"bshd", "bhsd", NULL};
 
 GG_OP_ROW(EMBEDDING, .nin_min = 2, .nin_max = 2, .nout = 1, .in_names = {"ids", "table"},
           .out_names = {"y"}, .check = dec_check_embedding, .cpu = gg_cpu_embedding);
-GG_OP_ROW(ROPE, .nin_min = 2, .nin_max = 2, .nout = 1, .in_names = {"x", "positions"},
-          .out_names = {"y"}, .nattrs = 3,
+GG_OP_ROW(ROPE, .nin_min = 2, .nin_max = 3, .nout = 1,
+          .in_names = {"x", "positions", "inv_freq"}, .out_names = {"y"}, .nattrs = 4,
           .attrs = {{.name = "theta", .kind = GG_ATTR_FLOAT, .def = 10000.0},
                     {.name = "style", .kind = GG_ATTR_CHOICE, .def = 0,
                      .choices = dec_rope_styles},
-                    {.name = "rotary_dim", .kind = GG_ATTR_FLOAT, .def = 0}},
+                    {.name = "rotary_dim", .kind = GG_ATTR_FLOAT, .def = 0},
+                    {.name = "attention_scaling", .kind = GG_ATTR_FLOAT, .def = 1.0}},
           .check = dec_check_rope, .cpu = gg_cpu_rope, .inplace = 1);
 GG_OP_ROW(CACHE_WRITE, .nin_min = 2, .nin_max = 2, .nout = 1, .in_names = {"x", "positions"},
-          .out_names = {"cache"}, .check = dec_check_cache_write, .cpu = gg_cpu_cache_write,
-          .wants_batch = 1);
+          .out_names = {"cache"}, .nattrs = 1,
+          .attrs = {{.name = "layout", .kind = GG_ATTR_CHOICE, .def = 0, .choices = dec_layouts}},
+          .check = dec_check_cache_write, .cpu = gg_cpu_cache_write, .wants_batch = 1);
 GG_OP_ROW(ATTENTION_DECODE, .nin_min = 4, .nin_max = 4, .nout = 1,
-          .in_names = {"q", "cache_k", "cache_v", "lens"}, .out_names = {"y"}, .nattrs = 1,
-          .attrs = {{.name = "scale", .kind = GG_ATTR_FLOAT, .def = 0}},
+          .in_names = {"q", "cache_k", "cache_v", "lens"}, .out_names = {"y"}, .nattrs = 2,
+          .attrs = {{.name = "scale", .kind = GG_ATTR_FLOAT, .def = 0},
+                    {.name = "layout", .kind = GG_ATTR_CHOICE, .def = 0, .choices = dec_layouts}},
           .check = dec_check_attention, .cpu = gg_cpu_attention_decode);
 GG_OP_ROW(ARGMAX, .nin_min = 1, .nin_max = 1, .nout = 1, .in_names = {"x"}, .out_names = {"y"},
           .check = dec_check_argmax, .cpu = gg_cpu_argmax);

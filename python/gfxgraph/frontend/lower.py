@@ -949,3 +949,60 @@ def _sdpa(b, op):
 for _n in _SDPA:
     LOWER[_n] = _sdpa
 
+
+
+# ---- the decode family (patterns.py's rotary, cache write and attention) ------------
+
+def _index(b, t):
+    """A positions/lens operand: t's elements as a 1-D program tensor."""
+    if t.dtype not in INTEGRAL:
+        raise b.unsupported("an index of %s" % t.dtype)
+    return b.contig(t, [t.numel])
+
+
+@register("gfx.rope")
+def _rope(b, op):
+    x, pos, inv, scale = op.args
+    y = op.out
+    B, H, L, Dh = x.shape
+    xs = b.contig(x, [B, H, Dh])
+    ins = [xs, _index(b, pos), b.contig(inv, [inv.numel])]
+    o, pend = b.out_begin(y, [B, H, Dh], reads=[x, pos, inv], op="rope")
+    b.node("rope", ins, o, {"style": "neox", "attention_scaling": float(scale)})
+    b.out_end(pend)
+
+
+@register("gfx.cache_write")
+def _cache_write(b, op):
+    src, pos, cache = op.args
+    B, Hkv, S, Dh = cache.shape
+    # [B, Hkv] as one dim of B * Hkv rows of the bhsd layout: the same bytes,
+    # and a single row for the daemon's batch word, which a program of fixed
+    # shape sets to its replay's batch, not to B
+    xs = b.contig(src, [1, B * Hkv, Dh])
+    cn = b.mem(cache, [1, B * Hkv, S, Dh])
+    b.node("cache_write", [xs, _index(b, pos)], cn, {"layout": "bhsd"})
+
+
+@register("gfx.attention_decode")
+def _attention_decode(b, op):
+    q, kc, vc, M, add, scale = op.args
+    y = op.out
+    B, Hq, L, Dh = q.shape
+    # lens = the position + 1, once per step for all layers
+    key = ("lens", M.storage.id, M.offset, M.dtype, M.numel, add)
+    lens = b.memo.get(key) if hasattr(b, "memo") else None
+    if lens is None:
+        mn = _index(b, M)
+        lens = b.scratch(M.dtype, [M.numel])
+        b.node("add", [mn], lens, {"scalar": float(add)})
+        if not hasattr(b, "memo"):
+            b.memo = {}
+        b.memo[key] = lens
+    qs = b.contig(q, [B, Hq, Dh])
+    attrs = {"layout": "bhsd"}
+    if scale:
+        attrs["scale"] = float(scale)
+    o, pend = b.out_begin(y, [B, Hq, Dh], reads=[q, kc, vc], op="attention_decode")
+    b.node("attention_decode", [qs, b.mem(kc), b.mem(vc), lens], o, attrs)
+    b.out_end(pend)
