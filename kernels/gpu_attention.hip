@@ -218,9 +218,9 @@ static __device__ __forceinline__ void merge_chunks(const float *part, unsigned 
 template <int DT, int TL, int G>
 __global__ void __launch_bounds__(GG_AS_THREADS, G <= 4 ? 2 : 1)
     k_attention_split(const typename dt<DT>::T *q, const typename dt<DT>::T *k,
-                      const typename dt<DT>::T *v, const int32_t *lens, typename dt<DT>::T *y,
-                      float *part, unsigned *cnt, int Hq, int Hkv, int64_t S, int nqg,
-                      int nsplit, float scale)
+                      const typename dt<DT>::T *v, gg_gpu_index lens, typename dt<DT>::T *y,
+                      float *part, unsigned *cnt, int Hq, int Hkv, int64_t S, gg_gpu_kv kv,
+                      int nqg, int nsplit, float scale)
 {
     typedef dt<DT> D;
     typedef unit<DT, true> U;
@@ -245,7 +245,7 @@ __global__ void __launch_bounds__(GG_AS_THREADS, G <= 4 ? 2 : 1)
     const int grp = Hq / Hkv, h0 = kh * grp + qg * G;
     const int Ga = grp - qg * G < G ? grp - qg * G : G; /* heads of this block */
 
-    int64_t len = lens[b];
+    int64_t len = gg_gpu_index_at(lens, b);
     len = len < 0 ? 0 : len > S ? S : len;
     const int64_t chunk = (len + nsplit - 1) / nsplit;
     const int64_t j0 = s * chunk < len ? s * chunk : len;
@@ -255,8 +255,8 @@ __global__ void __launch_bounds__(GG_AS_THREADS, G <= 4 ? 2 : 1)
         st_m[tid] = -INFINITY;
         st_l[tid] = 0.0f;
     }
-    const int64_t ld = (int64_t)Hkv * Dh; /* elements between positions */
-    const typename D::T *kb = k + (b * S * Hkv + kh) * Dh, *vb = v + (b * S * Hkv + kh) * Dh;
+    const int64_t ld = kv.sp; /* elements between positions */
+    const typename D::T *kb = k + b * kv.sb + kh * kv.sh, *vb = v + b * kv.sb + kh * kv.sh;
     /* positions past the chunk hold zeros: their weight is 0, and 0 * a
      * stale NaN would not be */
     R kr[KPT], vr[KPT];
@@ -458,40 +458,40 @@ int gg_gpu_attention_pick(gg_gpu_ctx *c, int64_t rows, int Hq, int64_t S, int W,
 
 template <int DT, int TL, int G>
 static void launch_split_g(gg_gpu_ctx *c, const gg_tensor *in, const gg_tensor *out, int Hq,
-                           int Hkv, int64_t S, int nqg, int64_t groups, int ns, size_t shm,
-                           float scale)
+                           int Hkv, int64_t S, gg_gpu_kv kv, int nqg, int64_t groups, int ns,
+                           size_t shm, float scale)
 {
     typedef typename dt<DT>::T T;
     k_attention_split<DT, TL, G><<<(unsigned)(groups * ns), GG_AS_THREADS, shm, c->stream>>>(
         (const T *)in[0].data, (const T *)in[1].data, (const T *)in[2].data,
-        (const int32_t *)in[3].data, (T *)out[0].data, c->attn_part, c->attn_cnt, Hq, Hkv, S,
+        gg_gpu_index_of(&in[3]), (T *)out[0].data, c->attn_part, c->attn_cnt, Hq, Hkv, S, kv,
         nqg, ns, scale);
 }
 
 template <int DT, int TL>
 static void launch_split_tl(gg_gpu_ctx *c, int G, const gg_tensor *in, const gg_tensor *out,
-                            int Hq, int Hkv, int64_t S, int nqg, int64_t groups, int ns,
+                            int Hq, int Hkv, int64_t S, gg_gpu_kv kv, int nqg, int64_t groups, int ns,
                             size_t shm, float scale)
 {
     switch (G) {
     case 1:
-        launch_split_g<DT, TL, 1>(c, in, out, Hq, Hkv, S, nqg, groups, ns, shm, scale);
+        launch_split_g<DT, TL, 1>(c, in, out, Hq, Hkv, S, kv, nqg, groups, ns, shm, scale);
         break;
     case 2:
-        launch_split_g<DT, TL, 2>(c, in, out, Hq, Hkv, S, nqg, groups, ns, shm, scale);
+        launch_split_g<DT, TL, 2>(c, in, out, Hq, Hkv, S, kv, nqg, groups, ns, shm, scale);
         break;
     case 4:
-        launch_split_g<DT, TL, 4>(c, in, out, Hq, Hkv, S, nqg, groups, ns, shm, scale);
+        launch_split_g<DT, TL, 4>(c, in, out, Hq, Hkv, S, kv, nqg, groups, ns, shm, scale);
         break;
     default:
-        launch_split_g<DT, TL, 8>(c, in, out, Hq, Hkv, S, nqg, groups, ns, shm, scale);
+        launch_split_g<DT, TL, 8>(c, in, out, Hq, Hkv, S, kv, nqg, groups, ns, shm, scale);
         break;
     }
 }
 
 template <int DT>
 static int launch_split(gg_gpu_ctx *c, const gg_tensor *in, const gg_tensor *out, int64_t rows,
-                        int Hq, int Hkv, int64_t S, int Dh, float scale)
+                        int Hq, int Hkv, int64_t S, int Dh, float scale, gg_gpu_kv kv)
 {
     const int N = dt<DT>::VEC;
     if (c->attn_split_off || Dh % N != 0)
@@ -529,16 +529,16 @@ static int launch_split(gg_gpu_ctx *c, const gg_tensor *in, const gg_tensor *out
     shm *= sizeof(float);
     switch (TL) {
     case 2:
-        launch_split_tl<DT, 2>(c, G, in, out, Hq, Hkv, S, nqg, groups, ns, shm, scale);
+        launch_split_tl<DT, 2>(c, G, in, out, Hq, Hkv, S, kv, nqg, groups, ns, shm, scale);
         break;
     case 3:
-        launch_split_tl<DT, 3>(c, G, in, out, Hq, Hkv, S, nqg, groups, ns, shm, scale);
+        launch_split_tl<DT, 3>(c, G, in, out, Hq, Hkv, S, kv, nqg, groups, ns, shm, scale);
         break;
     case 4:
-        launch_split_tl<DT, 4>(c, G, in, out, Hq, Hkv, S, nqg, groups, ns, shm, scale);
+        launch_split_tl<DT, 4>(c, G, in, out, Hq, Hkv, S, kv, nqg, groups, ns, shm, scale);
         break;
     default:
-        launch_split_tl<DT, 5>(c, G, in, out, Hq, Hkv, S, nqg, groups, ns, shm, scale);
+        launch_split_tl<DT, 5>(c, G, in, out, Hq, Hkv, S, kv, nqg, groups, ns, shm, scale);
         break;
     }
     return 0;
@@ -546,19 +546,19 @@ static int launch_split(gg_gpu_ctx *c, const gg_tensor *in, const gg_tensor *out
 
 int gg_gpu_attention_split_launch(gg_gpu_ctx *c, gg_dtype dtype, const gg_tensor *in,
                                   const gg_tensor *out, int64_t rows, int Hq, int Hkv, int64_t S,
-                                  int Dh, float scale)
+                                  int Dh, float scale, gg_gpu_kv kv)
 {
     switch (dtype) {
     case GG_DT_F32:
-        return launch_split<GG_DT_F32>(c, in, out, rows, Hq, Hkv, S, Dh, scale);
+        return launch_split<GG_DT_F32>(c, in, out, rows, Hq, Hkv, S, Dh, scale, kv);
     case GG_DT_F16:
-        return gg_gpu_attention_mma_launch(c, dtype, in, out, rows, Hq, Hkv, S, Dh, scale) == 0
+        return gg_gpu_attention_mma_launch(c, dtype, in, out, rows, Hq, Hkv, S, Dh, scale, kv) == 0
                    ? 0
-                   : launch_split<GG_DT_F16>(c, in, out, rows, Hq, Hkv, S, Dh, scale);
+                   : launch_split<GG_DT_F16>(c, in, out, rows, Hq, Hkv, S, Dh, scale, kv);
     case GG_DT_BF16:
-        return gg_gpu_attention_mma_launch(c, dtype, in, out, rows, Hq, Hkv, S, Dh, scale) == 0
+        return gg_gpu_attention_mma_launch(c, dtype, in, out, rows, Hq, Hkv, S, Dh, scale, kv) == 0
                    ? 0
-                   : launch_split<GG_DT_BF16>(c, in, out, rows, Hq, Hkv, S, Dh, scale);
+                   : launch_split<GG_DT_BF16>(c, in, out, rows, Hq, Hkv, S, Dh, scale, kv);
     default:
         return 1;
     }

@@ -405,9 +405,9 @@ static __device__ __forceinline__ void at_merge(const float *part, unsigned *cnt
  * ncl), merged through shared memory. */
 template <int DT, int DH, int RING, bool HI>
 __global__ void __launch_bounds__(GG_AT_NW(DH, HI) * 32) /* HIP's macro splits at<a, b> */
-    k_attention_mma(const uint16_t *q, const uint16_t *k, const uint16_t *v, const int32_t *lens,
-                    uint16_t *y, float *part, unsigned *cnt, int Hq, int Hkv, int S, int G,
-                    int nsplit, float qs, int ncl)
+    k_attention_mma(const uint16_t *q, const uint16_t *k, const uint16_t *v, gg_gpu_index lens,
+                    uint16_t *y, float *part, unsigned *cnt, int Hq, int Hkv, int S, gg_gpu_kv kv,
+                    int G, int nsplit, float qs, int ncl)
 {
     typedef dt<DT> D;
     /* KC: K elements a lane reads a position (KW words), KT: mma k-slices
@@ -432,15 +432,15 @@ __global__ void __launch_bounds__(GG_AT_NW(DH, HI) * 32) /* HIP's macro splits a
         for (int i = 0; i < KW; i++)
             qb[i] = 0u;
 
-    int len = lens[b];
-    len = len < 0 ? 0 : len > S ? S : len;
+    const int64_t len64 = gg_gpu_index_at(lens, b);
+    const int len = len64 < 0 ? 0 : len64 > S ? S : (int)len64;
     const int chunk = (int)(((unsigned)len + (unsigned)nsplit - 1u) / (unsigned)nsplit);
     const int j0 = s * chunk < len ? s * chunk : len;
     const int j1 = j0 + chunk < len ? j0 + chunk : len;
 
-    const int64_t ld = (int64_t)Hkv * DH;
-    const uint16_t *kb = k + ((int64_t)b * S * Hkv + kh) * DH,
-                   *vb = v + ((int64_t)b * S * Hkv + kh) * DH;
+    const int64_t ld = kv.sp;
+    const uint16_t *kb = k + (int64_t)b * kv.sb + (int64_t)kh * kv.sh,
+                   *vb = v + (int64_t)b * kv.sb + (int64_t)kh * kv.sh;
     const uint16_t *kl = kb + gid * ld, *vl = vb + 2 * tig * ld;
     const int ntile = (j1 - j0 + 15) / 16;
     at_state<DH> st;
@@ -633,20 +633,20 @@ static int at_per_sm(gg_gpu_ctx *c)
  * the cluster launch's error (nothing launched). */
 template <int DT, int DH, int RING, bool HI>
 static hipError_t at_launch(gg_gpu_ctx *c, dim3 grid, const gg_tensor *in, const gg_tensor *out,
-                            int Hq, int Hkv, int S, int G, int ns, float qs, int ncl)
+                            int Hq, int Hkv, int S, gg_gpu_kv kv, int G, int ns, float qs, int ncl)
 {
     const uint16_t *qp = (const uint16_t *)in[0].data, *kp = (const uint16_t *)in[1].data,
                    *vp = (const uint16_t *)in[2].data;
-    const int32_t *lp = (const int32_t *)in[3].data;
+    const gg_gpu_index lp = gg_gpu_index_of(&in[3]);
     uint16_t *yp = (uint16_t *)out[0].data;
     const size_t shm = at_shm<DH, HI>(G);
     const dim3 block(at_geo<DH, HI>::NW * 32);
     if (ncl > 0)
         return gg_hip_launch_cluster(k_attention_mma<DT, DH, RING, HI>, grid, block, shm,
                                      c->stream, (unsigned)ncl, qp, kp, vp, lp, yp, c->attn_part,
-                                     c->attn_cnt, Hq, Hkv, S, G, ns, qs, ncl);
+                                     c->attn_cnt, Hq, Hkv, S, kv, G, ns, qs, ncl);
     k_attention_mma<DT, DH, RING, HI><<<grid, block, shm, c->stream>>>(
-        qp, kp, vp, lp, yp, c->attn_part, c->attn_cnt, Hq, Hkv, S, G, ns, qs, 0);
+        qp, kp, vp, lp, yp, c->attn_part, c->attn_cnt, Hq, Hkv, S, kv, G, ns, qs, 0);
     return hipSuccess;
 }
 
@@ -679,7 +679,7 @@ void gg_gpu_attention_mma_init(gg_gpu_ctx *c)
  * kernel's. */
 template <int DT>
 static int launch_mma(gg_gpu_ctx *c, const gg_tensor *in, const gg_tensor *out, int64_t rows,
-                      int Hq, int Hkv, int64_t S, int Dh, float scale)
+                      int Hq, int Hkv, int64_t S, int Dh, float scale, gg_gpu_kv kv)
 {
     if (!c->mma || c->attn_split_off || (Dh != 32 && Dh != 64 && Dh != 128))
         return 1;
@@ -723,9 +723,9 @@ static int launch_mma(gg_gpu_ctx *c, const gg_tensor *in, const gg_tensor *out, 
         hipError_t e;
 #define GG_AT_GO(dh, ring_hi, ring_lo)                                                     \
     e = G > 8                                                                              \
-            ? at_launch<DT, dh, ring_hi, true>(c, grid, in, out, Hq, Hkv, (int)S, G, n, qs,  \
+            ? at_launch<DT, dh, ring_hi, true>(c, grid, in, out, Hq, Hkv, (int)S, kv, G, n, qs,  \
                                                ncl)                                        \
-            : at_launch<DT, dh, ring_lo, false>(c, grid, in, out, Hq, Hkv, (int)S, G, n, qs, \
+            : at_launch<DT, dh, ring_lo, false>(c, grid, in, out, Hq, Hkv, (int)S, kv, G, n, qs, \
                                                 ncl)
         if (Dh == 32)
             GG_AT_GO(32, 3, 3);
@@ -748,13 +748,13 @@ static int launch_mma(gg_gpu_ctx *c, const gg_tensor *in, const gg_tensor *out, 
 
 int gg_gpu_attention_mma_launch(gg_gpu_ctx *c, gg_dtype dtype, const gg_tensor *in,
                                 const gg_tensor *out, int64_t rows, int Hq, int Hkv, int64_t S,
-                                int Dh, float scale)
+                                int Dh, float scale, gg_gpu_kv kv)
 {
     switch (dtype) {
     case GG_DT_F16:
-        return launch_mma<GG_DT_F16>(c, in, out, rows, Hq, Hkv, S, Dh, scale);
+        return launch_mma<GG_DT_F16>(c, in, out, rows, Hq, Hkv, S, Dh, scale, kv);
     case GG_DT_BF16:
-        return launch_mma<GG_DT_BF16>(c, in, out, rows, Hq, Hkv, S, Dh, scale);
+        return launch_mma<GG_DT_BF16>(c, in, out, rows, Hq, Hkv, S, Dh, scale, kv);
     default:
         return 1;
     }

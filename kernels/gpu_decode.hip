@@ -36,14 +36,29 @@ __global__ void __launch_bounds__(256)
     }
 }
 
+/* The inverse frequency of pair i: the inv_freq operand's (any floating
+ * dtype: HF keeps the model's in the model's dtype) or theta's. */
+static __device__ __forceinline__ float rope_inv(const void *inv, int inv_dt, float theta, int i,
+                                                 int rd)
+{
+    if (!inv)
+        return 1.0f / powf(theta, (float)(2 * i) / (float)rd);
+    if (inv_dt == GG_DT_F16)
+        return dt<GG_DT_F16>::ld(((const typename dt<GG_DT_F16>::T *)inv)[i]);
+    if (inv_dt == GG_DT_BF16)
+        return dt<GG_DT_BF16>::ld(((const typename dt<GG_DT_BF16>::T *)inv)[i]);
+    return ((const float *)inv)[i];
+}
+
 /* rope: one block per row; the row's cos/sin per pair are computed once into
  * shared memory (not once per head), then every head's pairs are rotated,
  * 16-byte units at a time where the layout allows (VEC: Dh and the rotated
  * span multiples of the unit, pointers aligned). */
 template <int DT, bool VEC>
 __global__ void __launch_bounds__(256)
-    k_rope(const typename dt<DT>::T *x, const int32_t *pos, typename dt<DT>::T *y, int64_t rows,
-           int H, int Dh, int rd, float theta, int gptj)
+    k_rope(const typename dt<DT>::T *x, gg_gpu_index pos, const void *inv, int inv_dt,
+           typename dt<DT>::T *y, int64_t rows, int H, int Dh, int rd, float theta, float amp,
+           int gptj)
 {
     typedef dt<DT> D;
     typedef unit<DT, VEC> U;
@@ -52,12 +67,11 @@ __global__ void __launch_bounds__(256)
     const int half = rd / 2;
     for (int64_t b = blockIdx.x; b < rows; b += gridDim.x) {
         __syncthreads(); /* the previous row's table is no longer read */
-        const float p = (float)pos[b];
+        const float p = (float)gg_gpu_index_at(pos, b);
         for (int i = threadIdx.x; i < half; i += blockDim.x) {
-            const float inv = 1.0f / powf(theta, (float)(2 * i) / (float)rd);
-            const float ang = p * inv;
-            cs[i] = cosf(ang);
-            cs[half + i] = sinf(ang);
+            const float ang = p * rope_inv(inv, inv_dt, theta, i, rd);
+            cs[i] = cosf(ang) * amp;
+            cs[half + i] = sinf(ang) * amp;
         }
         __syncthreads();
         const typename D::T *xb = x + b * H * Dh;
@@ -113,10 +127,14 @@ __global__ void __launch_bounds__(256)
     }
 }
 
+/* cache_write: one block per row; bshd writes the row's Hkv * Dh values as
+ * one run at its position, bhsd (HF's StaticCache) one run of Dh a kv head
+ * (rows of `run` elements `hs` apart in the cache). */
 template <int DT, bool VEC>
 __global__ void __launch_bounds__(256)
-    k_cache_write(const typename dt<DT>::T *x, const int32_t *pos, const int32_t *batch,
-                  typename dt<DT>::T *cache, int64_t rows, int64_t S, int64_t row)
+    k_cache_write(const typename dt<DT>::T *x, gg_gpu_index pos, const int32_t *batch,
+                  typename dt<DT>::T *cache, int64_t rows, int64_t S, int64_t row, int64_t run,
+                  int64_t hs, int64_t ps)
 {
     typedef unit<DT, VEC> U;
     typedef typename U::raw R;
@@ -125,15 +143,17 @@ __global__ void __launch_bounds__(256)
         const int64_t b = *batch;
         n = b < 0 ? 0 : b > rows ? rows : b;
     }
-    const int64_t nu = row / U::N;
+    const int64_t nu = row / U::N, ru = run / U::N;
     for (int64_t r = blockIdx.x; r < n; r += gridDim.x) {
-        const int64_t p = pos[r];
+        const int64_t p = gg_gpu_index_at(pos, r);
         if (p < 0 || p >= S)
             continue;
         const R *src = (const R *)(x + r * row);
-        R *dst = (R *)(cache + (r * S + p) * row);
-        for (int64_t i = threadIdx.x; i < nu; i += blockDim.x)
-            dst[i] = src[i];
+        typename dt<DT>::T *dst = cache + r * S * row + p * ps;
+        for (int64_t i = threadIdx.x; i < nu; i += blockDim.x) {
+            const int64_t h = i / ru;
+            ((R *)(dst + h * hs))[i - h * ru] = src[i];
+        }
     }
 }
 
@@ -143,9 +163,9 @@ __global__ void __launch_bounds__(256)
  * positions in turn, each with an online softmax, then merge. */
 template <int DT>
 __global__ void k_attention(const typename dt<DT>::T *q, const typename dt<DT>::T *k,
-                            const typename dt<DT>::T *v, const int32_t *lens,
+                            const typename dt<DT>::T *v, gg_gpu_index lens,
                             typename dt<DT>::T *y, int64_t rows, int Hq, int Hkv, int64_t S,
-                            int Dh, float scale)
+                            gg_gpu_kv kv, int Dh, float scale)
 {
     typedef dt<DT> D;
     extern __shared__ float sm[];
@@ -154,7 +174,7 @@ __global__ void k_attention(const typename dt<DT>::T *q, const typename dt<DT>::
     for (int64_t bh = blockIdx.x; bh < rows * Hq; bh += gridDim.x) {
         const int64_t b = bh / Hq;
         const int h = (int)(bh % Hq), kh = h / grp;
-        int64_t len = lens[b];
+        int64_t len = gg_gpu_index_at(lens, b);
         len = len < 0 ? 0 : len > S ? S : len;
         float qf[GG_ATTN_MAXL], acc[GG_ATTN_MAXL];
 #pragma unroll
@@ -165,7 +185,7 @@ __global__ void k_attention(const typename dt<DT>::T *q, const typename dt<DT>::
         }
         float m = -INFINITY, l = 0.0f;
         for (int64_t j = wid; j < len; j += nw) {
-            const int64_t o = ((b * S + j) * Hkv + kh) * Dh;
+            const int64_t o = b * kv.sb + kh * kv.sh + j * kv.sp;
             float part = 0.0f;
 #pragma unroll
             for (int i = 0; i < GG_ATTN_MAXL; i++) {
@@ -370,6 +390,13 @@ static void launch_embedding(gg_gpu_ctx *c, const gg_tensor *in, const gg_tensor
             (const ID *)in[0].data, (const T *)in[1].data, (T *)out[0].data, rows, V, D);
 }
 
+/* A positions/lens operand: one a row of x, or one for every row. */
+static bool index_fits(const gg_tensor *t, const gg_tensor_desc *xd)
+{
+    const int64_t n = gg_desc_numel(&t->desc);
+    return n == xd->dims[0] || n == 1;
+}
+
 template <int DT>
 static int launch_decode_dt(gg_gpu_ctx *c, const gg_op_def *op, int kind, const gg_tensor *in,
                             int nin, const gg_tensor *out, const gg_op_attrs *attrs)
@@ -391,16 +418,20 @@ static int launch_decode_dt(gg_gpu_ctx *c, const gg_op_def *op, int kind, const 
         return gg_gpu_launched(op);
     }
     case GG_OP_ROPE: {
-        if (xd->ndim != 3 || gg_desc_numel(yd) != gg_desc_numel(xd) ||
-            gg_desc_numel(&in[1].desc) != xd->dims[0] || xd->dims[2] > INT_MAX ||
-            xd->dims[1] > INT_MAX)
+        if (xd->ndim != 3 || gg_desc_numel(yd) != gg_desc_numel(xd) || !index_fits(&in[1], xd) ||
+            xd->dims[2] > INT_MAX || xd->dims[1] > INT_MAX)
             return gg_gpu_fail(-EINVAL, "%s: operand shapes do not fit", op->name);
         const int dh = (int)xd->dims[2];
         const double rdv = attrs ? attrs->v[2] : 0.0;
         const int rd = rdv > 0 ? (int)rdv : dh;
         if (rd > dh || (rd & 1))
             return gg_gpu_fail(-EINVAL, "%s: rotary_dim %d does not fit Dh %d", op->name, rd, dh);
+        const void *inv = nin > 2 ? in[2].data : NULL;
+        if (inv && (!gg_dtype_is_float(in[2].desc.dtype) || gg_desc_numel(&in[2].desc) != rd / 2))
+            return gg_gpu_fail(-EINVAL, "%s: inv_freq must be floating [rotary_dim / 2]", op->name);
+        const int inv_dt = inv ? (int)in[2].desc.dtype : 0;
         const float theta = (float)(attrs ? attrs->v[0] : 10000.0);
+        const float amp = (float)(attrs ? attrs->v[3] : 1.0);
         const int gptj = attrs && attrs->v[1] == 1.0;
         const int V = dt<DT>::VEC, H = (int)xd->dims[1];
         const bool vec = dh % V == 0 && (gptj ? rd % V == 0 : (rd / 2) % V == 0) &&
@@ -409,40 +440,45 @@ static int launch_decode_dt(gg_gpu_ctx *c, const gg_op_def *op, int kind, const 
         const size_t shm = sizeof(float) * (size_t)rd;
         if (vec)
             k_rope<DT, true><<<grid_rows(xd->dims[0]), unit_threads(work), shm, c->stream>>>(
-                (const T *)in[0].data, (const int32_t *)in[1].data, (T *)out[0].data,
-                xd->dims[0], H, dh, rd, theta, gptj);
+                (const T *)in[0].data, gg_gpu_index_of(&in[1]), inv, inv_dt, (T *)out[0].data,
+                xd->dims[0], H, dh, rd, theta, amp, gptj);
         else
             k_rope<DT, false><<<grid_rows(xd->dims[0]), unit_threads(work), shm, c->stream>>>(
-                (const T *)in[0].data, (const int32_t *)in[1].data, (T *)out[0].data,
-                xd->dims[0], H, dh, rd, theta, gptj);
+                (const T *)in[0].data, gg_gpu_index_of(&in[1]), inv, inv_dt, (T *)out[0].data,
+                xd->dims[0], H, dh, rd, theta, amp, gptj);
         return gg_gpu_launched(op);
     }
     case GG_OP_CACHE_WRITE: {
+        const int bhsd = attrs && attrs->v[0] == 1.0;
+        const int si = bhsd ? 2 : 1, hi = bhsd ? 1 : 2;
         if (xd->ndim != 3 || yd->ndim != 4 || yd->dims[0] != xd->dims[0] ||
-            yd->dims[2] != xd->dims[1] || yd->dims[3] != xd->dims[2] ||
-            gg_desc_numel(&in[1].desc) != xd->dims[0] ||
+            yd->dims[hi] != xd->dims[1] || yd->dims[3] != xd->dims[2] || !index_fits(&in[1], xd) ||
             (nin == 3 && (in[2].desc.dtype != GG_DT_I32 || gg_desc_numel(&in[2].desc) < 1)))
             return gg_gpu_fail(-EINVAL, "%s: operand shapes do not fit", op->name);
-        const int64_t row = xd->dims[1] * xd->dims[2];
+        const int64_t row = xd->dims[1] * xd->dims[2], S = yd->dims[si], dh = xd->dims[2];
+        /* bshd: the row is one run at its position; bhsd: a run of Dh a kv head */
+        const int64_t run = bhsd ? dh : row, hs = bhsd ? S * dh : row, ps = bhsd ? dh : row;
         const int32_t *bw = nin == 3 ? (const int32_t *)in[2].data : NULL;
-        if (row % dt<DT>::VEC == 0 && gg_gpu_aligned16(in[0].data) &&
+        if (run % dt<DT>::VEC == 0 && gg_gpu_aligned16(in[0].data) &&
             gg_gpu_aligned16(out[0].data))
             k_cache_write<DT, true><<<grid_rows(xd->dims[0]), unit_threads(row / dt<DT>::VEC), 0,
-                                      c->stream>>>((const T *)in[0].data,
-                                                   (const int32_t *)in[1].data, bw,
-                                                   (T *)out[0].data, xd->dims[0], yd->dims[1], row);
+                                      c->stream>>>((const T *)in[0].data, gg_gpu_index_of(&in[1]),
+                                                   bw, (T *)out[0].data, xd->dims[0], S, row, run,
+                                                   hs, ps);
         else
             k_cache_write<DT, false><<<grid_rows(xd->dims[0]), unit_threads(row), 0, c->stream>>>(
-                (const T *)in[0].data, (const int32_t *)in[1].data, bw, (T *)out[0].data,
-                xd->dims[0], yd->dims[1], row);
+                (const T *)in[0].data, gg_gpu_index_of(&in[1]), bw, (T *)out[0].data,
+                xd->dims[0], S, row, run, hs, ps);
         return gg_gpu_launched(op);
     }
     case GG_OP_ATTENTION_DECODE: {
         const gg_tensor_desc *kd = &in[1].desc;
+        const int bhsd = attrs && attrs->v[1] == 1.0;
+        const int64_t S = kd->dims[bhsd ? 2 : 1], Hkv = kd->dims[bhsd ? 1 : 2];
         if (xd->ndim != 3 || kd->ndim != 4 || kd->dims[0] != xd->dims[0] ||
-            kd->dims[3] != xd->dims[2] || xd->dims[1] % kd->dims[2] != 0 ||
-            gg_desc_numel(&in[2].desc) != gg_desc_numel(kd) ||
-            gg_desc_numel(&in[3].desc) != xd->dims[0] || gg_desc_numel(yd) != gg_desc_numel(xd))
+            kd->dims[3] != xd->dims[2] || xd->dims[1] % Hkv != 0 ||
+            gg_desc_numel(&in[2].desc) != gg_desc_numel(kd) || !index_fits(&in[3], xd) ||
+            gg_desc_numel(yd) != gg_desc_numel(xd))
             return gg_gpu_fail(-EINVAL, "%s: operand shapes do not fit", op->name);
         const int dh = (int)xd->dims[2];
         if (dh > GG_ATTN_MAXL * c->warp)
@@ -452,17 +488,17 @@ static int launch_decode_dt(gg_gpu_ctx *c, const gg_op_def *op, int kind, const 
         const float scale = sv != 0.0 ? (float)sv : 1.0f / sqrtf((float)dh);
         /* split along S (gpu_attention.hip) where the shape allows, else one
          * block per (row, head) */
-        if (xd->dims[1] <= INT_MAX && kd->dims[2] <= INT_MAX &&
+        const gg_gpu_kv kv = gg_gpu_kv_of(bhsd, S, Hkv, dh);
+        if (xd->dims[1] <= INT_MAX && Hkv <= INT_MAX &&
             gg_gpu_attention_split_launch(c, (gg_dtype)DT, in, out, xd->dims[0],
-                                          (int)xd->dims[1], (int)kd->dims[2], kd->dims[1], dh,
-                                          scale) == 0)
+                                          (int)xd->dims[1], (int)Hkv, S, dh, scale, kv) == 0)
             return gg_gpu_launched(op);
         const int threads = 256, nw = threads / c->warp;
         const size_t shm = sizeof(float) * (size_t)nw * (size_t)(dh + 2);
         k_attention<DT><<<grid_rows(xd->dims[0] * xd->dims[1]), threads, shm, c->stream>>>(
             (const T *)in[0].data, (const T *)in[1].data, (const T *)in[2].data,
-            (const int32_t *)in[3].data, (T *)out[0].data, xd->dims[0], (int)xd->dims[1],
-            (int)kd->dims[2], kd->dims[1], dh, scale);
+            gg_gpu_index_of(&in[3]), (T *)out[0].data, xd->dims[0], (int)xd->dims[1], (int)Hkv, S,
+            kv, dh, scale);
         return gg_gpu_launched(op);
     }
     case GG_OP_ARGMAX: {
@@ -502,10 +538,10 @@ int gg_gpu_decode_launch(gg_gpu_ctx *c, const gg_op_def *op, int kind, const gg_
     /* the floating operand that fixes the kernel's type; the i32 ones must be i32 */
     const gg_tensor *f = kind == GG_OP_EMBEDDING ? &in[1] : &in[0];
     const gg_dtype dtype = f->desc.dtype;
-    /* which operands are i32 (inputs..., output): 1 i32, 0 the kernel's
-     * floating dtype, -1 none */
+    /* which operands are i32 (inputs..., output): 1 i32 (or i64: an index),
+     * 0 the kernel's floating dtype, 2 any floating dtype, -1 none */
     static const signed char i32_embedding[5] = {1, 0, -1, -1, 0},
-                             i32_rope[5] = {0, 1, -1, -1, 0},
+                             i32_rope[5] = {0, 1, 2, -1, 0},
                              i32_cache_write[5] = {0, 1, 1, -1, 0},
                              i32_attention[5] = {0, 0, 0, 1, 0},
                              i32_argmax[5] = {0, -1, -1, -1, 1},
@@ -523,10 +559,12 @@ int gg_gpu_decode_launch(gg_gpu_ctx *c, const gg_op_def *op, int kind, const gg_
     for (int i = 0; i < nin + nout; i++) {
         const gg_tensor *t = i < nin ? &in[i] : &out[0];
         const int w = i < nin ? want[i] : want[4];
-        /* embedding's ids may be i64 as well */
-        const bool ids64 = kind == GG_OP_EMBEDDING && i == 0 && t->desc.dtype == GG_DT_I64;
-        if (w == 1 ? t->desc.dtype != GG_DT_I32 && !ids64
-                   : (kind == GG_OP_CAST ? !gg_dtype_is_float(t->desc.dtype) : t->desc.dtype != dtype))
+        /* ids, positions and lens may be i64 as well; the batch word is i32 */
+        const bool wide = t->desc.dtype == GG_DT_I64 &&
+                          !(kind == GG_OP_CACHE_WRITE && i == 2);
+        if (w == 1   ? t->desc.dtype != GG_DT_I32 && !wide
+            : w == 2 ? !gg_dtype_is_float(t->desc.dtype)
+                     : (kind == GG_OP_CAST ? !gg_dtype_is_float(t->desc.dtype) : t->desc.dtype != dtype))
             return gg_gpu_fail(-EINVAL, "%s: operand %d has dtype %s", op->name, i,
                                gg_dtype_name(t->desc.dtype));
     }

@@ -291,12 +291,45 @@ int gg_gpu_linear_mid_launch(gg_gpu_ctx *c, gg_dtype dtype, const void *x, const
 int gg_gpu_attention_ctx_init(gg_gpu_ctx *c);
 void gg_gpu_attention_ctx_fini(gg_gpu_ctx *c);
 
-/* attention_decode on checked operands (q [rows, Hq, Dh], k/v [rows, S, Hkv,
- * Dh], lens i32 [rows], y like q, all of dtype): 0 when launched (the caller
- * checks the launch), 1 when the shape is not one the split kernel takes. */
+/* A runtime index vector of the decode ops (positions, lens) as the kernels
+ * read it: i32 or i64, one a row or one for every row (HF's cache_position
+ * is shared by the batch). */
+typedef struct {
+    const void *p;
+    int wide, all;
+} gg_gpu_index;
+
+static inline gg_gpu_index gg_gpu_index_of(const gg_tensor *t)
+{
+    gg_gpu_index x = {t->data, t->desc.dtype == GG_DT_I64, gg_desc_numel(&t->desc) == 1};
+    return x;
+}
+
+static __device__ __forceinline__ int64_t gg_gpu_index_at(gg_gpu_index x, int64_t r)
+{
+    const int64_t i = x.all ? 0 : r;
+    return x.wide ? ((const int64_t *)x.p)[i] : (int64_t)((const int32_t *)x.p)[i];
+}
+
+/* attention_decode's cache addressing: element strides of a batch row, a kv
+ * head and a position (bshd [B, S, Hkv, Dh] or bhsd [B, Hkv, S, Dh]). */
+typedef struct {
+    int64_t sb, sh, sp;
+} gg_gpu_kv;
+
+static inline gg_gpu_kv gg_gpu_kv_of(int bhsd, int64_t S, int64_t Hkv, int64_t Dh)
+{
+    gg_gpu_kv kv = {S * Hkv * Dh, bhsd ? S * Dh : Dh, bhsd ? Dh : Hkv * Dh};
+    return kv;
+}
+
+/* attention_decode on checked operands (q [rows, Hq, Dh], k/v in kv's
+ * layout, lens in[3] (gg_gpu_index), y like q, all of dtype): 0 when
+ * launched (the caller checks the launch), 1 when the shape is not one the
+ * split kernel takes. */
 int gg_gpu_attention_split_launch(gg_gpu_ctx *c, gg_dtype dtype, const gg_tensor *in,
                                   const gg_tensor *out, int64_t rows, int Hq, int Hkv, int64_t S,
-                                  int Dh, float scale);
+                                  int Dh, float scale, gg_gpu_kv kv);
 
 /* The chunk count for a split launch of `groups` (row, kv head, q group)
  * blocks a chunk, per_sm of them resident a multiprocessor, chunks of at
@@ -313,7 +346,7 @@ int gg_gpu_attention_pick(gg_gpu_ctx *c, int64_t rows, int Hq, int64_t S, int W,
 void gg_gpu_attention_mma_init(gg_gpu_ctx *c);
 int gg_gpu_attention_mma_launch(gg_gpu_ctx *c, gg_dtype dtype, const gg_tensor *in,
                                 const gg_tensor *out, int64_t rows, int Hq, int Hkv, int64_t S,
-                                int Dh, float scale);
+                                int Dh, float scale, gg_gpu_kv kv);
 
 /* ---- decode-step ops (gpu_decode.hip) ---------------------------------------------- */
 
