@@ -379,6 +379,20 @@ def run_trace(client, sock, name, doc, before, after, want_ops=None):
           % (name, len(g.ops), len(plan.nodes), " ".join(ops[:40]), plan.report["fused"]))
     if want_ops is not None:
         check(ops == want_ops, "%s: the program is exactly %s (%s)" % (name, want_ops, ops))
+    fam = doc.get("family")
+    if fam in ("llama", "qwen2", "mistral", "gemma2", "gpt2"):
+        # the decode family's fused ops: the StaticCache write always; the
+        # rotary and the attention over the cache in f32 and f16 (bf16 keeps
+        # the general path, patterns.match_rope says why)
+        want = {"cache_write"}
+        if doc.get("dtype") != "bf16":
+            want.add("attention_decode")
+            if fam != "gpt2":
+                want.add("rope")
+        gone = {"sdpa", "index_copy"} if doc.get("dtype") != "bf16" else {"index_copy"}
+        check(want <= set(ops) and not (gone & set(ops)),
+              "%s: the program uses %s and no %s (%s)"
+              % (name, sorted(want), sorted(gone), sorted(set(ops))))
     if name == "synthetic_bf16_rounding":
         at = {n["op"]: n.get("attrs") or {} for n in plan.nodes}
         check(at.get("rmsnorm", {}).get("round_x") == 1 and
