@@ -152,6 +152,100 @@ int main(void)
                 }
                 free(q), free(k), free(v), free(y), free(qd), free(kd), free(vd), free(yd);
             }
+        /* HF's forms: rope with an inv_freq operand (f16 like a half model's
+         * buffer), attention_scaling and one i64 position for every row;
+         * cache_write and attention_decode in the bhsd layout with i64 [1]
+         * positions/lens, against the bshd double references on the
+         * permuted cache */
+        {
+            const int64_t B = 3, H = 4, Dh = 16, half = 8;
+            int64_t pos1 = 29;
+            int32_t posr[3] = {29, 29, 29};
+            uint16_t inv[8];
+            void *x = malloc(B * H * Dh * 4), *y = malloc(B * H * Dh * 4);
+            double *xd = malloc(sizeof(double) * B * H * Dh), *yd = malloc(sizeof(double) * B * H * Dh);
+            dref_fill(x, xd, dt, B * H * Dh, &seed, 1.0);
+            for (int i = 0; i < half; i++) /* theta's frequencies, exact in f16 as stored */
+                gg_store(inv, GG_DT_F16, i, 1.0f / powf(10000.0f, (float)(2 * i) / (float)Dh));
+            gg_op_attrs a;
+            attrs_of(rope, &a);
+            a.v[0] = 500.0; /* ignored: inv_freq decides */
+            a.v[3] = 1.25;
+            gg_tensor in[3] = {T(x, dt, 3, B, H, Dh, 0), T(&pos1, GG_DT_I64, 1, 1, 0, 0, 0),
+                               T(inv, GG_DT_F16, 1, half, 0, 0, 0)};
+            gg_tensor out = T(y, dt, 3, B, H, Dh, 0);
+            gg_ops_run_cpu(rope, in, 3, &out, 1, &a);
+            /* the reference with the stored frequencies: theta chosen per pair */
+            for (int64_t i = 0; i < B * H * Dh; i++)
+                yd[i] = xd[i];
+            for (int64_t r = 0; r < B; r++)
+                for (int64_t hh = 0; hh < H; hh++)
+                    for (int i = 0; i < half; i++) {
+                        double ang = (double)((float)posr[r] * gg_load(inv, GG_DT_F16, i));
+                        int64_t b0 = (r * H + hh) * Dh, i0 = b0 + i, i1 = b0 + i + half;
+                        yd[i0] = 1.25 * (xd[i0] * cos(ang) - xd[i1] * sin(ang));
+                        yd[i1] = 1.25 * (xd[i1] * cos(ang) + xd[i0] * sin(ang));
+                    }
+            double e = dref_rel(y, dt, yd, B * H * Dh);
+            snprintf(what, sizeof what, "rope %s inv_freq f16, attention_scaling, i64 [1]", dn);
+            check(e <= tol, what, e);
+            free(x), free(y), free(xd), free(yd);
+        }
+        for (int hc = 0; hc < 2; hc++) {
+            const int64_t B = 2, S = 19, Dh = 24, Hkv = hc ? 2 : 3, Hq = hc ? 8 : 3;
+            int64_t p64 = 11, len64 = 12;
+            int32_t pr[2] = {11, 11}, lr[2] = {12, 12};
+            const int64_t n = B * S * Hkv * Dh;
+            void *x = malloc(B * Hkv * Dh * 4), *kc = malloc(n * 4), *vc = malloc(n * 4),
+                 *q = malloc(B * Hq * Dh * 4), *y = malloc(B * Hq * Dh * 4);
+            double *xd = malloc(sizeof(double) * B * Hkv * Dh), *kd = malloc(sizeof(double) * n),
+                   *vd = malloc(sizeof(double) * n), *qd = malloc(sizeof(double) * B * Hq * Dh),
+                   *yd = malloc(sizeof(double) * B * Hq * Dh), *kp = malloc(sizeof(double) * n),
+                   *vp = malloc(sizeof(double) * n);
+            dref_fill(x, xd, dt, B * Hkv * Dh, &seed, 1.0);
+            dref_fill(kc, kd, dt, n, &seed, 2.0);
+            dref_fill(vc, vd, dt, n, &seed, 1.0);
+            dref_fill(q, qd, dt, B * Hq * Dh, &seed, 2.0);
+            gg_op_attrs ca, aa;
+            attrs_of(cw, &ca);
+            attrs_of(att, &aa);
+            ca.v[0] = 1.0;
+            aa.v[1] = 1.0;
+            gg_tensor cin[2] = {T(x, dt, 3, B, Hkv, Dh, 0), T(&p64, GG_DT_I64, 1, 1, 0, 0, 0)};
+            gg_tensor cout_ = T(kc, dt, 4, B, Hkv, S, Dh);
+            gg_ops_run_cpu(cw, cin, 2, &cout_, 1, &ca);
+            /* the bhsd cache [b][h][s] as bshd [b][s][h] for the references */
+            for (int64_t b = 0; b < B; b++)
+                for (int64_t h = 0; h < Hkv; h++)
+                    for (int64_t j = 0; j < S; j++)
+                        for (int64_t d = 0; d < Dh; d++) {
+                            kp[((b * S + j) * Hkv + h) * Dh + d] = kd[((b * Hkv + h) * S + j) * Dh + d];
+                            vp[((b * S + j) * Hkv + h) * Dh + d] = vd[((b * Hkv + h) * S + j) * Dh + d];
+                        }
+            dref_cache_write(xd, pr, kp, B, B, S, Hkv * Dh);
+            double e = 0;
+            for (int64_t b = 0; b < B; b++)
+                for (int64_t h = 0; h < Hkv; h++)
+                    for (int64_t j = 0; j < S; j++)
+                        for (int64_t d = 0; d < Dh; d++) {
+                            double g = gg_load(kc, dt, ((b * Hkv + h) * S + j) * Dh + d);
+                            double w = kp[((b * S + j) * Hkv + h) * Dh + d];
+                            e = fmax(e, fabs(g - w));
+                        }
+            snprintf(what, sizeof what, "cache_write %s bhsd, i64 [1] position", dn);
+            check(e == 0.0, what, e);
+            gg_tensor ain[4] = {T(q, dt, 3, B, Hq, Dh, 0), T(kc, dt, 4, B, Hkv, S, Dh),
+                                T(vc, dt, 4, B, Hkv, S, Dh), T(&len64, GG_DT_I64, 1, 1, 0, 0, 0)};
+            gg_tensor aout = T(y, dt, 3, B, Hq, Dh, 0);
+            gg_ops_run_cpu(att, ain, 4, &aout, 1, &aa);
+            dref_attention(qd, kp, vp, lr, yd, B, Hq, Hkv, S, Dh, 1.0 / sqrt((double)Dh));
+            e = dref_rel(y, dt, yd, B * Hq * Dh);
+            snprintf(what, sizeof what, "attention_decode %s bhsd Hq %lld Hkv %lld, i64 [1] lens",
+                     dn, (long long)Hq, (long long)Hkv);
+            check(e <= tol, what, e);
+            free(x), free(kc), free(vc), free(q), free(y), free(xd), free(kd), free(vd), free(qd);
+            free(yd), free(kp), free(vp);
+        }
         /* argmax */
         {
             const int64_t B = 5, V = 257;
@@ -208,6 +302,24 @@ int main(void)
         gg_tensor_desc ain[4] = {q, kc, kc, pos};
         check(att->check(att, ain, 4, &q, 1, NULL, err, sizeof err) < 0,
               "attention_decode Hq not a multiple of Hkv refused", 0);
+        gg_tensor_desc kh = {GG_DT_F32, 4, {3, 4, 20, 10}}, q4 = {GG_DT_F32, 3, {3, 8, 10}},
+                       l2 = {GG_DT_I64, 1, {2}}, l1 = {GG_DT_I64, 1, {1}};
+        gg_tensor_desc hin[4] = {q4, kh, kh, l1};
+        gg_op_attrs ha;
+        gg_ops_attr_defaults(att, &ha);
+        ha.v[1] = 1.0;
+        check(att->check(att, hin, 4, &q4, 1, &ha, err, sizeof err) == 0,
+              "attention_decode bhsd with i64 [1] lens ok", 0);
+        hin[3] = l2;
+        check(att->check(att, hin, 4, &q4, 1, &ha, err, sizeof err) < 0,
+              "attention_decode lens of 2 for 3 rows refused", 0);
+        gg_tensor_desc inv_bad = {GG_DT_F32, 1, {4}};
+        gg_tensor_desc rin3[3] = {x, pos, inv_bad};
+        gg_ops_attr_defaults(rope, &a);
+        check(rope->check(rope, rin3, 3, &x, 1, &a, err, sizeof err) < 0,
+              "rope inv_freq of 4 for Dh 10 refused", 0);
+        rin3[2].dims[0] = 5;
+        check(rope->check(rope, rin3, 3, &x, 1, &a, err, sizeof err) == 0, "rope inv_freq [Dh/2] ok", 0);
         gg_tensor_desc lx = {GG_DT_F32, 2, {3, 9}}, li = {GG_DT_I32, 1, {3}};
         check(am->check(am, &lx, 1, &li, 1, NULL, err, sizeof err) == 0, "argmax rule ok", 0);
     }
