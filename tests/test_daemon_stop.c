@@ -290,7 +290,7 @@ static void test_stop_grace(void)
 
 int main(void)
 {
-    h_init("test_daemon_stop", 600);
+    h_init("test_daemon_stop", 1140);
     test_sigterm_inflight();
     test_second_signal();
     test_stop_grace();

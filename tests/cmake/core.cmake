@@ -40,7 +40,7 @@ gg_core_test(test_daemon_doc test_daemon_doc.c integration 300)
 target_compile_definitions(test_daemon_doc PRIVATE
   GG_PROTOCOL_MD="${CMAKE_SOURCE_DIR}/proto/PROTOCOL.md")
 gg_core_test(test_daemon_life test_daemon_life.c integration 600)
-gg_core_test(test_daemon_stop test_daemon_stop.c integration 600 gg_client_static Threads::Threads)
+gg_core_test(test_daemon_stop test_daemon_stop.c integration 1200 gg_client_static Threads::Threads)
 gg_core_test(test_daemon_settings test_daemon_settings.c integration 600)
 gg_core_test(test_client_replay test_client_replay.c integration 600 gg_client_static)
 gg_core_test(test_client_fallback test_client_fallback.c integration 600 gg_client_static)
