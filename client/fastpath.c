@@ -24,6 +24,7 @@
  * a later submission's.  A disconnect from another thread marks the region
  * dead; the memory stays mapped until the last waiter lets go of it. */
 #include "priv.h"
+#include "gg_barrier.h"
 
 #include <errno.h>
 #include <linux/futex.h>
@@ -48,17 +49,6 @@
 
 /* ---- small helpers ------------------------------------------------------- */
 
-static inline void fp_cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield" ::: "memory");
-#else
-    __asm__ __volatile__("" ::: "memory");
-#endif
-}
-
 /* Not FUTEX_PRIVATE: the word is shared with another process. */
 static long fp_futex(uint32_t *word, int op, uint32_t val, const struct timespec *ts)
 {
@@ -74,12 +64,12 @@ static int64_t fp_now_us(void)
 
 static bool fp_seq_done(const gg_fp_cqe *q, uint64_t seq)
 {
-    return __atomic_load_n(&q->seq, __ATOMIC_ACQUIRE) == seq;
+    return gg_load_acquire(&q->seq) == seq;
 }
 
 static uint32_t fp_state(const client_fp_region *r)
 {
-    return __atomic_load_n(&r->hdr->state, __ATOMIC_ACQUIRE);
+    return gg_load_acquire(&r->hdr->state);
 }
 
 static void fp_unref(client_fp_region *r)
@@ -220,7 +210,7 @@ static bool fp_check(const gg_client *c, const gg_fp_header *h, uint64_t fsize,
                  (unsigned long long)h->session, (unsigned long long)c->session);
         return false;
     }
-    if (__atomic_load_n(&h->state, __ATOMIC_ACQUIRE) != GG_FP_STATE_OPEN) {
+    if (gg_load_acquire(&h->state) != GG_FP_STATE_OPEN) {
         snprintf(why, len, "the region is not open (state %u)", h->state);
         return false;
     }
@@ -377,7 +367,7 @@ static int fp_await(gg_client *c, client_fp_region *r, uint64_t seq, int64_t dea
                 rc = 0;
                 break;
             }
-            fp_cpu_relax();
+            gg_cpu_pause();
             if (i % FP_CLOCK_EVERY == 0 && fp_now_us() >= end)
                 break;
             if (i % FP_YIELD_EVERY == 0)
@@ -388,9 +378,9 @@ static int fp_await(gg_client *c, client_fp_region *r, uint64_t seq, int64_t dea
         /* announce the sleeper before reading the doorbell, and read the
          * doorbell before the last look at the record: a completion after
          * that look changes cq_wake, so the futex wait returns at once */
-        __atomic_fetch_add(&h->cq_waiters, 1, __ATOMIC_SEQ_CST);
+        gg_fetch_add_seq_cst(&h->cq_waiters, 1);
         for (;;) {
-            uint32_t w = __atomic_load_n(&h->cq_wake, __ATOMIC_SEQ_CST);
+            uint32_t w = gg_load_seq_cst(&h->cq_wake);
             if (fp_seq_done(q, seq)) {
                 rc = 0;
                 break;
@@ -418,7 +408,7 @@ static int fp_await(gg_client *c, client_fp_region *r, uint64_t seq, int64_t dea
             struct timespec ts = {.tv_sec = 0, .tv_nsec = ms * 1000000};
             fp_futex(&h->cq_wake, FUTEX_WAIT, w, &ts);
         }
-        __atomic_fetch_sub(&h->cq_waiters, 1, __ATOMIC_SEQ_CST);
+        gg_fetch_sub_seq_cst(&h->cq_waiters, 1);
     }
     pthread_mutex_lock(&c->mu);
     return rc;
@@ -522,12 +512,12 @@ int client_fp_submit(gg_client *c, uint64_t program, int batch, int branch,
     s->seq = seq;
     s->state = CLIENT_FP_SLOT_OUT;
     gg_fp_header *h = r->hdr;
-    __atomic_store_n(&h->sq_tail, (uint32_t)seq, __ATOMIC_RELEASE);
+    gg_store_release(&h->sq_tail, (uint32_t)seq);
     /* the store of sq_tail before the load of sq_sleeping: with the daemon's
      * set-then-recheck this cannot miss both */
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    if (__atomic_load_n(&h->sq_sleeping, __ATOMIC_SEQ_CST)) {
-        __atomic_fetch_add(&h->sq_wake, 1, __ATOMIC_SEQ_CST);
+    gg_smp_mb();
+    if (gg_load_seq_cst(&h->sq_sleeping)) {
+        gg_fetch_add_seq_cst(&h->sq_wake, 1);
         fp_futex(&h->sq_wake, FUTEX_WAKE, 1, NULL);
     }
     *ticket = client_ticket_make(c, true, seq);
@@ -548,11 +538,11 @@ void client_fp_drain(gg_client *c, int64_t deadline_ms)
     if (deadline_ms >= 0 && deadline_ms < end)
         end = deadline_ms;
     r->refs++;      /* fp_alive may read answers, and the region go with the connection */
-    for (unsigned i = 1; __atomic_load_n(&h->sq_head, __ATOMIC_ACQUIRE) != want; i++) {
+    for (unsigned i = 1; gg_load_acquire(&h->sq_head) != want; i++) {
         if (fp_state(r) == GG_FP_STATE_CLOSED)
             break;
         if (i < FP_YIELD_EVERY) {
-            fp_cpu_relax();
+            gg_cpu_pause();
             continue;
         }
         /* a dead daemon never moves sq_head: the socket says so */

@@ -3,7 +3,6 @@
 #define GG_FP_INTERNAL_H
 
 #include <pthread.h>
-#include <stdatomic.h>
 
 #include "core/cache.h"
 #include "core/event.h"
@@ -11,6 +10,7 @@
 #include "core/program.h"
 #include "core/session.h"
 #include "fastpath.h"   /* proto/: the shared layout */
+#include "gg_barrier.h" /* proto/: every access to the words below marked atomic */
 #include "fp.h"
 
 struct gg_fp_region;
@@ -20,7 +20,7 @@ struct gg_fp_region;
 typedef struct gg_fp_slot {
     struct gg_fp_region *r;
     uint32_t index;
-    atomic_int busy;               /* a descriptor is in flight in this slot */
+    int busy;                      /* atomic: a descriptor is in flight in this slot */
     uint64_t seq;
     uint64_t user_data;
     uint32_t sqe_flags;
@@ -30,8 +30,8 @@ typedef struct gg_fp_slot {
     gg_program *prog;
     gg_event *wait_ev, *signal_ev;
     bool gpu_writes_seq;
-    atomic_int gpu_pending;        /* the device writes seq; the slot is not yet free */
-    atomic_int released;           /* the hit's pins and counts are done (once) */
+    int gpu_pending;               /* atomic: the device writes seq; the slot is not yet free */
+    int released;                  /* atomic: the hit's pins and counts are done (once) */
     uint64_t t_launch_us;
     uint64_t t_take_us;             /* descriptor taken: a hit's round trip starts */
 } gg_fp_slot;
@@ -52,9 +52,9 @@ typedef struct gg_fp_region {
     uint64_t head;                 /* descriptors taken (the last seq taken) */
     unsigned spins;                /* idle spin rounds, for the yield cadence */
     bool spinning;                 /* holds one of the module's spinner places */
-    atomic_uint gpu_pending;       /* slots whose seq the device will write */
+    unsigned gpu_pending;          /* atomic: slots whose seq the device will write */
     uint64_t checked_us;           /* last stuck-completion check (fp_check_stuck) */
-    atomic_int quit;
+    int quit;                      /* atomic */
     pthread_t thread;
     struct gg_fp_region *next;     /* the module's list (core lock) */
 } gg_fp_region;
@@ -65,14 +65,14 @@ struct gg_fp_module {
     bool one_cpu;                  /* never spin */
     uv_async_t async;              /* a region ended / the device went: tell the loop */
     bool async_open;
-    atomic_uint live;
+    unsigned live;                 /* atomic: regions open */
     gg_fp_region *regions;         /* core lock */
     const char *completion;
     bool gpu_completion;           /* hits are completed by the device */
     /* Ring threads spinning at once, at most max_spinners (half the CPUs
      * this daemon may run on): past that, more spinners only take CPU from
      * the clients they wait for, and the rest sleep until rung. */
-    atomic_uint spinners;
+    unsigned spinners;             /* atomic */
     unsigned max_spinners;
 };
 

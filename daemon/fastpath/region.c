@@ -86,12 +86,12 @@ void gg_fp_module_free(gg_fp_module *m)
 
 void gg_fp_set_spin_us(gg_fp_module *m, unsigned spin_us)
 {
-    __atomic_store_n(&m->set.spin_us, m->one_cpu ? 0 : spin_us, __ATOMIC_RELAXED);
+    gg_store_relaxed(&m->set.spin_us, m->one_cpu ? 0 : spin_us);
 }
 
 unsigned gg_fp_live(const gg_fp_module *m)
 {
-    return m ? atomic_load(&((gg_fp_module *)m)->live) : 0;
+    return m ? gg_load_seq_cst(&((gg_fp_module *)m)->live) : 0;
 }
 
 bool gg_fp_available(const gg_fp_module *m)
@@ -126,7 +126,7 @@ int gg_fp_open(gg_fp_module *m, gg_session *s, uint32_t entries, int *fdp, gg_fp
     if (entries < GG_FP_MIN_ENTRIES || entries > GG_FP_MAX_ENTRIES || (entries & (entries - 1)))
         return proto_fail(err, -EINVAL, "entries must be a power of two from %u to %u",
                           GG_FP_MIN_ENTRIES, GG_FP_MAX_ENTRIES);
-    if (atomic_load(&m->live) >= m->set.max_regions)
+    if (gg_load_seq_cst(&m->live) >= m->set.max_regions)
         return proto_fail(err, -EBUSY, "%u fast-path regions are open, the limit "
                           "(fastpath-max-regions); use the socket path", m->set.max_regions);
     /* per-uid quota (core/quota.h): regions of this uid open now */
@@ -204,14 +204,14 @@ int gg_fp_open(gg_fp_module *m, gg_session *s, uint32_t entries, int *fdp, gg_fp
 
     gg_session_ref(s);
     s->fastpath = r;
-    atomic_fetch_add(&m->live, 1);
+    gg_fetch_add_seq_cst(&m->live, 1);
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     rc = -pthread_create(&r->thread, &attr, gg_fp_thread_main, r);
     pthread_attr_destroy(&attr);
     if (rc < 0) {
-        atomic_fetch_sub(&m->live, 1);
+        gg_fetch_sub_seq_cst(&m->live, 1);
         s->fastpath = NULL;
         gg_session_unref(s);
         close(fd);
@@ -234,8 +234,8 @@ int gg_fp_open(gg_fp_module *m, gg_session *s, uint32_t entries, int *fdp, gg_fp
 
 static void fp_region_stop(gg_fp_region *r)
 {
-    atomic_store(&r->quit, 1);
-    atomic_fetch_add_explicit((_Atomic uint32_t *)&r->hdr->sq_wake, 1, memory_order_seq_cst);
+    gg_store_seq_cst(&r->quit, 1);
+    gg_fetch_add_seq_cst(&r->hdr->sq_wake, 1);
     gg_fp_futex_wake(&r->hdr->sq_wake, 1);
 }
 
@@ -279,16 +279,15 @@ void gg_fp_region_end(gg_fp_region *r)
     for (;;) {
         bool busy = false;
         for (uint32_t i = 0; i < r->entries && !busy; i++)
-            busy = atomic_load_explicit(&r->slots[i].busy, memory_order_acquire) != 0;
+            busy = gg_load_acquire(&r->slots[i].busy) != 0;
         if (!busy)
             break;
         gg_fp_reap(r);   /* device-written completions are freed here */
         struct timespec t = {.tv_nsec = 50000};
         nanosleep(&t, NULL);
     }
-    atomic_store_explicit((_Atomic uint32_t *)&r->hdr->state, GG_FP_STATE_CLOSED,
-                          memory_order_seq_cst);
-    atomic_fetch_add_explicit((_Atomic uint32_t *)&r->hdr->cq_wake, 1, memory_order_seq_cst);
+    gg_store_seq_cst(&r->hdr->state, GG_FP_STATE_CLOSED);
+    gg_fetch_add_seq_cst(&r->hdr->cq_wake, 1);
     gg_fp_futex_wake(&r->hdr->cq_wake, INT_MAX);
 
     /* Unreachable first (the loop finds regions through the list and the
@@ -308,7 +307,7 @@ void gg_fp_region_end(gg_fp_region *r)
     fp_region_unmap(r);
     gg_core_lock(core);
     gg_session_unref(s);
-    atomic_fetch_sub(&m->live, 1);
+    gg_fetch_sub_seq_cst(&m->live, 1);
     uv_async_send(&m->async);   /* a stop may be waiting for this */
     gg_core_unlock(core);
 }

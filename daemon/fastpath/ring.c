@@ -53,7 +53,7 @@ void gg_fp_futex_wake(uint32_t *word, int n)
 
 /* How long a ring thread keeps spinning while its device work runs: a
  * decode step's graph is done well inside it; longer work (a prefill)
- * is then waited for asleep, in 50 us naps. */
+ * is then waited for asleep, in fp_idle's short futex naps. */
 #define FP_PENDING_SPIN_MAX_US 2000
 /* A ring waiting for a busy slot sleeps between looks, from the first to
  * the second: the first is about a wake-up's cost, the second bounds how
@@ -65,16 +65,7 @@ void gg_fp_futex_wake(uint32_t *word, int n)
 #define FP_GPU_CHECK_US 200000
 
 /* fastpath-spin-us, which a reload may change under the thread */
-#define fp_spin_us(r) __atomic_load_n(&(r)->m->set.spin_us, __ATOMIC_RELAXED)
-
-static inline void fp_cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
+#define fp_spin_us(r) gg_load_relaxed(&(r)->m->set.spin_us)
 
 /* ---- completion records ------------------------------------------------- */
 
@@ -106,15 +97,15 @@ static void fp_fill(gg_fp_slot *sl, int status, uint32_t flags, uint32_t bucket,
 
 static void fp_publish(gg_fp_slot *sl)
 {
-    atomic_store_explicit((_Atomic uint64_t *)&fp_cqe(sl)->seq, sl->seq, memory_order_release);
+    gg_store_release(&fp_cqe(sl)->seq, sl->seq);
 }
 
 /* Wake client threads asleep on cq_wake, if any said they would sleep. */
 static void fp_wake_client(gg_fp_region *r)
 {
-    atomic_thread_fence(memory_order_seq_cst);
-    if (atomic_load_explicit((_Atomic uint32_t *)&r->hdr->cq_waiters, memory_order_relaxed)) {
-        atomic_fetch_add_explicit((_Atomic uint32_t *)&r->hdr->cq_wake, 1, memory_order_seq_cst);
+    gg_smp_mb();
+    if (gg_load_relaxed(&r->hdr->cq_waiters)) {
+        gg_fetch_add_seq_cst(&r->hdr->cq_wake, 1);
         gg_fp_futex_wake(&r->hdr->cq_wake, INT_MAX);
     }
 }
@@ -122,10 +113,10 @@ static void fp_wake_client(gg_fp_region *r)
 static void fp_slot_free(gg_fp_slot *sl)
 {
     gg_fp_region *r = sl->r;
-    atomic_store_explicit(&sl->busy, 0, memory_order_release);
-    __atomic_fetch_sub(&r->sess->fp_inflight, 1, __ATOMIC_RELEASE);
+    gg_store_release(&sl->busy, 0);
+    gg_fetch_sub_release(&r->sess->fp_inflight, 1);
     /* a stop keeps the connection open until this work is answered */
-    if (__atomic_load_n(&r->core->stopping, __ATOMIC_RELAXED))
+    if (gg_load_relaxed(&r->core->stopping))
         uv_async_send(&r->m->async);
 }
 
@@ -236,7 +227,7 @@ static void fp_hit_done(void *arg, int status)
     /* Unpinned and counted before the record this callback writes says
      * done, so a request the client sends on seeing it finds the replay
      * finished (device-written records are gg_fp_reap's). */
-    if (!atomic_exchange(&sl->released, 1)) {
+    if (!gg_exchange_seq_cst(&sl->released, 1)) {
         gg_core_lock(r->core);
         fp_hit_release(sl, status == 0, us);
         if (status < 0)
@@ -294,8 +285,8 @@ static int fp_hit_launch(gg_fp_slot *sl, gg_dev_stream *st, gg_dev_exec *x)
          * sleeping client, releases the hit and frees the slot itself
          * (gg_fp_reap), so nothing but the launch and the write is enqueued
          * per hit. */
-        atomic_store(&sl->gpu_pending, 1);
-        atomic_fetch_add(&r->gpu_pending, 1);
+        gg_store_seq_cst(&sl->gpu_pending, 1);
+        gg_fetch_add_seq_cst(&r->gpu_pending, 1);
         return 0;
     }
     rc = dev->ops->notify(dev, st, fp_hit_done, sl);
@@ -328,7 +319,7 @@ static void fp_take(gg_fp_region *r, gg_fp_slot *sl, const gg_fp_sqe *d)
     /* a descriptor is a request like a socket message, counted the same */
     core->stats.requests++;
     s->requests++;
-    __atomic_fetch_add(&s->fp_inflight, 1, __ATOMIC_RELAXED);
+    gg_fetch_add_relaxed(&s->fp_inflight, 1);
     if (core->stopping)
         rc = proto_fail(&err, -ESHUTDOWN, "the daemon is shutting down");
     else if (d->seq != sl->seq)
@@ -365,7 +356,7 @@ static void fp_take(gg_fp_region *r, gg_fp_slot *sl, const gg_fp_sqe *d)
     }
     /* Pinned until the device is done; the session's stream is ours until
      * the launch is enqueued (a socket job queues behind fp_launching). */
-    atomic_store(&sl->released, 0);
+    gg_store_seq_cst(&sl->released, 0);
     sl->entry = e;
     sl->prog = t.prog;
     sl->wait_ev = t.wait_ev;
@@ -389,7 +380,7 @@ static void fp_take(gg_fp_region *r, gg_fp_slot *sl, const gg_fp_sqe *d)
     if (rc < 0) {
         /* Nothing of the graph ran: the executor takes it from here, with
          * its eager fallback and device-loss handling. */
-        atomic_store(&sl->released, 1);
+        gg_store_seq_cst(&sl->released, 1);
         fp_hit_release(sl, false, 0.0);
         fp_to_executor(sl, &t);
     }
@@ -403,17 +394,16 @@ static void fp_take(gg_fp_region *r, gg_fp_slot *sl, const gg_fp_sqe *d)
  * has written; their callbacks then only free the slots. */
 static void fp_collect_region(gg_fp_region *r)
 {
-    if (!atomic_load_explicit(&r->gpu_pending, memory_order_acquire))
+    if (!gg_load_acquire(&r->gpu_pending))
         return;
     uint64_t now = gg_fp_now_us();
     for (uint32_t i = 0; i < r->entries; i++) {
         gg_fp_slot *sl = &r->slots[i];
-        if (!atomic_load_explicit(&sl->gpu_pending, memory_order_acquire) ||
-            atomic_load_explicit(&sl->released, memory_order_relaxed))
+        if (!gg_load_acquire(&sl->gpu_pending) ||
+            gg_load_relaxed(&sl->released))
             continue;
-        uint64_t seq = atomic_load_explicit((_Atomic uint64_t *)&fp_cqe(sl)->seq,
-                                            memory_order_acquire);
-        if (seq == sl->seq && !atomic_exchange(&sl->released, 1))
+        uint64_t seq = gg_load_acquire(&fp_cqe(sl)->seq);
+        if (seq == sl->seq && !gg_exchange_seq_cst(&sl->released, 1))
             fp_hit_release(sl, true, (double)(now - sl->t_launch_us));
     }
 }
@@ -440,21 +430,20 @@ static void fp_check_stuck(gg_fp_region *r)
                              : "the device finished the work but wrote no completion";
     for (uint32_t i = 0; i < r->entries; i++) {
         gg_fp_slot *sl = &r->slots[i];
-        if (!atomic_load_explicit(&sl->gpu_pending, memory_order_acquire))
+        if (!gg_load_acquire(&sl->gpu_pending))
             continue;
-        uint64_t seq = atomic_load_explicit((_Atomic uint64_t *)&fp_cqe(sl)->seq,
-                                            memory_order_acquire);
+        uint64_t seq = gg_load_acquire(&fp_cqe(sl)->seq);
         if (seq == sl->seq)
             continue;   /* landed meanwhile: fp_reap's next pass */
         gg_core_lock(core);
-        if (!atomic_exchange(&sl->released, 1))
+        if (!gg_exchange_seq_cst(&sl->released, 1))
             fp_hit_release(sl, false, 0.0);
         gg_metrics_error(&core->stats.metrics, rc < 0 ? rc : -EIO);
         gg_core_unlock(core);
         fp_fill(sl, rc < 0 ? rc : -EIO, 0, 0, 0.0, why);
         fp_publish(sl);
-        atomic_store(&sl->gpu_pending, 0);
-        atomic_fetch_sub(&r->gpu_pending, 1);
+        gg_store_seq_cst(&sl->gpu_pending, 0);
+        gg_fetch_sub_seq_cst(&r->gpu_pending, 1);
         fp_slot_free(sl);
     }
     fp_wake_client(r);
@@ -468,16 +457,15 @@ static void fp_check_stuck(gg_fp_region *r)
  * its completion within microseconds. */
 bool gg_fp_reap(gg_fp_region *r)
 {
-    if (!atomic_load_explicit(&r->gpu_pending, memory_order_relaxed))
+    if (!gg_load_relaxed(&r->gpu_pending))
         return false;
     bool any = false, late = false;
     uint64_t now = 0;
     for (uint32_t i = 0; i < r->entries; i++) {
         gg_fp_slot *sl = &r->slots[i];
-        if (!atomic_load_explicit(&sl->gpu_pending, memory_order_acquire))
+        if (!gg_load_acquire(&sl->gpu_pending))
             continue;
-        uint64_t seq = atomic_load_explicit((_Atomic uint64_t *)&fp_cqe(sl)->seq,
-                                            memory_order_acquire);
+        uint64_t seq = gg_load_acquire(&fp_cqe(sl)->seq);
         if (seq == sl->seq) {
             any = true;
         } else {
@@ -493,11 +481,11 @@ bool gg_fp_reap(gg_fp_region *r)
         gg_core_unlock(r->core);
         for (uint32_t i = 0; i < r->entries; i++) {
             gg_fp_slot *sl = &r->slots[i];
-            if (!atomic_load_explicit(&sl->gpu_pending, memory_order_acquire) ||
-                !atomic_load_explicit(&sl->released, memory_order_acquire))
+            if (!gg_load_acquire(&sl->gpu_pending) ||
+                !gg_load_acquire(&sl->released))
                 continue;
-            atomic_store(&sl->gpu_pending, 0);
-            atomic_fetch_sub(&r->gpu_pending, 1);
+            gg_store_seq_cst(&sl->gpu_pending, 0);
+            gg_fetch_sub_seq_cst(&r->gpu_pending, 1);
             fp_slot_free(sl);
         }
     }
@@ -520,9 +508,9 @@ void gg_fp_collect(gg_fp_module *m, gg_session *s)
 static void fp_copy_sqe(gg_fp_sqe *dst, const gg_fp_sqe *src)
 {
     uint64_t w[GG_FP_SQE_SIZE / 8];
-    const _Atomic uint64_t *p = (const _Atomic uint64_t *)src;
+    const uint64_t *p = (const uint64_t *)src;
     for (size_t i = 0; i < GG_FP_SQE_SIZE / 8; i++)
-        w[i] = atomic_load_explicit(&p[i], memory_order_relaxed);
+        w[i] = gg_load_relaxed(&p[i]);
     memcpy(dst, w, sizeof(*dst));
 }
 
@@ -536,14 +524,14 @@ static void fp_idle(gg_fp_region *r, uint64_t *last, unsigned *empty_wakes)
      * the client's next descriptor comes right after the completion, and a
      * thread asleep by then costs it a futex wake and a wake-up. */
     bool running = fp_spin_us(r) &&
-                   atomic_load_explicit(&r->gpu_pending, memory_order_relaxed) &&
+                   gg_load_relaxed(&r->gpu_pending) &&
                    now - *last < FP_PENDING_SPIN_MAX_US;
     bool want = running || now - *last < fp_spin_us(r);
     if (want && !r->spinning) {
-        if (atomic_fetch_add(&r->m->spinners, 1) < r->m->max_spinners)
+        if (gg_fetch_add_seq_cst(&r->m->spinners, 1) < r->m->max_spinners)
             r->spinning = true;
         else
-            atomic_fetch_sub(&r->m->spinners, 1);
+            gg_fetch_sub_seq_cst(&r->m->spinners, 1);
     }
     if (want && r->spinning) {
         /* Spin, but give the CPU away every few microseconds: where the
@@ -553,32 +541,30 @@ static void fp_idle(gg_fp_region *r, uint64_t *last, unsigned *empty_wakes)
         /* One pause per look at sq_tail: a pause is ~140 cycles on recent
          * Xeons, so a longer burst between looks would delay the pickup by
          * microseconds.  A yield every 256 looks (~15 us) shares the core. */
-        fp_cpu_relax();
+        gg_cpu_pause();
         if (++r->spins % 256 == 0)
             sched_yield();
         return;
     }
     if (r->spinning) {
         r->spinning = false;
-        atomic_fetch_sub(&r->m->spinners, 1);
+        gg_fetch_sub_seq_cst(&r->m->spinners, 1);
     }
-    _Atomic uint32_t *sleeping = (_Atomic uint32_t *)&h->sq_sleeping;
-    _Atomic uint32_t *wake = (_Atomic uint32_t *)&h->sq_wake;
-    atomic_store_explicit(sleeping, 1, memory_order_seq_cst);
-    uint32_t w = atomic_load_explicit(wake, memory_order_seq_cst);
-    uint32_t tail = atomic_load_explicit((_Atomic uint32_t *)&h->sq_tail, memory_order_seq_cst);
+    gg_store_seq_cst(&h->sq_sleeping, 1);
+    uint32_t w = gg_load_seq_cst(&h->sq_wake);
+    uint32_t tail = gg_load_seq_cst(&h->sq_tail);
     bool timed_out = false;
-    if (tail == (uint32_t)r->head && !atomic_load(&r->quit)) {
+    if (tail == (uint32_t)r->head && !gg_load_seq_cst(&r->quit)) {
         /* a timeout bounds how long a quit that races the sleep waits; with
          * device-written completions in flight, how late a sleeping client
          * is woken (gg_fp_reap) */
         struct timespec tmo = {.tv_sec = 1};
-        if (atomic_load_explicit(&r->gpu_pending, memory_order_relaxed))
+        if (gg_load_relaxed(&r->gpu_pending))
             tmo = (struct timespec){.tv_nsec = 50000};
         timed_out = gg_fp_futex_wait(&h->sq_wake, w, &tmo) < 0 && errno == ETIMEDOUT;
     }
-    atomic_store_explicit(sleeping, 0, memory_order_relaxed);
-    tail = atomic_load_explicit((_Atomic uint32_t *)&h->sq_tail, memory_order_acquire);
+    gg_store_relaxed(&h->sq_sleeping, 0);
+    tail = gg_load_acquire(&h->sq_tail);
     if (timed_out && tail == (uint32_t)r->head) {
         *last = 0;   /* nothing new: straight back to sleep */
     } else if (tail == (uint32_t)r->head) {
@@ -604,7 +590,7 @@ static void fp_idle(gg_fp_region *r, uint64_t *last, unsigned *empty_wakes)
 static void fp_busy_wait(gg_fp_region *r, uint64_t last, unsigned *sleep_us)
 {
     if (gg_fp_now_us() - last <= fp_spin_us(r)) {
-        fp_cpu_relax();
+        gg_cpu_pause();
         return;
     }
     *sleep_us = *sleep_us ? *sleep_us * 2 : FP_BUSY_SLEEP_MIN_US;
@@ -620,7 +606,7 @@ static void fp_broken(gg_fp_region *r, const char *why, uint32_t tail)
     gg_log_fields f = {.session = r->sess->id};
     GG_LOG(GG_LOG_WARN, &f, "fast path closed: %s (sq_tail %u, sq_head %u, %u entries)", why,
            tail, (uint32_t)r->head, r->entries);
-    atomic_store(&r->quit, 1);
+    gg_store_seq_cst(&r->quit, 1);
 }
 
 void *gg_fp_thread_main(void *arg)
@@ -629,8 +615,8 @@ void *gg_fp_thread_main(void *arg)
     gg_fp_header *h = r->hdr;
     uint64_t last = gg_fp_now_us();
     unsigned empty_wakes = 0, busy_sleep_us = 0;
-    while (!atomic_load_explicit(&r->quit, memory_order_relaxed)) {
-        uint32_t tail = atomic_load_explicit((_Atomic uint32_t *)&h->sq_tail, memory_order_acquire);
+    while (!gg_load_relaxed(&r->quit)) {
+        uint32_t tail = gg_load_acquire(&h->sq_tail);
         uint32_t avail = tail - (uint32_t)r->head;
         if (avail == 0) {
             /* Bookkeeping only when there is nothing to take: a client's
@@ -648,7 +634,7 @@ void *gg_fp_thread_main(void *arg)
         }
         uint64_t seq = r->head + 1;
         gg_fp_slot *sl = &r->slots[(seq - 1) & r->mask];
-        if (atomic_load_explicit(&sl->busy, memory_order_acquire)) {
+        if (gg_load_acquire(&sl->busy)) {
             /* the slot's last descriptor is in flight, or done by the
              * device and not yet reaped */
             if (gg_fp_reap(r)) {
@@ -663,18 +649,18 @@ void *gg_fp_thread_main(void *arg)
         fp_copy_sqe(&d, &r->sq[sl->index]);
         r->head = seq;
         sl->seq = seq;
-        atomic_store_explicit(&sl->busy, 1, memory_order_relaxed);
+        gg_store_relaxed(&sl->busy, 1);
         fp_take(r, sl, &d);
         /* after fp_take: the descriptor now has its place in the session's
          * order (launched, queued or answered), so a client that sees
          * sq_head pass it knows a socket request it sends next comes after */
-        atomic_store_explicit((_Atomic uint32_t *)&h->sq_head, (uint32_t)seq, memory_order_release);
+        gg_store_release(&h->sq_head, (uint32_t)seq);
         last = gg_fp_now_us();
         empty_wakes = 0;
     }
     if (r->spinning) {
         r->spinning = false;
-        atomic_fetch_sub(&r->m->spinners, 1);
+        gg_fetch_sub_seq_cst(&r->m->spinners, 1);
     }
     gg_fp_region_end(r);
     return NULL;
