@@ -11,7 +11,7 @@
 #include "device/device.h"
 #include "proto.h"
 #include "core/adapt.h"
-#include "core/session.h"
+#include "core/list.h"
 
 struct gg_core;
 struct gg_arena;
@@ -105,9 +105,6 @@ size_t gg_cache_arena_bytes(const gg_cache *c);
 gg_adapt_slot *gg_cache_adapt_seed(gg_cache *c, const struct gg_program *p);
 void gg_cache_adapt_decided(gg_cache *c, const gg_cache_entry *e);
 unsigned gg_cache_adapt_memos(const gg_cache *c);
-/* Release a graph and scratch on an executor thread (exec.c). */
-struct gg_exec;
-void gg_exec_release_graph(struct gg_exec *x, gg_dev_exec *g, uint8_t *scratch);
 /* Drop an entry's graph (and the entry), e.g. when its program goes. */
 void gg_cache_drop(gg_cache *c, gg_cache_entry *e);
 void gg_cache_tick(gg_cache *c, uint64_t now_ms);

@@ -183,6 +183,9 @@ int gg_exec_write_batch(gg_core *core, gg_dev_stream *s, const gg_program *p, in
 /* Worker: j's work is on the stream (takes the core lock). */
 void gg_exec_job_enqueued(gg_job *j);
 void gg_exec_job_await(gg_job *j, bool want);
+/* Free a graph and scratch on a worker: a device free may wait for the
+ * whole device, and the loop must not. */
+void gg_exec_release_graph(gg_exec *x, gg_dev_exec *g, uint8_t *scratch);
 /* Loop: destroy a session's stream (and its kernel context) on a worker. */
 void gg_exec_release_stream(gg_exec *x, gg_dev_stream *s);
 void gg_exec_job_done(void *job, int status);

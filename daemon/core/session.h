@@ -10,31 +10,11 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "core/list.h"
 #include "device/device.h"
 
 struct gg_core;
 struct gg_job;
-
-typedef struct gg_list {
-    struct gg_list *prev, *next;
-} gg_list;
-
-static inline void gg_list_init(gg_list *l) { l->prev = l->next = l; }
-static inline bool gg_list_empty(const gg_list *l) { return l->next == l; }
-static inline void gg_list_add_tail(gg_list *head, gg_list *n)
-{
-    n->prev = head->prev;
-    n->next = head;
-    head->prev->next = n;
-    head->prev = n;
-}
-static inline void gg_list_del(gg_list *n)
-{
-    n->prev->next = n->next;
-    n->next->prev = n->prev;
-    n->prev = n->next = n;
-}
-#define gg_container_of(p, T, m) ((T *)((char *)(p) - offsetof(T, m)))
 
 typedef struct gg_session {
     uint64_t id;
