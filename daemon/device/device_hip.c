@@ -792,7 +792,7 @@ bool gg_device_hip_built(void)
  * is in CUDA_MPS_PIPE_DIRECTORY (by default /tmp/nvidia-mps, which a unit
  * with PrivateTmp= does not see).  Without it NVIDIA time-slices the GPU
  * between processes, and every client kernel queued right before a replay
- * costs a context switch (about 300 us on an H100), so operators are told. */
+ * costs a context switch, so operators are told. */
 static void hipdev_sharing(char *buf, size_t len)
 {
     buf[0] = '\0';

@@ -38,9 +38,9 @@ static void hip_hostfn_done(void *arg)
  * after the last completion or new work (a decode step finishes well inside
  * it, and its completion is seen at once), then sleeps briefly between
  * passes, so that a long job (a prefill, a large batch) does not keep a host
- * core busy; the sleep adds at most about its length to such a job.  On
- * the H100, 200 us of spinning then 50 us sleeps cost a 64-node eager chain
- * (~370 us of device work) about 50 us at the median. */
+ * core busy; the sleep adds at most about its length to such a job.  The
+ * first bounds the CPU a poll costs, the second how late a long job's end
+ * is seen (bench/bench_replay measures both). */
 #define HIP_POLL_SPIN_US 1000
 #define HIP_POLL_SLEEP_US 20
 
