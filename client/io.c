@@ -525,6 +525,19 @@ int gg_client_call(gg_client *c, const char *method, const void *params, size_t 
     return rc;
 }
 
+void client_copy_str(const msgpack_object *o, char *dst, size_t cap)
+{
+    if (!cap)
+        return;
+    if (!o || o->type != MSGPACK_OBJECT_STR) {
+        dst[0] = '\0';
+        return;
+    }
+    size_t n = o->via.str.size < cap - 1 ? o->via.str.size : cap - 1;
+    memcpy(dst, o->via.str.ptr, n);
+    dst[n] = '\0';
+}
+
 void client_params_init(client_params *p)
 {
     msgpack_sbuffer_init(&p->sb);

@@ -136,6 +136,8 @@ struct gg_client {
 _Static_assert(GG_CLIENT_PATH_MAX == sizeof(((struct sockaddr_un *)0)->sun_path),
                "GG_CLIENT_PATH_MAX is sun_path's size");
 
+/* ---- error.c ---------------------------------------------------------------- */
+
 /* Record a failure: code from the errno (neg), message printf-style.
  * Returns neg. */
 int client_fail(gg_client *c, int neg, const char *fmt, ...)
@@ -144,11 +146,16 @@ int client_fail(gg_client *c, int neg, const char *fmt, ...)
 void client_set_error(gg_client *c, const char *code, size_t code_len, const char *msg,
                       size_t msg_len);
 void client_clear_error(gg_client *c);
+/* client_fail under the mutex, for argument checks before a call. */
+int client_fail_locked(gg_client *c, int neg, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ---- the connection -------------------------------------------------------- */
 
 /* Call with c->mu held (io.c).  params: bytes of one map, or NULL. */
 int client_call_locked(gg_client *c, const char *method, const void *params, size_t len,
                        const msgpack_object **result);
-/* Drop the connection and the receive state (mutex held). */
+/* Drop the connection and the receive state (client.c, mutex held). */
 void client_drop(gg_client *c);
 
 /* Tickets: bit 63 says fast path; bits 48..62 the connection (gen); bits
@@ -188,6 +195,8 @@ int client_req_await(gg_client *c, uint32_t msgid, const char *method, int64_t d
 /* Read whatever the socket holds now without waiting: notifications noted,
  * ticket answers kept, end of stream noticed.  0, or -ECONNRESET (dropped). */
 int client_pump(gg_client *c, const char *method);
+/* Copy a str object into dst (truncating), "" when o is not a str. */
+void client_copy_str(const msgpack_object *o, char *dst, size_t cap);
 
 /* ---- submit.c ------------------------------------------------------------- */
 
@@ -227,9 +236,6 @@ int client_fp_poll(gg_client *c, uint64_t ticket);
  * half a second has: the request then goes as it is. */
 void client_fp_drain(gg_client *c, int64_t deadline_ms);
 
-/* Copy a str object into dst (truncating), "" when o is not a str. */
-void client_copy_str(const msgpack_object *o, char *dst, size_t cap);
-
 /* The params of a call built in an sbuffer: helpers so every module packs the
  * same way. */
 typedef struct {
@@ -245,9 +251,6 @@ typedef int (*client_read_fn)(gg_client *c, const msgpack_object *result, void *
  * The mutex is taken inside. */
 int client_call_params(gg_client *c, const char *method, client_params *p, client_read_fn read,
                        void *arg);
-/* client_fail under the mutex, for argument checks before a call. */
-int client_fail_locked(gg_client *c, int neg, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 
 /* io.c, for the replay's plain-form fast lane (submit.c): the request
  * buffer emptied for a new request with room bytes free (NULL: out of
