@@ -7,7 +7,8 @@
  * the client with SCM_RIGHTS in the answer to `fastpath.open`).  Both
  * processes map it shared, read-write.  Host byte order (the two processes
  * share a machine).  Words that one side writes and the other reads are
- * accessed with atomic loads and stores; each side's words sit on their own
+ * accessed with atomic loads and stores (gg_barrier.h: the daemon and this
+ * library use its primitives alone); each side's words sit on their own
  * 64-byte cache line so the two never write the same line. */
 #ifndef GG_PROTO_FASTPATH_H
 #define GG_PROTO_FASTPATH_H
