@@ -494,9 +494,35 @@ static void other_client(uid_t daemon_uid)
     void *shm;
     uint64_t id = 0;
     if (CHECK(gg_client_shm_create(name, BYTES, &shm) == 0)) {
-        int rc = gg_client_buffer_register_shm(c, name, 0, BYTES, &id);
+        /* the daemon refuses the name: it cannot open a 0600 object of another uid */
+        msgpack_sbuffer sb;
+        msgpack_packer pk;
+        msgpack_sbuffer_init(&sb);
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        msgpack_pack_map(&pk, 3);
+        pstr(&pk, "handle");
+        pstr(&pk, name);
+        pstr(&pk, "offset");
+        msgpack_pack_uint64(&pk, 0);
+        pstr(&pk, "size");
+        msgpack_pack_uint64(&pk, BYTES);
+        const msgpack_object *r;
+        int rc = gg_client_call(c, "buffer.register", sb.data, sb.size, &r);
+        msgpack_sbuffer_destroy(&sb);
         CHECKF(rc == -EACCES, "the shm object by name is refused: %d %s: %s", rc,
                gg_client_last_error_code(c), gg_client_last_error(c));
+        /* the client API sends the same object by descriptor after that refusal */
+        rc = gg_client_buffer_register_shm(c, name, 0, BYTES, &id);
+        CHECKF(rc == 0, "the shm name registered through its descriptor: %s",
+               gg_client_last_error(c));
+        if (rc == 0) {
+            char h[80] = "";
+            if (CHECK(gg_client_call(c, "buffer.list", NULL, 0, &r) == 0))
+                CHECK_CONTAINS(h_gets(r, "buffers.0.handle", h, sizeof h),
+                               "fd:/dev/shm/gg-fdbuf-uid");
+            CHECK_EQ(scale_replay(c, id, shm, false), 0);
+            gg_client_buffer_release(c, id);
+        }
         /* the same memory, by descriptor */
         int fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
         if (CHECK(fd >= 0)) {

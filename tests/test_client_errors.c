@@ -77,6 +77,24 @@ static int raw_call(gg_client *c, const char *method, mp *m)
     return rc;
 }
 
+/* Whether buffer.list shows buffer `id` as registered by descriptor. */
+static bool buffer_handle_is_fd(gg_client *c, uint64_t id)
+{
+    const msgpack_object *r;
+    if (gg_client_call(c, "buffer.list", NULL, 0, &r) != 0)
+        return false;
+    const msgpack_object *b = h_get(r, "buffers");
+    if (!b || b->type != MSGPACK_OBJECT_ARRAY)
+        return false;
+    for (uint32_t i = 0; i < b->via.array.size; i++) {
+        const msgpack_object *e = &b->via.array.ptr[i];
+        char h[80] = "";
+        if (h_getu(e, "id") == id)
+            return strncmp(h_gets(e, "handle", h, sizeof h), "fd:", 3) == 0;
+    }
+    return false;
+}
+
 /* ---- buffers ------------------------------------------------------------- */
 
 static void test_buffers(void)
@@ -138,8 +156,24 @@ static void test_buffers(void)
         CHECK(fd >= 0 && ftruncate(fd, 4096) == 0 && fchown(fd, 65534, 65534) == 0);
         if (fd >= 0)
             close(fd);
-        CHECK_FAILS(gg_client_buffer_register_shm(A, name, 0, 4096, &id), A, "EACCES");
+        /* the daemon refuses the name of an object its client's uid does not own */
+        mp_init(&m);
+        msgpack_pack_map(&m.pk, 3);
+        proto_pack_kv_str(&m.pk, "handle", name);
+        proto_pack_kv_u64(&m.pk, "offset", 0);
+        proto_pack_kv_u64(&m.pk, "size", 4096);
+        CHECK_FAILS(raw_call(A, "buffer.register", &m), A, "EACCES");
         CHECK_CONTAINS(gg_client_last_error(A), "65534");
+        STILL_OK();
+        /* the client API, refused so, sends the object by descriptor: this
+         * process opened it, so the daemon maps what the caller holds */
+        id = 0;
+        CHECKF(gg_client_buffer_register_shm(A, name, 0, 4096, &id) == 0 && id,
+               "registered through its descriptor: %s", gg_client_last_error(A));
+        CHECKF(buffer_handle_is_fd(A, id), "buffer %llu was registered by descriptor",
+               (unsigned long long)id);
+        if (id)
+            CHECK(gg_client_buffer_release(A, id) == 0);
         STILL_OK();
         shm_unlink(name);
     } else {
