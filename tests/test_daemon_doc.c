@@ -242,6 +242,10 @@ int main(void)
         h_conn_close(&c);
         h_daemon_stop(&dm);
     }
+    if (h_fail)
+        h_note("a daemon whose hello changed (a method, an op, a limit) needs section 14 "
+               "regenerated: tests/scripts/gen-hello-doc %s %s (or cmake --build BUILD "
+               "--target gen-hello-doc)", GG_DAEMON_PATH, GG_PROTOCOL_MD);
     msgpack_sbuffer_destroy(&req1);
     msgpack_sbuffer_destroy(&req2);
     free(doc);

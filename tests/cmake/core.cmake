@@ -39,6 +39,12 @@ gg_core_test(test_daemon_conn test_daemon_conn.c integration 600 rt)
 gg_core_test(test_daemon_doc test_daemon_doc.c integration 300)
 target_compile_definitions(test_daemon_doc PRIVATE
   GG_PROTOCOL_MD="${CMAKE_SOURCE_DIR}/proto/PROTOCOL.md")
+# cmake --build BUILD --target gen-hello-doc: section 14's hello response
+# rewritten from this tree's daemon (what test_daemon_doc checks).
+add_custom_target(gen-hello-doc
+  COMMAND python3 ${CMAKE_SOURCE_DIR}/tests/scripts/gen-hello-doc
+          $<TARGET_FILE:gfxgraphd> ${CMAKE_SOURCE_DIR}/proto/PROTOCOL.md
+  DEPENDS gfxgraphd VERBATIM)
 gg_core_test(test_daemon_life test_daemon_life.c integration 600)
 gg_core_test(test_daemon_stop test_daemon_stop.c integration 1200 gg_client_static Threads::Threads)
 gg_core_test(test_daemon_settings test_daemon_settings.c integration 600)
