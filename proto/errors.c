@@ -35,3 +35,10 @@ int proto_errno_from_code(const char *code, size_t len)
             return -proto_codes[i].err;
     return -EIO;
 }
+
+/* The table in order, for what lists every code (the metrics' error series,
+ * the tests that check them). */
+const char *proto_errno_code_at(size_t i)
+{
+    return i < sizeof(proto_codes) / sizeof(proto_codes[0]) ? proto_codes[i].code : NULL;
+}

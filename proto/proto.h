@@ -26,6 +26,7 @@ enum { GG_MSG_REQUEST = 0, GG_MSG_RESPONSE = 1, GG_MSG_NOTIFY = 2 };
  * carries the errno's symbolic name ("EINVAL") and a message. */
 const char *proto_errno_code(int neg_errno);     /* "EINVAL"; "EIO" if unknown */
 int proto_errno_from_code(const char *code, size_t len);  /* -EINVAL; -EIO if unknown */
+const char *proto_errno_code_at(size_t i);       /* the table's i-th code; NULL past its end */
 
 /* ---- framing -------------------------------------------------------------
  * An incremental scanner that finds where one MessagePack value ends without
