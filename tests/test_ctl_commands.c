@@ -221,6 +221,8 @@ static void test_config(void)
     /* HGB_LOG_LEVEL alone still works, and --check-config names the source */
     const char *hgb[] = {"HGB_LOG_LEVEL=warn", NULL};
     const char *chk[] = {GG_DAEMON_PATH, "--check-config", "/dev/null", NULL};
+    free(out);
+    free(err);
     code = h_run(chk, hgb, NULL, &out, &err, 60000);
     CHECK_EQ(code, 0);
     CHECK_CONTAINS(out, "log-level warn (environment HGB_LOG_LEVEL)");
