@@ -388,11 +388,23 @@ static void off_the_loop(h_conn *c, uint64_t bid)
             if (CHECK(h_conn_call(c, 698, "admin.kill_session", p.data, p.size, &gr, &err) == 1 &&
                       !err))
                 CHECK_EQ(h_getu(gr, "session"), gsid);
-            int rc;
-            /* nothing more comes on the killed connection: its define is
-             * never answered, then the end of the stream */
-            while ((rc = h_conn_recv(&g, 30000, &m)) == 1)
-                CHECKF(false, "the killed connection got a message");
+            int rc, nmsg = 0;
+            /* the killed connection is told why (an ECONNABORTED error
+             * notification), its define is never answered, then the end of
+             * the stream */
+            while ((rc = h_conn_recv(&g, 30000, &m)) == 1) {
+                proto_msg pm;
+                bool idok;
+                char why[128], code[32] = "";
+                if (proto_msg_decode(m, &pm, &idok, why, sizeof why) == 0 &&
+                    pm.type == GG_MSG_NOTIFY)
+                    h_gets(pm.params, "code", code, sizeof code);
+                nmsg++;
+                CHECKF(nmsg == 1 && strcmp(code, "ECONNABORTED") == 0,
+                       "the killed connection's message %d is the ECONNABORTED notification "
+                       "(got code '%s'), not an answer to its define", nmsg, code);
+            }
+            CHECKF(nmsg == 1, "the killed connection got the notification (%d messages)", nmsg);
             CHECK_EQ(rc, 0);
             h_conn_close(&g);
         }
