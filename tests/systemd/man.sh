@@ -7,7 +7,8 @@ command -v man >/dev/null || command -v groff >/dev/null || gg_skip "neither man
 gg_mktemp
 D=$gg_tmp/dest
 gg_check "cmake --install --prefix /usr" gg_install "$D" /usr || gg_summary
-for p in man8/gfxgraphd.8:GFXGRAPHD man1/gfxgraphctl.1:GFXGRAPHCTL man5/gfxgraphd.conf.5:GFXGRAPHD.CONF; do
+for p in man8/gfxgraphd.8:GFXGRAPHD man1/gfxgraphctl.1:GFXGRAPHCTL \
+         man1/gfxgraph-exporter.1:GFXGRAPH-EXPORTER man5/gfxgraphd.conf.5:GFXGRAPHD.CONF; do
     f=$D/usr/share/man/${p%%:*}
     title=${p##*:}
     gg_check "installed: ${f#$D}" test -f "$f"
