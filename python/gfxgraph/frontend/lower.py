@@ -138,7 +138,13 @@ def elementwise(b, dop, ins, out, attrs=None, compute=None, broadcast=True):
     oshape = [out.shape[i] for i in order]
     ost = [out.stride[i] if out.shape[i] != 1 else 0 for i in order]
     pst = [[st[i] for i in order] for st in strides]
-    cshape, cst = coalesce(oshape, [ost] + pst)
+    if _as_declared(out, ins, strides):
+        # out's own shape, as the row ops and linear that produce and read
+        # it declare it: the fusion planner follows a value by its program
+        # tensor, so a collapsed [D] beside a norm's [1, D] ends its chains
+        cshape, cst = list(out.shape), [list(out.stride)] + [list(st) for st in strides]
+    else:
+        cshape, cst = coalesce(oshape, [ost] + pst)
     if len(cshape) > MAX_DIMS:
         raise b.unsupported("%d dims after collapsing (the daemon takes up to %d)"
                             % (len(cshape), MAX_DIMS))
@@ -157,7 +163,8 @@ def elementwise(b, dop, ins, out, attrs=None, compute=None, broadcast=True):
         # leading 1s say nothing under right-aligned broadcasting; without
         # them a row vector is the [D] every add/mul takes
         k = 0
-        while k < len(dshape) - 1 and dshape[k] == 1 and dshape != cshape:
+        while k < len(dshape) - 1 and dshape[k] == 1 and (dshape != cshape or
+                                                           tuple(t.shape) != tuple(out.shape)):
             k += 1
         decl = dshape[k:]
         names.append(b.mem(v, decl) if v.is_contiguous() else
@@ -177,6 +184,22 @@ def elementwise(b, dop, ins, out, attrs=None, compute=None, broadcast=True):
         b.node("copy", [tmp], oname)
     else:
         b.node(dop, names, oname, attrs)
+
+
+def _as_declared(out, ins, strides):
+    """Whether out can be declared with its own shape: contiguous, within the
+    daemon's dims, and every input (strides broadcast to out's dims) named in
+    place, row-major over the dims it does not broadcast."""
+    if not 1 <= out.ndim <= MAX_DIMS or not out.is_contiguous():
+        return False
+    for st in strides:
+        dims = [(d, s) for d, s in zip(out.shape, st) if s != 0]
+        want = 1
+        for d, s in reversed(dims):
+            if s != want:
+                return False
+            want *= d
+    return True
 
 
 def _elementwise_via_temp(b, dop, ins, out, attrs, compute, broadcast):
