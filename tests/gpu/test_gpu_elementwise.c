@@ -7,8 +7,18 @@
  * matching a NaN);
  * floating arithmetic elementwise within the dtype's tolerance (the
  * transcendental functions differ by ulps between the device and libm), the
- * reductions by relative L2 (another summation order).  SKIP (77) without a
- * device. */
+ * reductions by relative L2 (another summation order).  A failure names the
+ * first element that differs, both values and the operands there.  SKIP (77)
+ * without a device.
+ *
+ * Every copy and memset of a case is queued on the context's stream, the
+ * one the kernel runs on: that stream is non-blocking, so a plain hipMemcpy
+ * or hipMemset (the legacy default stream) is not ordered before the
+ * kernel.  A pageable hipMemcpy may return with its last DMA still in
+ * flight and hipMemset returns at once: the kernel could read part of an
+ * input before it landed, or the zeroing of y land after the kernel wrote
+ * it (the large i64 cases, whose inputs take longest to land, failed so on
+ * an NVIDIA device while their arithmetic matches the reference). */
 #include "gg_hip.h"
 #include "gpu_ops.h"
 #include "ops.h"
@@ -72,6 +82,71 @@ static gg_tensor T(void *p, gg_dtype dt, int nd, const int64_t *d)
 
 enum { CMP_EXACT, CMP_ELEM, CMP_L2 };
 
+/* element i of p as text: integers exactly, floating values with their bits */
+static const char *elem_str(char *buf, size_t len, const void *p, gg_dtype dt, int64_t i)
+{
+    if (!is_f(dt)) {
+        snprintf(buf, len, "%lld", (long long)gg_load_i64(p, dt, i));
+    } else {
+        const size_t es = gg_dtype_size(dt);
+        uint32_t bits = 0;
+        memcpy(&bits, (const char *)p + (size_t)i * es, es);
+        snprintf(buf, len, "%.9g (0x%0*x)", gg_load_f64(p, dt, i), (int)es * 2, bits);
+    }
+    return buf;
+}
+
+/* The element of an input (shape x) that y's element yi (shape y) reads:
+ * right-aligned broadcasting. */
+static int64_t src_index(const gg_tensor_desc *x, const gg_tensor_desc *y, int64_t yi)
+{
+    int64_t idx[GG_MAX_DIMS] = {0}, r = yi, off = 0;
+    for (int k = y->ndim - 1; k >= 0; k--) {
+        idx[k] = r % y->dims[k];
+        r /= y->dims[k];
+    }
+    for (int k = 0; k < x->ndim; k++)
+        off = off * x->dims[k] + (x->dims[k] == 1 ? 0 : idx[k + y->ndim - x->ndim]);
+    return off;
+}
+
+/* x broadcasts to y: y's element reads one element of x */
+static int bcasts_to(const gg_tensor_desc *x, const gg_tensor_desc *y)
+{
+    if (x->ndim > y->ndim)
+        return 0;
+    for (int k = 0; k < x->ndim; k++)
+        if (x->dims[k] != 1 && x->dims[k] != y->dims[k + y->ndim - x->ndim])
+            return 0;
+    return 1;
+}
+
+/* Why a case failed: the element at (the first that differs, or under L2
+ * the farthest), both values and the operands it read (and the scalar with
+ * its side for the scalar form). */
+static void print_diff(const char *label, const gg_tensor *in, int nin, const gg_tensor *out,
+                       const gg_op_attrs *attrs, const void *h_gpu, const void *h_cpu,
+                       int64_t at, int64_t nbad, double e)
+{
+    const gg_dtype dt = out->desc.dtype;
+    char g[64], c[64], x[64];
+    printf("FAIL: %s: %lld of %lld elements differ (rel L2 err %g); %s %lld: device %s, "
+           "reference %s",
+           label, (long long)nbad, (long long)gg_desc_numel(&out->desc), e,
+           nbad ? "the first at" : "the farthest at", (long long)at,
+           elem_str(g, sizeof g, h_gpu, dt, at), elem_str(c, sizeof c, h_cpu, dt, at));
+    for (int i = 0; i < nin; i++) {
+        if (!bcasts_to(&in[i].desc, &out->desc))
+            continue; /* a reduction's input: many elements make y's one */
+        const int64_t k = src_index(&in[i].desc, &out->desc, at);
+        printf("%s in[%d][%lld] = %s", i ? "," : "; operands:", i, (long long)k,
+               elem_str(x, sizeof x, in[i].data, in[i].desc.dtype, k));
+    }
+    if (nin == 1 && attrs) /* only the binary ops' scalar form passes attrs with one input */
+        printf(", scalar %.17g%s", attrs->v[0], attrs->v[1] != 0 ? " (reversed)" : "");
+    printf("\n");
+}
+
 static void run_case(const char *label, const gg_op_def *op, const gg_tensor *in, int nin,
                      const gg_tensor *out, const gg_op_attrs *attrs, int how)
 {
@@ -95,57 +170,76 @@ static void run_case(const char *label, const gg_op_def *op, const gg_tensor *in
         const size_t b = gg_desc_bytes(&in[i].desc);
         din[i] = in[i];
         if (hipMalloc(&d_in[i], b) != hipSuccess ||
-            hipMemcpy(d_in[i], in[i].data, b, hipMemcpyHostToDevice) != hipSuccess)
+            hipMemcpyAsync(d_in[i], in[i].data, b, hipMemcpyHostToDevice, g_stream) != hipSuccess)
             ok = 0;
         din[i].data = d_in[i];
     }
-    if (hipMalloc(&d_out, ob) != hipSuccess || hipMemset(d_out, 0, ob) != hipSuccess)
+    /* y starts as 0xa5 bytes, not zeros (a false comparison, a zero sum):
+     * an element the kernel left unwritten differs from the reference */
+    if (hipMalloc(&d_out, ob) != hipSuccess ||
+        hipMemsetAsync(d_out, 0xa5, ob, g_stream) != hipSuccess)
         ok = 0;
     dout.data = d_out;
     int rc = ok ? gg_gpu_op_launch(g_ctx, op, din, nin, &dout, 1, attrs) : -1;
-    if (rc == 0 && (hipStreamSynchronize(g_stream) != hipSuccess ||
-                    hipMemcpy(h_gpu, d_out, ob, hipMemcpyDeviceToHost) != hipSuccess))
+    if (rc == 0 &&
+        (hipMemcpyAsync(h_gpu, d_out, ob, hipMemcpyDeviceToHost, g_stream) != hipSuccess ||
+         hipStreamSynchronize(g_stream) != hipSuccess))
         rc = -1;
     gg_tensor cout = *out;
     cout.data = h_cpu;
     gg_ops_run_cpu(op, in, nin, &cout, 1, attrs);
     const gg_dtype dt = out->desc.dtype;
     const double tol = dt == GG_DT_F32 ? 1e-5 : dt == GG_DT_F16 ? 2e-3 : 1e-2;
-    double e = 0;
+    const size_t es = gg_dtype_size(dt);
+    double e = 0, worst = -1;
+    int64_t first = -1, nbad = 0;
     if (rc == 0) {
         const int64_t n = gg_desc_numel(&out->desc);
-        if (!is_f(dt)) {
-            ok = !memcmp(h_gpu, h_cpu, ob);
-        } else if (how == CMP_EXACT) {
-            /* the same bits, but any NaN for a NaN: NVIDIA's arithmetic
-             * returns its canonical NaN where x86 keeps the operand's */
-            const size_t es = gg_dtype_size(dt);
-            for (int64_t i = 0; i < n && ok; i++)
-                ok = (isnan(gg_load_f64(h_gpu, dt, i)) && isnan(gg_load_f64(h_cpu, dt, i))) ||
-                     !memcmp((char *)h_gpu + (size_t)i * es, (char *)h_cpu + (size_t)i * es, es);
-        } else {
-            double num = 0, den = 0;
-            for (int64_t i = 0; i < n && ok; i++) {
+        double num = 0, den = 0;
+        for (int64_t i = 0; i < n; i++) {
+            const char *pg = (const char *)h_gpu + (size_t)i * es,
+                       *pc = (const char *)h_cpu + (size_t)i * es;
+            int same;
+            if (!is_f(dt)) {
+                same = !memcmp(pg, pc, es);
+            } else if (how == CMP_EXACT) {
+                /* the same bits, but any NaN for a NaN: NVIDIA's arithmetic
+                 * returns its canonical NaN where x86 keeps the operand's */
+                same = (isnan(gg_load_f64(h_gpu, dt, i)) && isnan(gg_load_f64(h_cpu, dt, i))) ||
+                       !memcmp(pg, pc, es);
+            } else {
                 const double g = gg_load_f64(h_gpu, dt, i), c = gg_load_f64(h_cpu, dt, i);
                 if (isnan(c) || isnan(g) || isinf(c) || isinf(g)) {
-                    ok = (isnan(c) && isnan(g)) || g == c;
-                    continue;
+                    same = (isnan(c) && isnan(g)) || g == c;
+                } else {
+                    same = how != CMP_ELEM || fabs(g - c) <= tol * (fabs(c) + 1e-6);
+                    num += (g - c) * (g - c);
+                    den += c * c;
+                    /* under L2 no element fails alone: name the farthest */
+                    if (how == CMP_L2 && fabs(g - c) > worst) {
+                        worst = fabs(g - c);
+                        if (nbad == 0)
+                            first = i;
+                    }
                 }
-                if (how == CMP_ELEM)
-                    ok = fabs(g - c) <= tol * (fabs(c) + 1e-6);
-                num += (g - c) * (g - c);
-                den += c * c;
             }
-            e = sqrt(num / (den > 0 ? den : 1));
-            if (how == CMP_L2)
-                ok = ok && e <= tol;
+            if (!same) {
+                if (nbad == 0)
+                    first = i;
+                nbad++;
+            }
         }
+        e = sqrt(num / (den > 0 ? den : 1));
+        ok = nbad == 0 && (how != CMP_L2 || e <= tol);
     }
     if (rc == 0 && ok) {
         g_pass++;
+    } else if (rc != 0) {
+        g_fail++;
+        printf("FAIL: %s: %s\n", label, gg_gpu_last_error());
     } else {
         g_fail++;
-        printf("FAIL: %s: %s (rel err %g)\n", label, rc ? gg_gpu_last_error() : "differs", e);
+        print_diff(label, in, nin, out, attrs, h_gpu, h_cpu, first < 0 ? 0 : first, nbad, e);
     }
     for (int i = 0; i < nin; i++)
         hipFree(d_in[i]);
