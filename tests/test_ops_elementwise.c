@@ -2,7 +2,7 @@
  * values computed here in double (floating) or in uint64 (integers, wrapping
  * to the dtype's width): every binary op on every dtype it takes, broadcast
  * patterns and the scalar form both ways, comparisons with NaN and inf, i64
- * and i32 extremes, bool, where, the unary ops, fill, arange, cast between
+ * and i32 extremes (with scalars at the ends of the range, both ways), bool, where, the unary ops, fill, arange, cast between
  * every pair of dtypes, and the rules' refusals. */
 #include "ops.h"
 
@@ -353,6 +353,74 @@ static void test_specials(void)
         check(iy[2] == INT64_MIN + 9007199254740992ll, "i64 scalar 2^53 exact%s%s", "", "");
 }
 
+/* Every integer binary op with a scalar, both ways, over each dtype's
+ * extremes and the values next to them: the scalar (a double attribute)
+ * against the same integer written here as an integer, so that a reference
+ * converting it wrongly (through a float, saturating, off by one at 2^63)
+ * differs. */
+static void test_int_scalar_extremes(void)
+{
+    static const int64_t v64[] = {INT64_MIN, INT64_MIN + 1, -4, -3, -2, -1, 0, 1, 2, 3,
+                                  INT64_MAX - 1, INT64_MAX};
+    static const int32_t v32[] = {INT32_MIN, INT32_MIN + 1, -4, -3, -2, -1, 0, 1, 2, 3,
+                                  INT32_MAX - 1, INT32_MAX};
+    /* each exactly a double: -2^63, the largest double below 2^63, 2^62 */
+    static const struct {
+        double d;
+        int64_t i;
+    } sc64[] = {{-3, -3}, {0, 0}, {-1, -1}, {-9223372036854775808.0, INT64_MIN},
+                {9223372036854774784.0, 9223372036854774784ll}, {4611686018427387904.0,
+                                                                4611686018427387904ll}},
+      sc32[] = {{-3, -3}, {0, 0}, {-2147483648.0, INT32_MIN}, {2147483647.0, INT32_MAX}};
+    static const int ops[] = {B_ADD, B_SUB, B_MUL, B_MAX, B_MIN, B_EQ, B_NE, B_LT, B_LE,
+                              B_GT, B_GE, B_AND, B_OR, B_XOR};
+    const int64_t n = 12;
+    for (int k = 0; k < 2; k++) {
+        const gg_dtype dt = k ? GG_DT_I32 : GG_DT_I64;
+        const int nsc = k ? 4 : 6;
+        int64_t a64[12];
+        int32_t a32[12];
+        for (int i = 0; i < n; i++) {
+            a64[i] = v64[i];
+            a32[i] = v32[i];
+        }
+        shape sa = {1, {n}};
+        for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++) {
+            const int b = ops[o], cmp = b >= B_EQ && b <= B_GE;
+            const gg_dtype ydt = cmp ? GG_DT_BOOL : dt;
+            for (int j = 0; j < nsc; j++)
+                for (int rev = 0; rev < 2; rev++) {
+                    const double sd = k ? sc32[j].d : sc64[j].d;
+                    const int64_t si = k ? sc32[j].i : sc64[j].i;
+                    int64_t y[12];
+                    memset(y, 0x5a, sizeof y);
+                    gg_tensor in = {k ? (void *)a32 : (void *)a64, desc(dt, &sa)};
+                    gg_tensor ty = {y, desc(ydt, &sa)};
+                    gg_op_attrs at;
+                    gg_ops_attr_defaults(gg_ops_find(bname[b]), &at);
+                    at.v[0] = sd;
+                    at.v[1] = rev;
+                    char what[96];
+                    snprintf(what, sizeof what, "%s %s scalar %lld%s", bname[b],
+                             gg_dtype_name(dt), (long long)si, rev ? " reversed" : "");
+                    if (!run(bname[b], &in, 1, &ty, &at))
+                        continue;
+                    int bad = -1;
+                    for (int i = 0; i < n && bad < 0; i++) {
+                        const int64_t x = k ? (int64_t)a32[i] : a64[i];
+                        const uint64_t r = rev ? ref_i(b, si, x) : ref_i(b, x, si);
+                        if (gg_load_i64(y, ydt, i) != wrap(ydt, r))
+                            bad = i;
+                    }
+                    char at_s[64] = "";
+                    if (bad >= 0)
+                        snprintf(at_s, sizeof at_s, "first wrong at element %d", bad);
+                    check(bad < 0, "%s: %s", what, at_s);
+                }
+        }
+    }
+}
+
 /* ---- unary ------------------------------------------------------------------- */
 
 static void test_unary(void)
@@ -603,6 +671,7 @@ int main(void)
 {
     test_binary();
     test_specials();
+    test_int_scalar_extremes();
     test_unary();
     test_where_fill_arange();
     test_cast();
