@@ -141,8 +141,16 @@ def elementwise(b, dop, ins, out, attrs=None, compute=None, broadcast=True):
     if _as_declared(out, ins, strides):
         # out's own shape, as the row ops and linear that produce and read
         # it declare it: the fusion planner follows a value by its program
-        # tensor, so a collapsed [D] beside a norm's [1, D] ends its chains
-        cshape, cst = list(out.shape), [list(out.stride)] + [list(st) for st in strides]
+        # tensor, so a collapsed [D] beside a norm's [1, D] ends its chains.
+        # Inputs all of out's shape take the shape their producer wrote
+        # (a linear's [1, 1, N] read through a [1, N] view).
+        ws = None
+        if all(tuple(t.shape) == tuple(out.shape) and t.is_contiguous() for t in ins):
+            ws = next((w for w in (written_shape(b, t) for t in ins) if w), None)
+        if ws is not None:
+            cshape, cst = ws, [list(row_major(ws))] * (1 + len(ins))
+        else:
+            cshape, cst = list(out.shape), [list(out.stride)] + [list(st) for st in strides]
     else:
         cshape, cst = coalesce(oshape, [ost] + pst)
     if len(cshape) > MAX_DIMS:
@@ -184,6 +192,34 @@ def elementwise(b, dop, ins, out, attrs=None, compute=None, broadcast=True):
         b.node("copy", [tmp], oname)
     else:
         b.node(dop, names, oname, attrs)
+
+
+def written_shape(b, t):
+    """The shape the last node writing t's memory declared for it, when that
+    output is exactly t's elements (t contiguous, same count and last dim)
+    under another shape, within the daemon's dims; else None.  A view
+    (reshape) of a node's output is then read as the tensor the node wrote,
+    which is what the fusion planner follows."""
+    if not t.is_contiguous() or t.storage is None or t.itemsize == 0:
+        return None
+    size = t.itemsize
+    lo = t.offset * size
+    hi = lo + t.numel * size
+    last = t.shape[-1] if t.ndim else 1
+    for n in reversed(b.nodes):
+        for o in n["outputs"]:
+            spec = b.tensors[o]
+            if spec.get("storage") != t.storage.id:
+                continue
+            olo = spec["offset"]
+            ohi = olo + prod(spec["shape"]) * size
+            if ohi <= lo or hi <= olo:
+                continue
+            if olo == lo and ohi == hi and spec["dtype"] == t.dtype and \
+                    spec["shape"][-1] == last and list(spec["shape"]) != list(t.shape or [1]):
+                return list(spec["shape"])
+            return None
+    return None
 
 
 def _as_declared(out, ins, strides):
@@ -692,7 +728,8 @@ def _linear(b, x, w, bias, out):
     K = x.shape[-1]
     rows = x.numel // K
     dt = out.dtype
-    xs = b.contig(x, [rows, K] if x.ndim > 4 or x.ndim == 1 else None, dtype=dt)
+    xs = b.contig(x, written_shape(b, x) or ([rows, K] if x.ndim > 4 or x.ndim == 1 else None),
+                  dtype=dt)
     ws = b.contig(w, [w.shape[0], K], dtype=dt)
     ins = [xs, ws]
     if bias is not None:
@@ -823,7 +860,7 @@ def _row_op(b, dop, x, vecs, y, attrs):
     D = x.shape[-1]
     dt = y.dtype
     rows = x.numel // D
-    shape = [rows, D] if x.ndim > 4 else list(x.shape)
+    shape = written_shape(b, x) or ([rows, D] if x.ndim > 4 else list(x.shape))
     xs = b.contig(x, shape, dtype=dt)
     ins = [xs] + [b.contig(v if v.ndim == 1 else Tensor(None, v.storage, v.offset, (v.numel,),
                                                         (1,), v.dtype) if v.is_contiguous()
