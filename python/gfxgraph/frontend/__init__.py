@@ -15,7 +15,7 @@ Torch-free: CI runs it on recorded traces without torch.
 
 from .ir import Graph, Op, Storage, Tensor, Unsupported
 from .build import Builder
-from .lower import _SDPA, LOWER, VIEWS, lower_op
+from .lower import _SDPA, LOWER, VIEWS, lower_op, scratch_intermediates
 from .passes import eliminate_dead
 from .patterns import recognize
 
@@ -90,6 +90,7 @@ def build(graph):
         unproduced = [u for u in unproduced if not any(o.overlaps(u) for o in outs)]
         if op.name in _FIRST_ONLY and isinstance(op.out, (list, tuple)):
             unproduced.extend(t for t in op.out[1:] if isinstance(t, Tensor) and t.numel)
+    scratch_intermediates(graph, b)
     report = {"ops": len(graph.ops), "compute_ops": len(ops), "live_ops": len(live),
               "lowered_ops": len(ops2), "fused": fused, "nodes": len(b.nodes)}
     return Plan(b, report)

@@ -1066,3 +1066,41 @@ def _attention_decode(b, op):
     o, pend = b.out_begin(y, [B, Hq, Dh], reads=[q, kc, vc], op="attention_decode")
     b.node("attention_decode", [qs, b.mem(kc), b.mem(vc), lens], o, attrs)
     b.out_end(pend)
+
+
+# ---- the step's intermediates ------------------------------------------------------
+
+def scratch_intermediates(graph, b):
+    """Make the program's tensors over the step's own intermediates daemon
+    scratch: the memory of the capture that holds no output or state (what
+    dead-op elimination already treats as unread after the step).  The
+    fusion planner keeps every buffer a fused kernel passes through, since
+    a client may read it; scratch that no later node reads it drops (gate
+    and up before silu_mul, a row chain's stages).  A storage whose tensors
+    are not all its whole bytes from offset 0 under one dtype (a split's
+    parts) stays a buffer: scratch views share their root's bytes exactly."""
+    kept = set(graph.tensors[i].storage.id for i in list(graph.outputs) + list(graph.state)
+               if i in graph.tensors)
+    by_sid = {}
+    for name, spec in b.tensors.items():
+        if "storage" in spec:
+            by_sid.setdefault(spec["storage"], []).append(name)
+    for sid, names in by_sid.items():
+        st = graph.storages.get(sid)
+        if st is None or st.external or sid in kept:
+            continue
+        specs = [b.tensors[n] for n in names]
+        n0 = prod(specs[0]["shape"])
+        if any(s["offset"] != 0 or s["dtype"] != specs[0]["dtype"] or prod(s["shape"]) != n0
+               for s in specs):
+            continue
+        root = names[0]
+        b.tensors[root] = {"dtype": specs[0]["dtype"], "shape": list(specs[0]["shape"]),
+                           "scratch": True}
+        for n, s in zip(names[1:], specs[1:]):
+            b.tensors[n] = {"dtype": s["dtype"], "shape": list(s["shape"]), "view": root}
+        moved = set(names[1:])
+        for spec in b.tensors.values():
+            if spec.get("view") in moved:    # a view's base is never itself a view
+                spec["view"] = root
+        b.storages_used.discard(sid)
