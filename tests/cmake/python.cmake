@@ -21,6 +21,12 @@
 #                     on its own cpu-backend daemon, replayed once and
 #                     compared with the recorded results (one replay, no
 #                     fallback asserted).  SKIP (77) without numpy.
+#   python_frontend_fusion  tests/python/test_frontend_fusion.py: the
+#                     launches per replay of the frontend's programs for the
+#                     decode chain, an MLP and HF's RMSNorm + SiLU MLP block
+#                     on a cpu-backend daemon (the planner fuses them as it
+#                     does hand-written programs), values against numpy.
+#                     SKIP (77) without numpy.
 #   python_frontend   tests/python/test_frontend.py: the frontend's passes
 #                     (each spelling of RMSNorm/GELU/silu*b, strided,
 #                     broadcast and mixed-dtype operands, Unsupported's
@@ -33,7 +39,7 @@
 #                     torch.compile backend's partitioning (node coverage,
 #                     fewest daemon/Inductor partitions, more than N -> Inductor
 #                     whole) on plain graphs and the traces; no torch, no daemon.
-foreach(_t package torch_cpu frontend_traces)
+foreach(_t package torch_cpu frontend_traces frontend_fusion)
   add_test(NAME python_${_t}
     COMMAND sh -c "command -v python3 >/dev/null 2>&1 || { echo 'SKIP: python3 is not available'; exit 77; }; exec python3 \"$@\"" sh
       ${CMAKE_SOURCE_DIR}/tests/python/test_${_t}.py
@@ -57,6 +63,6 @@ if(GFXGRAPH_SANITIZE)
     GG_DAEMON_ASAN_OPTIONS=detect_leaks=1:abort_on_error=1)
 endif()
 set_tests_properties(python_package python_torch_cpu python_frontend_traces python_frontend
-  python_frontend_npexec python_compile_partition PROPERTIES
+  python_frontend_fusion python_frontend_npexec python_compile_partition PROPERTIES
   LABELS integration TIMEOUT 300 SKIP_RETURN_CODE 77
   ENVIRONMENT "${_gg_py_env}")
