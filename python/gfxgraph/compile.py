@@ -20,7 +20,10 @@ forms), so what a CUDA-graph capture routes, a compiled function routes:
   require grad: the daemon runs inference only; one that sets grad mode or
   autocast between its nodes, when it would be cut; and a graph past 8
   input signatures); without Inductor (an old torch) those parts run
-  eagerly.
+  eagerly.  A cut graph's first call with a signature is the whole graph's
+  recording run (what finds the cut) and each daemon partition records on
+  its own first call, the signature's second: its replays start with the
+  third call.
 
 Inputs.  A program is defined over fixed memory, and compile hands each
 call new input tensors.  Parameters, buffers and tensors marked with

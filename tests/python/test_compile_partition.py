@@ -13,8 +13,9 @@ positions the daemon computes: daemon, Inductor, daemon); with attention refused
 it would alternate once per layer and goes to Inductor whole.  A graph
 under dynamic shapes (Dynamo's): size queries and the .item() of a host
 scalar (no recorded device work) are neutral and the graph stays one daemon
-partition; an .item() of a device tensor is data, not covered.  Exit 0 when
-all passed, 1 otherwise.
+partition; an .item() of a device tensor is data, not covered; with its
+uncovered nodes first (cumsum, leaky_relu and its slope's .item()) it is
+Inductor then the daemon.  Exit 0 when all passed, 1 otherwise.
 """
 import glob
 import itertools
@@ -235,6 +236,47 @@ def test_dynamic():
     check(p["mode"] == "mixed" and p["partitions"] == [(D, ["size", "add", "mul"]),
                                                       (I, ["item"])],
           "-> daemon [size, add, mul], Inductor [item]: %r" % p["partitions"])
+    _dynamic_uncovered_first()
+
+
+def _dynamic_uncovered_first():
+    """Dynamo's graph of linear(leaky_relu(cumsum(x), slope)) + x under
+    dynamic shapes, the slope a host scalar read with .item(): the
+    uncovered nodes first, then covered ones.  The cut is Inductor then the
+    daemon, the size query and the .item() in Inductor's partition (before
+    the node that reads them), the linear and the residual add the daemon's."""
+    st = {0: Storage(0, 4 * 5 * 8, external=True), 1: Storage(1, 4 * 8 * 8, external=True),
+          2: Storage(2, 4 * 8, external=True)}
+    for i in range(3, 7):
+        st[i] = Storage(i, 4 * 5 * 8, external=False)
+    t = {0: Tensor(0, st[0], 0, (5, 8), (8, 1), "f32"),
+         1: Tensor(1, st[1], 0, (8, 8), (8, 1), "f32"),
+         2: Tensor(2, st[2], 0, (8,), (1,), "f32"),
+         7: Tensor(7, st[1], 0, (8, 8), (1, 8), "f32")}     # the weight transposed (a view)
+    for i in range(3, 7):
+        t[i] = Tensor(i, st[i], 0, (5, 8), (8, 1), "f32")
+    ops = [Op("aten.sym_size.int", [t[0], 0], {}, 5, 0),
+           Op("aten.cumsum.default", [t[0], -1], {}, t[3], 1),
+           Op("aten.leaky_relu.default", [t[3], 0.2], {}, t[4], 2),
+           Op("aten.t.default", [t[1]], {}, t[7], 3),
+           Op("aten.addmm.default", [t[2], t[4], t[7]], {}, t[5], 4),
+           Op("aten.add.Tensor", [t[5], t[0]], {}, t[6], 5)]
+    g = Graph(st, t, ops, inputs=[0, 1, 2], outputs=[6])
+    order = ["size", "cumsum", "item", "leaky_relu", "linear", "add"]
+    preds = {"cumsum": [], "leaky_relu": ["cumsum", "item"], "linear": ["leaky_relu"],
+             "add": ["linear"]}
+    node_of = {0: "size", 1: "cumsum", 2: "leaky_relu", 3: "linear", 4: "linear", 5: "add"}
+    cov, unc = P.node_coverage(g, node_of, order)
+    check(cov == {"size": None, "cumsum": False, "item": None, "leaky_relu": False,
+                  "linear": True, "add": True} and sorted(unc) == ["cumsum", "leaky_relu"],
+          "dynamic shapes, uncovered nodes first: cumsum and leaky_relu not covered, the "
+          "linear (t, addmm) and the add covered, size and .item() neutral: %r" % cov)
+    p = P.plan(order, preds, cov)
+    check(p["mode"] == "mixed" and p["split"] == 2 and
+          [(k, sorted(ns)) for k, ns in p["partitions"]] ==
+          [(I, ["cumsum", "item", "leaky_relu", "size"]), (D, ["add", "linear"])],
+          "-> Inductor [size, cumsum, item, leaky_relu], daemon [linear, add]: a leading "
+          "Inductor partition leaves the rest to the daemon: %r" % p)
 
 
 def _trace_nodes(g):

@@ -16,7 +16,10 @@
   daemon replay.  Under dynamic shapes, cumsum and leaky_relu first
   (Inductor's partition, the slope a float attribute Dynamo passes as a
   tensor) then daemon nodes: Inductor compiles its partition per signature without
-  a failure (compile_inductor_failures).  Inductor made to fail (its
+  a failure (compile_inductor_failures), and from each signature's third call
+  on every daemon partition call is a replay (the first call is the whole
+  graph's recording run, which finds the cut; the second records each
+  daemon partition).  Inductor made to fail (its
   compile raising, then a compiled partition raising when called): the
   partition runs as its FX code, equal to eager, each failure counted,
   the daemon partitions still replayed.
@@ -111,21 +114,26 @@ class Cumsum(nn.Module):
         return x
 
 
-def run(name, model, shapes, tol, dynamic=None, routed=True):
+def run(name, model, shapes, tol, dynamic=None, routed=True, calls=2):
+    """cm(x) `calls` times for a new x of each shape in turn; the
+    compile_log entries of the graphs planned meanwhile."""
     model = model.cuda().eval()
     cm = torch.compile(model, backend="gfxgraph", dynamic=dynamic)
     worst, n = 0.0, 0
     n0 = len(local()["compile_log"])
-    # every partition call of cm after a signature's first (the recording
-    # run) a daemon graph launch (the package counts the calls:
-    # compiled_replays)
+    # every daemon partition call of cm after its recording run a daemon
+    # graph launch (the package counts those calls: compiled_replays).  A
+    # graph that is one daemon partition records on a signature's first
+    # call; a split one runs whole on the first (the recording that finds
+    # the cut) and records its daemon partitions on the second, so it needs
+    # three calls of a signature before one replays
     d = DaemonReplays(sock, name) if routed else None
     if d is not None:
         d.__enter__()
     with torch.no_grad():
         for shp in shapes:
             x = torch.randn(shp, device="cuda")
-            for _ in range(2):
+            for _ in range(calls):
                 got = cm(x)
                 worst = max(worst, rel(got, model(x)))
                 n += 1
@@ -141,6 +149,19 @@ def run(name, model, shapes, tol, dynamic=None, routed=True):
 def parts(log):
     return [(r.get("mode"), r.get("partitions"), r.get("daemon_partitions"),
              r.get("inductor_partitions"), r.get("split")) for r in log]
+
+
+def replays_expected(log, calls):
+    """Daemon partition replays for `calls` calls of each graph planned in
+    log (one entry per graph and signature): a daemon graph's calls after
+    its first, a split one's daemon partitions' calls after its second."""
+    n = 0
+    for r in log:
+        if r.get("mode") == "daemon":
+            n += calls - 1
+        elif r.get("mode") == "mixed":
+            n += max(0, calls - 2) * (r.get("daemon_partitions") or 0)
+    return n
 
 
 def whys(log):
@@ -211,8 +232,15 @@ class CumsumFirst(nn.Module):
 
 
 f0 = local()["compile_inductor_failures"]
+r0 = local()["compiled_replays"]
+# three calls a shape: a split graph's first replay is a signature's third call
 lg = run("cumsum first, dynamic shapes", CumsumFirst(), [(3, 128), (6, 128)], 1e-4,
-         dynamic=True)
+         dynamic=True, calls=3)
+nr = local()["compiled_replays"] - r0
+check(nr == replays_expected(lg, 3),
+      "cumsum first, dynamic shapes: each signature's third call replays each of its daemon "
+      "partitions (compiled_replays +%d, %d expected for %s)"
+      % (nr, replays_expected(lg, 3), parts(lg)))
 check(lg and all(r["mode"] == "mixed" and r["daemon_partitions"] >= 1 and
                  r["inductor_partitions"] >= 1 and r["partitions"] <= N for r in lg) and
       local()["compile_inductor_failures"] == f0,
