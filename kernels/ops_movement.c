@@ -3,7 +3,9 @@
  * them, so every dtype is taken and the references copy bytes: results are
  * bit-exact whatever the dtype (a NaN's payload included).
  *
- *   strided_copy  in x (1-D [n], element 0 the view's first element)
+ *   strided_copy  in x ([n] elements in row-major order, any dims: a view of
+ *                 a batch-major [batch, r] tensor in a bucketed program;
+ *                 element 0 the view's first element)
  *                 out y (contiguous, 1..4 dims)    attrs s0..s3
  *                 y[i0, .., ik] = x[sum(i_d * s_d)]: how a frontend
  *                 materializes a transposed, expanded, sliced or otherwise
@@ -56,9 +58,10 @@ static int mv_check_strided_copy(const gg_op_def *op, const gg_tensor_desc *in, 
     int rc;
     const gg_tensor_desc *x = &in[0], *y = &out[0];
     gg_shape_buf a, b;
-    if (x->ndim != 1)
-        return gg_rule_fail(err, errlen, "%s: x must be 1-D [n] (the storage from the view's "
-                            "first element on), got %s", op->name, gg_rule_shape_str(x, &a));
+    /* x is read as its elements: a graph runner's merged program declares
+     * the view of a [bs * r] intermediate as ["batch", r], the only way its
+     * element count follows the bucket */
+    const int64_t n = gg_desc_numel(x);
     if ((rc = gg_rule_same_dtype(op, "y", y, "x", x->dtype, err, errlen)))
         return rc;
     /* the furthest element the view reaches, without int64 overflow */
@@ -80,13 +83,13 @@ static int mv_check_strided_copy(const gg_op_def *op, const gg_tensor_desc *in, 
                                 gg_rule_shape_str(x, &a));
         last += span * s;
     }
-    if (last >= x->dims[0])
+    if (last >= n)
         return gg_rule_fail(err, errlen,
                             "%s: y %s with strides (%g, %g, %g, %g) reaches element %lld of x, "
                             "which has %lld",
                             op->name, gg_rule_shape_str(y, &b), gg_rule_attr(op, attrs, 0),
                             gg_rule_attr(op, attrs, 1), gg_rule_attr(op, attrs, 2),
-                            gg_rule_attr(op, attrs, 3), (long long)last, (long long)x->dims[0]);
+                            gg_rule_attr(op, attrs, 3), (long long)last, (long long)n);
     return 0;
 }
 

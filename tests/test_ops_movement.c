@@ -401,7 +401,9 @@ static void test_rules(void)
     refused("strided_copy", &x35, 1, &y75, s_frac, 2, "integer", "a fractional stride");
     refused("strided_copy", &x35, 1, &y75, s_past, 3, "must be 0", "a stride past y's dims");
     gg_tensor_desc x2 = DS(GG_DT_F16, 2, 5, 7, 0, 0), yf = DS(GG_DT_F32, 2, 7, 5, 0, 0);
-    refused("strided_copy", &x2, 1, &y75, s_ok, 2, "1-D", "a 2-D x");
+    gg_tensor_desc x56 = DS(GG_DT_F16, 2, 5, 6, 0, 0);
+    refused("strided_copy", &x56, 1, &y75, s_ok, 2, "reaches element 34 of x, which has 30",
+            "a 2-D x of fewer elements than the view reaches");
     refused("strided_copy", &x35, 1, &yf, s_ok, 2, "dtype", "y of another dtype");
     {
         const gg_op_def *op = gg_ops_find("strided_copy");
@@ -411,6 +413,9 @@ static void test_rules(void)
         char err[256] = "";
         check(op->check(op, &x35, 1, &y75, 1, &a, err, sizeof err) == 0,
               "strided_copy: the transpose's rule holds%s%s", err, "");
+        /* a bucketed program's view of a [batch, r] intermediate */
+        check(op->check(op, &x2, 1, &y75, 1, &a, err, sizeof err) == 0,
+              "strided_copy: a 2-D x is read as its 35 elements%s%s", err, "");
     }
 
     gg_tensor_desc c0 = DS(GG_DT_I64, 3, 2, 3, 4, 0), c1 = DS(GG_DT_I64, 3, 2, 5, 4, 0),

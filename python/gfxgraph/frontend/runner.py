@@ -154,8 +154,48 @@ def merge(members):
                 raise NoMerge("tensor %s would need %d dims" % (name, len(shape)))
             t["shape"] = shape
         tensors[name] = t
-    return Merged(base, tensors, [dict(n) for n in base.plan.nodes],
-                  sorted(batches), members)
+    nodes = [_node_at_rank(n, base.plan.tensors, tensors) for n in base.plan.nodes]
+    return Merged(base, tensors, nodes, sorted(batches), members)
+
+
+def _split(name, before, after):
+    """Whether tensor `name`'s dim 0 of bs * r rows became ["batch", r]."""
+    return len(after[name]["shape"]) == len(before[name]["shape"]) + 1
+
+
+def _node_at_rank(n, before, after):
+    """Node n of the largest capture, its attributes made to index the dims
+    of its tensors in the merged program: a tensor whose collapsed dim 0 of
+    bs * r rows became ["batch", r] has one dim more, and an attribute that
+    names a dim or gives a stride per dim would otherwise apply to the
+    wrong one (a strided copy's s0 for its bs * r rows read as the batch's
+    stride, and the r rows given s1's)."""
+    n = dict(n)
+    names = list(n["inputs"]) + list(n["outputs"])
+    split = [x for x in names if _split(x, before, after)]
+    if not split:
+        return n
+    attrs = dict(n.get("attrs") or {})
+    out = n["outputs"][0]
+    if n["op"] == "strided_copy" and out in split:
+        r = after[out]["shape"][1]
+        nd = len(before[out]["shape"])
+        st = [attrs.get("s%d" % i, 0) for i in range(nd)]
+        st = [st[0] * r] + st
+        attrs = {k: v for k, v in attrs.items() if not (k[:1] == "s" and k[1:].isdigit())}
+        attrs.update({"s%d" % i: s for i, s in enumerate(st)})
+    elif "dim" in attrs:
+        # every operand that has the dim must have gained it alike
+        nd = len(before[out]["shape"])
+        if any(len(before[x]["shape"]) == nd and not _split(x, before, after) for x in names):
+            raise NoMerge("node %s: operands %s follow the batch in dim 0, others not"
+                          % (n["op"], split))
+        d = attrs["dim"] % nd
+        if d == 0:
+            raise NoMerge("node %s along dim 0, which holds the batch's rows" % n["op"])
+        attrs["dim"] = d + 1
+    n["attrs"] = attrs
+    return n
 
 
 def merge_or_none(members):
