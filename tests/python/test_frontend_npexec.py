@@ -331,6 +331,77 @@ def _setup():
         self._out(n, np.matmul(p, v))
     Exec.op_sdpa = op_sdpa
 
+    def _rows(v, b):
+        """positions/lens of [B] or [1] (one for every row) at row b"""
+        v = v.ravel()
+        return int(v[b if v.size > 1 else 0])
+
+    def op_rope(self, n, a):
+        x, dt = self.read(n["inputs"][0])
+        pos, _ = self.read(n["inputs"][1])
+        B, H, Dh = x.shape
+        rd = int(a.get("rotary_dim", 0)) or Dh
+        if len(n["inputs"]) > 2:
+            inv = self.read(n["inputs"][2])[0].astype(np.float32).ravel()[:rd // 2]
+        else:
+            th = np.float32(a.get("theta", 10000.0))
+            inv = (np.float32(1) / np.power(th, np.arange(rd // 2, dtype=np.float32) * 2 / rd,
+                                            dtype=np.float32)).astype(np.float32)
+        sc = float(a.get("attention_scaling", 1.0))
+        y = x.copy()
+        gptj = a.get("style") in ("gptj", 1)
+        for b in range(B):
+            ang = (np.float32(_rows(pos, b)) * inv).astype(np.float32).astype(np.float64)
+            c, s_ = np.cos(ang) * sc, np.sin(ang) * sc
+            if gptj:
+                i0, i1 = np.arange(0, rd, 2), np.arange(1, rd, 2)
+            else:
+                i0, i1 = np.arange(rd // 2), np.arange(rd // 2, rd)
+            x0, x1 = x[b][:, i0], x[b][:, i1]
+            y[b][:, i0] = x0 * c - x1 * s_
+            y[b][:, i1] = x1 * c + x0 * s_
+        self._out(n, y)
+    Exec.op_rope = op_rope
+
+    def op_cache_write(self, n, a):
+        x, _ = self.read(n["inputs"][0])
+        pos, _ = self.read(n["inputs"][1])
+        cache, _ = self.read(n["outputs"][0])
+        bhsd = a.get("layout") in ("bhsd", 1)
+        S = cache.shape[2] if bhsd else cache.shape[1]
+        for b in range(x.shape[0]):
+            p = _rows(pos, b)
+            if 0 <= p < S:
+                if bhsd:
+                    cache[b, :, p] = x[b]
+                else:
+                    cache[b, p] = x[b]
+        self._out(n, cache)
+    Exec.op_cache_write = op_cache_write
+
+    def op_attention_decode(self, n, a):
+        q, _ = self.read(n["inputs"][0])
+        kc, _ = self.read(n["inputs"][1])
+        vc, _ = self.read(n["inputs"][2])
+        lens, _ = self.read(n["inputs"][3])
+        if a.get("layout") in ("bhsd", 1):
+            kc, vc = np.swapaxes(kc, 1, 2), np.swapaxes(vc, 1, 2)   # -> [B, S, Hkv, Dh]
+        B, Hq, Dh = q.shape
+        S, Hk = kc.shape[1], kc.shape[2]
+        scale = a.get("scale", 0.0) or 1 / math.sqrt(Dh)
+        y = np.zeros_like(q)
+        for b in range(B):
+            L = min(max(_rows(lens, b), 0), S)
+            for h in range(Hq):
+                if L == 0:
+                    continue
+                g = h // (Hq // Hk)
+                s_ = kc[b, :L, g] @ q[b, h] * scale
+                e = np.exp(s_ - s_.max())
+                y[b, h] = (e / e.sum()) @ vc[b, :L, g]
+        self._out(n, y)
+    Exec.op_attention_decode = op_attention_decode
+
 
 def run_plan(graph, plan, before):
     from gfxgraph.frontend import shmrun
