@@ -346,6 +346,292 @@ def test_runner_merge(client, sock):
     check(m2 is None and "differs" in why, "runner: another step does not merge (%s)" % why)
 
 
+# A graph runner's decode step as tests/gpu/python/test_torch_graph_runner.py
+# writes it over a HF Llama's modules: static input_ids, positions, seq_lens
+# and cache slots of the largest batch sliced [:bs]; per layer the cache
+# write index_copy_(0, slots, k) into a pool of slots (request r's position
+# p in slot r * MAX_LEN + p), the per-request cache rows gathered with each
+# kv head repeated (expand + reshape: a strided copy whose collapsed dim 0
+# holds bs * MAX_LEN * HKV rows), SDPA with the seq_lens mask.
+RDEC = dict(MAX_BS=8, MAX_LEN=8, V=20, D=16, HQ=4, HKV=2, DH=4, I=24, L=2, EPS=1e-5)
+
+def _rm(shape):
+    st, acc = [], 1
+    for d in reversed(shape):
+        st.insert(0, acc); acc *= d
+    return st
+
+def rdec_values(seed=3):
+    """The external memory before the step: weights, the KV caches (a slot
+    a request and position), the static buffers at the largest batch."""
+    import numpy as np
+    c = RDEC; rng = np.random.default_rng(seed)
+    slots = c["MAX_BS"] * c["MAX_LEN"] + 1
+    v = {"table": rng.standard_normal((c["V"], c["D"])), "inv": 1.0 / (10000 ** (np.arange(0, c["DH"], 2) / c["DH"])),
+         "fnorm": 1 + 0.2 * rng.standard_normal(c["D"]), "lm": 0.3 * rng.standard_normal((c["V"], c["D"])),
+         "keys": np.arange(c["MAX_LEN"])}
+    for l in range(c["L"]):
+        v["n1_%d" % l] = 1 + 0.2 * rng.standard_normal(c["D"])
+        v["n2_%d" % l] = 1 + 0.2 * rng.standard_normal(c["D"])
+        v["q_%d" % l] = 0.3 * rng.standard_normal((c["HQ"] * c["DH"], c["D"]))
+        v["k_%d" % l] = 0.3 * rng.standard_normal((c["HKV"] * c["DH"], c["D"]))
+        v["v_%d" % l] = 0.3 * rng.standard_normal((c["HKV"] * c["DH"], c["D"]))
+        v["o_%d" % l] = 0.3 * rng.standard_normal((c["D"], c["HQ"] * c["DH"]))
+        v["g_%d" % l] = 0.3 * rng.standard_normal((c["I"], c["D"]))
+        v["u_%d" % l] = 0.3 * rng.standard_normal((c["I"], c["D"]))
+        v["d_%d" % l] = 0.3 * rng.standard_normal((c["D"], c["I"]))
+        v["kc_%d" % l] = rng.standard_normal((slots, c["HKV"], c["DH"]))
+        v["vc_%d" % l] = rng.standard_normal((slots, c["HKV"], c["DH"]))
+    # static buffers (largest batch): requests r at position pos[r], slot r*MAX_LEN+pos
+    B = c["MAX_BS"]
+    v["ids"] = rng.integers(0, c["V"], B)
+    v["pos"] = rng.integers(0, c["MAX_LEN"], B)
+    v["lens"] = v["pos"] + 1
+    v["slots"] = np.arange(B) * c["MAX_LEN"] + v["pos"]
+    for k in list(v):
+        if v[k].dtype.kind == "f":
+            v[k] = v[k].astype(np.float32)
+        else:
+            v[k] = v[k].astype(np.int64)
+    return v
+
+def rdec_step(bs, v):
+    """The runner's decode step captured at batch bs (the aten ops
+    PyTorch records for Runner.forward of the GPU test, in f32 on CUDA):
+    (Synth, its logits tensor, the external tensors)."""
+    c = RDEC; s = Synth()
+    D, HQ, HKV, DH, I, S, B = c["D"], c["HQ"], c["HKV"], c["DH"], c["I"], c["MAX_LEN"], c["MAX_BS"]
+    ext = {}
+    for k, a in v.items():
+        ext[k] = s.new(list(a.shape), "i64" if a.dtype.kind == "i" else "f32", external=True, value=a)
+    def info(t): return s.doc["tensors"][t["t"]]
+    def vw(name, args, t, shape, stride=None, off=None):
+        o = s.view(t, shape, stride if stride is not None else _rm(shape), off)
+        s.op(name, args, o); return o
+    def new(shape, dt="f32"): return s.new(shape, dt)
+    def linear(x, wkey, n):   # x [bs,1,K]
+        K = info(x)["shape"][-1]
+        W = ext[wkey]
+        wt = vw("aten.t.default", [W], W, [K, n], [1, K])
+        x2 = vw("aten.view.default", [x, [bs, K]], x, [bs, K])
+        y = s.op("aten.mm.default", [x2, wt], new([bs, n]))
+        return vw("aten._unsafe_view.default", [y, [bs, 1, n]], y, [bs, 1, n])
+    def rms(x, wkey):
+        p = s.op("aten.pow.Tensor_Scalar", [x, 2], new([bs, 1, D]))
+        m = s.op("aten.mean.dim", [p, [-1], True], new([bs, 1, 1]))
+        a = s.op("aten.add.Tensor", [m, c["EPS"]], new([bs, 1, 1]))
+        r = s.op("aten.rsqrt.default", [a], new([bs, 1, 1]))
+        y = s.op("aten.mul.Tensor", [x, r], new([bs, 1, D]))
+        return s.op("aten.mul.Tensor", [ext[wkey], y], new([bs, 1, D]))
+    ids = vw("aten.slice.Tensor", [ext["ids"], 0, 0, bs], ext["ids"], [bs])
+    pos = vw("aten.slice.Tensor", [ext["pos"], 0, 0, bs], ext["pos"], [bs])
+    lens = vw("aten.slice.Tensor", [ext["lens"], 0, 0, bs], ext["lens"], [bs])
+    slots = vw("aten.slice.Tensor", [ext["slots"], 0, 0, bs], ext["slots"], [bs])
+    s.doc["inputs"] += [ids["t"], pos["t"], lens["t"], slots["t"]]
+    e = s.op("aten.embedding.default", [ext["table"], ids], new([bs, D]))
+    h = vw("aten.unsqueeze.default", [e, 1], e, [bs, 1, D])
+    # rotary_emb(h, pos[:, None])
+    pid = vw("aten.unsqueeze.default", [pos, 1], pos, [bs, 1], [1, 1])
+    half = DH // 2
+    i1 = vw("aten.unsqueeze.default", [ext["inv"], 0], ext["inv"], [1, half])
+    i2 = vw("aten.unsqueeze.default", [i1, 2], ext["inv"], [1, half, 1], [half, 1, 1])
+    i3 = vw("aten.expand.default", [i2, [bs, -1, 1]], ext["inv"], [bs, half, 1], [0, 1, 1])
+    p3 = vw("aten.unsqueeze.default", [pid, 1], pos, [bs, 1, 1], [1, 1, 1])
+    pf = s.op("aten._to_copy.default", [p3], new([bs, 1, 1]), {"dtype": {"dtype": "f32"}})
+    fr = s.op("aten.bmm.default", [i3, pf], new([bs, half, 1]))
+    ft = vw("aten.transpose.int", [fr, 1, 2], fr, [bs, 1, half], [half, 1, 1])
+    emb = s.op("aten.cat.default", [[ft, ft], -1], new([bs, 1, DH]))
+    co = s.op("aten.cos.default", [emb], new([bs, 1, DH]))
+    cos = s.op("aten.mul.Tensor", [co, 1.0], new([bs, 1, DH]))
+    si = s.op("aten.sin.default", [emb], new([bs, 1, DH]))
+    sin = s.op("aten.mul.Tensor", [si, 1.0], new([bs, 1, DH]))
+    # mask = (keys[None, :] < lens[:, None])[:, None, None, :]
+    kk = vw("aten.unsqueeze.default", [ext["keys"], 0], ext["keys"], [1, S])
+    ll = vw("aten.unsqueeze.default", [lens, 1], lens, [bs, 1], [1, 1])
+    lt = s.op("aten.lt.Tensor", [kk, ll], new([bs, S], "bool"))
+    m1 = vw("aten.unsqueeze.default", [lt, 1], lt, [bs, 1, S], [S, S, 1])
+    mask = vw("aten.unsqueeze.default", [m1, 2], lt, [bs, 1, 1, S], [S, S, S, 1])
+    cos4 = vw("aten.unsqueeze.default", [cos, 1], cos, [bs, 1, 1, DH], [DH, DH, DH, 1])
+    sin4 = vw("aten.unsqueeze.default", [sin, 1], sin, [bs, 1, 1, DH], [DH, DH, DH, 1])
+    def rope(x, H):
+        a = s.op("aten.mul.Tensor", [x, cos4], new([bs, H, 1, DH]))
+        xi = info(x); st = xi["stride"]; off = xi["offset"]
+        x1 = vw("aten.slice.Tensor", [x, 3, 0, half], x, [bs, H, 1, half], st, off)
+        x2 = vw("aten.slice.Tensor", [x, 3, half, 2**63 - 1], x, [bs, H, 1, half], st, off + half)
+        n = s.op("aten.neg.default", [x2], new([bs, H, 1, half]))
+        rh = s.op("aten.cat.default", [[n, x1], -1], new([bs, H, 1, DH]))
+        b_ = s.op("aten.mul.Tensor", [rh, sin4], new([bs, H, 1, DH]))
+        return s.op("aten.add.Tensor", [a, b_], new([bs, H, 1, DH]))
+    def heads(y, H):
+        v4 = vw("aten.view.default", [y, [bs, 1, H, DH]], y, [bs, 1, H, DH])
+        return vw("aten.transpose.int", [v4, 1, 2], y, [bs, H, 1, DH], [H * DH, DH, H * DH, 1])
+    def per_request(cache):
+        rep = HQ // HKV
+        c0 = vw("aten.slice.Tensor", [cache, 0, 0, B * S], cache, [B * S, HKV, DH])
+        c1 = vw("aten.view.default", [c0, [B, S, HKV, DH]], cache, [B, S, HKV, DH])
+        c2 = vw("aten.slice.Tensor", [c1, 0, 0, bs], cache, [bs, S, HKV, DH])
+        c3 = vw("aten.unsqueeze.default", [c2, 3], cache, [bs, S, HKV, 1, DH], [S * HKV * DH, HKV * DH, DH, DH, 1])
+        c4 = vw("aten.expand.default", [c3, [bs, S, HKV, rep, DH]], cache, [bs, S, HKV, rep, DH], [S * HKV * DH, HKV * DH, DH, 0, 1])
+        cl = s.op("aten.clone.default", [c4], new([bs, S, HKV, rep, DH]), {"memory_format": None})
+        r = vw("aten._unsafe_view.default", [cl, [bs, S, HQ, DH]], cl, [bs, S, HQ, DH])
+        return vw("aten.transpose.int", [r, 1, 2], cl, [bs, HQ, S, DH], [S * HQ * DH, DH, HQ * DH, 1])
+    for l in range(c["L"]):
+        x = rms(h, "n1_%d" % l)
+        q = heads(linear(x, "q_%d" % l, HQ * DH), HQ)
+        k = heads(linear(x, "k_%d" % l, HKV * DH), HKV)
+        vv = heads(linear(x, "v_%d" % l, HKV * DH), HKV)
+        q, k = rope(q, HQ), rope(k, HKV)
+        ks = vw("aten.select.int", [k, 2, 0], k, [bs, HKV, DH], [HKV * DH, DH, 1])
+        s.op("aten.index_copy_.default", [ext["kc_%d" % l], 0, slots, ks], ext["kc_%d" % l])
+        vi = info(vv)
+        vs = vw("aten.select.int", [vv, 2, 0], vv, [bs, HKV, DH], [HKV * DH, DH, 1], vi["offset"])
+        s.op("aten.index_copy_.default", [ext["vc_%d" % l], 0, slots, vs], ext["vc_%d" % l])
+        K, V = per_request(ext["kc_%d" % l]), per_request(ext["vc_%d" % l])
+        # sdpa(q, K, V, attn_mask=mask): the bool mask as -inf/0, expanded to the heads
+        nm = s.op("aten.logical_not.default", [mask], new([bs, 1, 1, S], "bool"))
+        z = s.op("aten.scalar_tensor.default", [0.0], new([], "f32"), {"dtype": {"dtype": "f32"}})
+        bias = s.op("aten.where.ScalarSelf", [nm, -math.inf, z], new([bs, 1, 1, S]))
+        be = vw("aten.expand.default", [bias, [bs, HQ, 1, S]], bias, [bs, HQ, 1, S], [S, 0, S, 1])
+        o = s.view(s.new([bs, 1, HQ, DH]), [bs, HQ, 1, DH], [HQ * DH, DH, HQ * DH, 1])
+        lse = s.new([bs, HQ, 32])
+        sd = s.new([2], "i64"); so = s.new([], "i64")
+        s.op("aten._scaled_dot_product_efficient_attention.default", [q, K, V, be, False], [o, lse, sd, so])
+        ot = vw("aten.transpose.int", [o, 1, 2], o, [bs, 1, HQ, DH], [HQ * DH, HQ * DH, DH, 1])
+        o3 = vw("aten.view.default", [ot, [bs, 1, HQ * DH]], o, [bs, 1, HQ * DH])
+        h = s.op("aten.add.Tensor", [h, linear(o3, "o_%d" % l, D)], new([bs, 1, D]))
+        x = rms(h, "n2_%d" % l)
+        g = linear(x, "g_%d" % l, I); u = linear(x, "u_%d" % l, I)
+        sg = s.op("aten.silu.default", [g], new([bs, 1, I]))
+        mu = s.op("aten.mul.Tensor", [sg, u], new([bs, 1, I]))
+        h = s.op("aten.add.Tensor", [h, linear(mu, "d_%d" % l, D)], new([bs, 1, D]))
+        s.doc["state"] += [ext["kc_%d" % l]["t"], ext["vc_%d" % l]["t"]]
+    hn = rms(h, "fnorm")
+    lg = linear(hn, "lm", c["V"])
+    out = vw("aten.select.int", [lg, 1, 0], lg, [bs, c["V"]], [c["V"], 1])
+    s.doc["outputs"].append(out["t"])
+    return s, out, ext
+
+def rdec_reference(bs, v):
+    """The runner's step in float64 numpy, written from the model's math
+    (not from the trace): logits [bs, V] and the caches after it."""
+    import numpy as np
+    c = RDEC; f = lambda a: a.astype(np.float64)
+    D, HQ, HKV, DH, S = c["D"], c["HQ"], c["HKV"], c["DH"], c["MAX_LEN"]
+    def rms(x, w): return x / np.sqrt((x * x).mean(-1, keepdims=True) + c["EPS"]) * f(w)
+    ids, pos, lens, slots = v["ids"][:bs], v["pos"][:bs], v["lens"][:bs], v["slots"][:bs]
+    h = f(v["table"])[ids]
+    ang = pos[:, None] * f(v["inv"])[None, :]
+    cos, sin = np.cos(np.concatenate([ang, ang], -1)), np.sin(np.concatenate([ang, ang], -1))
+    def rope(x):  # [bs, H, DH]
+        x1, x2 = x[..., :DH // 2], x[..., DH // 2:]
+        return x * cos[:, None] + np.concatenate([-x2, x1], -1) * sin[:, None]
+    caches = {}
+    for l in range(c["L"]):
+        x = rms(h, v["n1_%d" % l])
+        q = rope((x @ f(v["q_%d" % l]).T).reshape(bs, HQ, DH))
+        k = rope((x @ f(v["k_%d" % l]).T).reshape(bs, HKV, DH))
+        vv = (x @ f(v["v_%d" % l]).T).reshape(bs, HKV, DH)
+        kc, vc = f(v["kc_%d" % l]).copy(), f(v["vc_%d" % l]).copy()
+        kc[slots], vc[slots] = k, vv
+        caches["kc_%d" % l], caches["vc_%d" % l] = kc, vc
+        o = np.zeros((bs, HQ, DH))
+        for r in range(bs):
+            K = kc[r * S:(r + 1) * S]; V = vc[r * S:(r + 1) * S]   # [S, HKV, DH]
+            for hh in range(HQ):
+                kv = hh // (HQ // HKV)
+                sc = K[:lens[r], kv] @ q[r, hh] / math.sqrt(DH)
+                p = np.exp(sc - sc.max()); p /= p.sum()
+                o[r, hh] = p @ V[:lens[r], kv]
+        h = h + o.reshape(bs, HQ * DH) @ f(v["o_%d" % l]).T
+        x = rms(h, v["n2_%d" % l])
+        g, u = x @ f(v["g_%d" % l]).T, x @ f(v["u_%d" % l]).T
+        h = h + (g / (1 + np.exp(-g)) * u) @ f(v["d_%d" % l]).T
+    return rms(h, v["fnorm"]) @ f(v["lm"]).T, caches
+
+
+def test_runner_decode(client, sock):
+    """The runner's decode step captured at 8, 4 and 2 merges into one
+    program with buckets [2, 4, 8]; a replay at each bucket runs that bucket
+    as a daemon graph and gives that batch's logits and cache writes (the
+    float64 reference of the model's math); the capture at 1 lowers its
+    size-1 dims away and keeps a program of its own, with its values too."""
+    import gfxgraph
+    from gfxgraph import frontend
+    from gfxgraph.frontend import runner, shmrun
+    v = rdec_values()
+    members, caps = [], {}
+    for bs in (8, 4, 2, 1):
+        s, out, ext = rdec_step(bs, v)
+        g = frontend.Graph.from_json(s.doc)
+        plan = frontend.build(g)
+        members.append(runner.Member(plan, g, lambda sid, g=g: (
+            ("ext", sid) if g.storages[sid].external else ("pool", id(g), sid))))
+        caps[bs] = (s, out, ext, g, plan)
+    m, why = runner.merge_or_none(members[:3])
+    if not check(m is not None and m.buckets == [2, 4, 8],
+                 "runner decode: captures at 8, 4 and 2 merge into buckets [2, 4, 8] (%s)"
+                 % (m.buckets if m is not None else why)):
+        return
+    split = [n for n in m.nodes if n["op"] == "strided_copy" and
+             len(m.tensors[n["outputs"][0]]["shape"]) > len(m.base.plan.tensors[
+                 n["outputs"][0]]["shape"])]
+    check(bool(split) and all(n["attrs"]["s0"] == n["attrs"]["s1"] *
+                              m.tensors[n["outputs"][0]]["shape"][1] for n in split),
+          "runner decode: the per-request cache gathers' collapsed rows became [batch, r] "
+          "with the batch's stride r * s1 (%s)" % [n["attrs"] for n in split])
+    s8, out8, ext8, g8, _ = caps[8]
+
+    def compare(what, bs, arrays, g, out, ext):
+        ref, caches = rdec_reference(bs, v)
+        t = g.tensors[out["t"]]
+        rows = frontend.Tensor(None, t.storage, t.offset, (bs,) + t.shape[1:], t.stride, t.dtype)
+        got = shmrun.tensor_values(arrays[t.storage.id], rows)
+        e = rel_l2(got, ref)
+        same = bool((got.argmax(-1) == ref.argmax(-1)).all())
+        check(e <= 1e-5 and same, "runner decode: %s at batch %d: logits rel-L2 %.3g, greedy "
+              "tokens equal: %s" % (what, bs, e, same))
+        worst = 0.0
+        for key, want in caches.items():
+            ct = g.tensors[ext[key]["t"]]
+            worst = max(worst, rel_l2(shmrun.tensor_values(arrays[ct.storage.id], ct), want))
+        check(worst <= 1e-5, "runner decode: %s at batch %d: the caches after the step (slots "
+              "of requests 0..%d written, the others kept) rel-L2 %.3g" % (what, bs, bs - 1,
+                                                                          worst))
+
+    for bs in (8, 4, 2):
+        arrays = shmrun.storage_arrays(g8, m, s8.before)
+        bufs = {sid: client.register(a) for sid, a in arrays.items()}
+        try:
+            prog = client.define(m.spec("runner_decode_%d" % bs, bufs))
+        except gfxgraph.Error as e:
+            check(False, "runner decode: program.define of the merged program (%s)" % e)
+            return
+        st0 = gfxgraph.stats(sock)
+        r = prog.replay(bs)
+        st1 = gfxgraph.stats(sock)
+        check(r["bucket"] == bs and r["path"] == "graph" and not r["fallback"] and
+              st1["replay_count"] == st0["replay_count"] + 1,
+              "runner decode: a replay at batch %d ran bucket %d as a daemon graph (%r, "
+              "replay_count %d -> %d)" % (bs, bs, r, st0["replay_count"], st1["replay_count"]))
+        compare("the merged program", bs, arrays, g8, out8, ext8)
+        prog.release()
+    # batch 1: its own program (runner.py says why), right values all the same
+    m1, why1 = runner.merge_or_none(members)
+    check(m1 is None and "differs" in why1, "runner decode: the capture at 1 keeps its own "
+          "program (%s)" % why1)
+    s1, out1, ext1, g1, plan1 = caps[1]
+    arrays = shmrun.storage_arrays(g1, plan1, s1.before)
+    prog, _ = shmrun.define(client, g1, plan1, arrays, "runner_decode_1")
+    st0 = gfxgraph.stats(sock)
+    r = prog.replay(1)
+    st1 = gfxgraph.stats(sock)
+    check(r["path"] == "graph" and not r["fallback"] and
+          st1["replay_count"] == st0["replay_count"] + 1,
+          "runner decode: batch 1's own program ran as a daemon graph (%r)" % r)
+    compare("its own program", 1, arrays, g1, out1, ext1)
+    prog.release()
+
+
 # ---- running one trace -------------------------------------------------------------
 
 def rel_l2(out, ref):
@@ -477,6 +763,7 @@ def main():
                 run_trace(c, d.sock, name, s.doc, s.before, s.after, want)
             if not args.only or args.only in "runner":
                 test_runner_merge(c, d.sock)
+                test_runner_decode(c, d.sock)
             paths = sorted(p for p in glob.glob(os.path.join(TRACES, "*.json"))
                            if os.path.exists(p[:-5] + ".npz"))
             for p in paths:

@@ -18,10 +18,19 @@ the rows of every bucket (its batch rows start at the same place).  The
 smaller captures' own output tensors then receive their rows from the
 largest capture's after each replay (the live layer does that copy).
 
+A tensor that gains the ["batch", r] dim has one dim more than in the
+captures, so the attributes that index its dims follow (_node_at_rank): a
+strided copy's strides for its collapsed bs * r rows become the batch's
+r * s0 and s0 for the r rows, a cat's or index_copy's dim shifts by one.
+
 The daemon checks the merged program at every bucket when it is defined;
 where it refuses, the captures keep a program each.  A capture at batch 1
-usually lowers differently (its size-1 dims collapse away) and keeps its
-own program.  Torch-free: CI merges synthetic captures with it.
+keeps its own program: the lowering drops size-1 dims when it collapses a
+view's dims, so at batch 1 the batch dim is gone from the nodes themselves
+(a strided copy has one stride fewer, a broadcast operand's name and shape
+another), not only from the tensors' shapes; merging it would mean
+lowering the step again as if its batch were not 1.
+Torch-free: CI merges synthetic captures with it.
 """
 
 import math
