@@ -527,6 +527,10 @@ int gg_server_run(gg_server *srv)
 {
     gg_info("serving on %s%s (protocol %d, max message %zu bytes)", srv->cfg.socket_path,
             srv->activated ? " (socket from systemd)" : "", 1, srv->cfg.max_message);
+    /* The start's records are written before the service manager hears
+     * READY=1 (the log has a writer thread of its own), so that the log and
+     * the manager's "started" read in the order things happened. */
+    gg_log_flush(GG_LOG_EXIT_FLUSH_MS);
     gg_notify_ready(srv);
     uv_run(srv->loop, UV_RUN_DEFAULT);
     gg_info("stopped (exit %d)", srv->exit_code);
