@@ -22,7 +22,7 @@ from typing import Any, Callable, Optional
 from .errors import Error
 from .client import Buffer, Client, Ticket
 from .program import Program
-from .shm import SharedMemory, shared_array, shm_of
+from .shm import SharedMemory, memfd_array, shared_array, shm_of
 from .stats import health_check, server_info, stats
 
 
@@ -58,7 +58,7 @@ def _find_version() -> str:
 __version__: str = _find_version()
 
 __all__ = ["Error", "Client", "Buffer", "Program", "Ticket", "SharedMemory", "shared_array",
-           "shm_of", "stats", "health_check", "server_info", "enable", "disable", "is_enabled",
+           "memfd_array", "shm_of", "stats", "health_check", "server_info", "enable", "disable", "is_enabled",
            "explain",
            "library_path", "__version__"]
 

@@ -97,6 +97,10 @@ PROTOTYPES: Dict[str, Tuple[Any, List[Any]]] = {
     "gg_client_buffer_release": (_i, [_c, _u64]),
     "gg_client_shm_create": (_i, [_s, ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p)]),
     "gg_client_shm_destroy": (_i, [_s, ctypes.c_void_p, ctypes.c_size_t]),
+    "gg_client_memfd_create": (_i, [_s, ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p), _pi]),
+    # the answer is freed by gg_client_free_json: kept as a pointer, not a bytes copy
+    "gg_client_call_json": (_i, [_c, _s, _s, ctypes.POINTER(ctypes.c_void_p)]),
+    "gg_client_free_json": (None, [ctypes.c_void_p]),
     "gg_program_def_new": (_d, [_s]),
     "gg_program_def_free": (None, [_d]),
     "gg_program_def_tensor": (_i, [_d, _s, _u64, _u64, _s, _i, ctypes.POINTER(ctypes.c_int64)]),
@@ -129,7 +133,8 @@ PROTOTYPES: Dict[str, Tuple[Any, List[Any]]] = {
 
 # Added to the library after its first release: a library without them still
 # loads; using one raises ENOSYS (has(name) tells).
-OPTIONAL = {"gg_program_def_view", "gg_program_def_call", "gg_client_buffer_register_fd"}
+OPTIONAL = {"gg_program_def_view", "gg_program_def_call", "gg_client_buffer_register_fd",
+            "gg_client_memfd_create", "gg_client_call_json", "gg_client_free_json"}
 
 
 def has(name: str) -> bool:

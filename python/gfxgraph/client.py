@@ -246,11 +246,19 @@ class Client:
                             "object (the cpu backend imports shm by name: make it with "
                             "gfxgraph.shared_array(shape, dtype) or gfxgraph.SharedMemory(size))")
             shm_off = addr + offset - seg.address
-            rc = self._lib.gg_client_buffer_register_shm(c, seg.name.encode(), shm_off, size,
-                                                         ctypes.byref(bid))
+            if seg.fd is not None:     # a memfd: it has no name, only its descriptor
+                rc = self._lib.gg_client_buffer_register_fd(c, seg.fd, shm_off, size,
+                                                            ctypes.byref(bid))
+                label = "memfd:" + seg.name
+            else:
+                # a daemon of another uid refuses the name (EACCES); the
+                # library then sends the object's descriptor itself
+                rc = self._lib.gg_client_buffer_register_shm(c, seg.name.encode(), shm_off,
+                                                             size, ctypes.byref(bid))
+                label = seg.name
             if rc < 0:
-                raise self._fail(rc, "buffer.register %s" % seg.name)
-            b = Buffer(self, bid.value, size, offset, (t, seg), seg.name)
+                raise self._fail(rc, "buffer.register %s" % label)
+            b = Buffer(self, bid.value, size, offset, (t, seg), label)
         self._buffers[b.id] = b
         return b
 

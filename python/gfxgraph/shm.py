@@ -1,4 +1,5 @@
-"""POSIX shared memory for the cpu backend (gg_client_shm_create).
+"""Shared memory for the cpu backend: POSIX shm objects
+(gg_client_shm_create) or memfds (gg_client_memfd_create).
 
 The cpu backend imports client memory by shm name, so a buffer the daemon
 reads and writes must live in a shm object.  ``SharedMemory(size)`` makes one
@@ -7,9 +8,16 @@ it as a numpy array (``torch.from_numpy`` of it is a torch CPU tensor in the
 same memory).  ``Client.register`` finds the object a pointer lies in, so a
 numpy view or a torch tensor over the memory may be registered directly.
 
+A shm object is registered by name, which a daemon of another uid (the
+system service runs as ``gfxgraph``) cannot open: the library then sends
+its descriptor instead.  ``memfd=True`` makes an anonymous memfd, always
+registered by descriptor: it works whatever uid the daemon runs as and
+never appears in /dev/shm.
+
 The mapping lives while anything uses it (the SharedMemory object, or a numpy
-array / view of it): then it is unmapped and the name unlinked.  The name is
-``/gfxgraph-py-<pid>-<n>-<random>``.
+array / view of it): then it is unmapped and the name unlinked (a memfd's
+descriptor closed).  The name is ``/gfxgraph-py-<pid>-<n>-<random>`` (a
+memfd's, shown in /proc/PID/fd only, ``gfxgraph-py-<pid>-<n>``).
 """
 
 import bisect
@@ -30,19 +38,32 @@ _bases: List[int] = []           # sorted base addresses
 
 
 class SharedMemory:
-    """A POSIX shm object of ``size`` bytes (zero-filled), mapped read-write.
+    """A POSIX shm object (or with ``memfd=True`` a memfd, sealed at its
+    size) of ``size`` bytes (zero-filled), mapped read-write.
 
-    ``name`` (str), ``address`` (int), ``size``, ``buffer`` (a writable
-    memoryview of the bytes), ``close()`` (unmap and unlink now; arrays
-    over it must not be used afterwards)."""
+    ``name`` (str), ``address`` (int), ``size``, ``fd`` (the memfd's
+    descriptor, None for a shm object), ``buffer`` (a writable memoryview of
+    the bytes), ``close()`` (unmap and unlink or close now; arrays over it
+    must not be used afterwards)."""
 
-    def __init__(self, size: int, name: Optional[str] = None) -> None:
+    def __init__(self, size: int, name: Optional[str] = None, memfd: bool = False) -> None:
         size = int(size)
         if size < 1:
             raise Error("EINVAL", "shared memory size must be >= 1 (got %d)" % size)
         lib = _lib.load()
         ptr = ctypes.c_void_p()
-        while True:
+        self.fd: Optional[int] = None
+        if memfd:
+            if not _lib.has("gg_client_memfd_create"):
+                raise Error("ENOSYS", "this libgfxgraph-client has no gg_client_memfd_create")
+            nm = name or "gfxgraph-py-%d-%d" % (os.getpid(), next(_counter))
+            fd = ctypes.c_int(-1)
+            rc = lib.gg_client_memfd_create(nm.encode(), size, ctypes.byref(ptr), ctypes.byref(fd))
+            if rc < 0:
+                raise Error(_errname(rc), "memfd_create %s (%d bytes): %s"
+                            % (nm, size, os.strerror(-rc)), -rc)
+            self.fd = fd.value
+        while not memfd:
             nm = name or "/gfxgraph-py-%d-%d-%s" % (os.getpid(), next(_counter), os.urandom(4).hex())
             rc = lib.gg_client_shm_create(nm.encode(), size, ctypes.byref(ptr))
             if rc == -17 and name is None:     # EEXIST: pick another name
@@ -56,9 +77,10 @@ class SharedMemory:
         self.address: int = cast(int, ptr.value)   # set: the call succeeded
         self._raw = (ctypes.c_char * size).from_address(self.address)
         self.buffer = memoryview(self._raw).cast("B")
-        self._finalizer = weakref.finalize(self._raw, _destroy, lib, nm, self.address, size)
+        self._finalizer = weakref.finalize(self._raw, _destroy, lib, nm, self.address, size,
+                                           self.fd)
         with _segments_lock:
-            _segments[self.address] = _Seg(nm, self.address, size, self._finalizer)
+            _segments[self.address] = _Seg(nm, self.address, size, self._finalizer, self.fd)
             bisect.insort(_bases, self.address)
 
     def close(self) -> None:
@@ -74,17 +96,19 @@ class SharedMemory:
         return not self._finalizer.alive
 
     def __repr__(self) -> str:
-        return "SharedMemory(name=%r, size=%d%s)" % (self.name, self.size,
-                                                    ", closed" if self.closed else "")
+        return "SharedMemory(name=%r, size=%d%s%s)" % (self.name, self.size,
+                                                      ", memfd" if self.fd is not None else "",
+                                                      ", closed" if self.closed else "")
 
 
 class _Seg:
     """What the registry keeps of a live mapping (not the memory itself:
     the mapping lives while its ctypes array, or an array over it, does)."""
-    __slots__ = ("name", "address", "size", "finalizer")
+    __slots__ = ("name", "address", "size", "finalizer", "fd")
 
-    def __init__(self, name, address, size, finalizer):
+    def __init__(self, name, address, size, finalizer, fd=None):
         self.name, self.address, self.size, self.finalizer = name, address, size, finalizer
+        self.fd = fd
 
     @property
     def closed(self):
@@ -103,10 +127,26 @@ def _forget(addr):
             del _bases[i]
 
 
-def _destroy(lib, name, addr, size):
+_libc = None
+
+
+def _munmap(addr, size):
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+        _libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        _libc.munmap.restype = ctypes.c_int
+    _libc.munmap(ctypes.c_void_p(addr), size)
+
+
+def _destroy(lib, name, addr, size, fd=None):
     with _segments_lock:
         _forget(addr)
-    lib.gg_client_shm_destroy(name.encode(), ctypes.c_void_p(addr), size)
+    if fd is None:
+        lib.gg_client_shm_destroy(name.encode(), ctypes.c_void_p(addr), size)
+        return
+    _munmap(addr, size)
+    os.close(fd)
 
 
 def find(address: int, size: int) -> Optional["_Seg"]:
@@ -124,11 +164,13 @@ def find(address: int, size: int) -> Optional["_Seg"]:
 
 
 def shared_array(shape: Union[int, Sequence[int]], dtype: Any = "float32",
-                 torch: bool = False) -> Any:
+                 torch: bool = False, memfd: bool = False) -> Any:
     """A zero-filled numpy array of ``shape`` and ``dtype`` in a new shm
     object (needs numpy).  ``torch=True``: a torch CPU tensor over the same
-    memory (``torch.from_numpy``).  ``gfxgraph.shm_of(a)`` gives the
-    SharedMemory; ``Client.register(a)`` registers it by name."""
+    memory (``torch.from_numpy``).  ``memfd=True``: in a memfd, registered
+    by descriptor (works whatever uid the daemon runs as; nothing in
+    /dev/shm).  ``gfxgraph.shm_of(a)`` gives the SharedMemory;
+    ``Client.register(a)`` registers it by name (a memfd by descriptor)."""
     try:
         import numpy as np
     except ImportError:
@@ -140,7 +182,7 @@ def shared_array(shape: Union[int, Sequence[int]], dtype: Any = "float32",
     n = 1
     for d in shape:
         n *= int(d)
-    seg = SharedMemory(max(1, n * dt.itemsize))
+    seg = SharedMemory(max(1, n * dt.itemsize), memfd=memfd)
     # np.frombuffer keeps the ctypes array (and so the mapping) alive as long
     # as the array or any view of it lives.
     # (numpy's stubs do not list ctypes arrays, which export the buffer protocol)
@@ -150,6 +192,12 @@ def shared_array(shape: Union[int, Sequence[int]], dtype: Any = "float32",
         import torch as _torch
         return _torch.from_numpy(a)
     return a
+
+
+def memfd_array(shape: Union[int, Sequence[int]], dtype: Any = "float32",
+                torch: bool = False) -> Any:
+    """``shared_array(shape, dtype, torch, memfd=True)``."""
+    return shared_array(shape, dtype, torch=torch, memfd=True)
 
 
 def _np_dtype(dtype):

@@ -17,6 +17,7 @@ reported as skipped.  Prints one line per check; exit 0 when all passed, 1
 otherwise, 77 when the package cannot run at all here.
 """
 import argparse
+import json
 import math
 import os
 import shutil
@@ -651,6 +652,79 @@ def test_register_fd(c):
     del xf
 
 
+def call_json(c, method, params="{}"):
+    """The daemon's answer to method, through the library's generic call."""
+    import ctypes
+    from gfxgraph import _lib
+    lib = _lib.load()
+    out = ctypes.c_void_p()
+    rc = lib.gg_client_call_json(c._h(), method.encode(), params.encode(), ctypes.byref(out))
+    if rc < 0:
+        raise RuntimeError("%s: %d %s" % (method, rc, _lib.s(lib.gg_client_last_error(c._h()))))
+    try:
+        return json.loads(ctypes.string_at(out.value).decode())
+    finally:
+        lib.gg_client_free_json(out)
+
+
+def dev_shm_names():
+    try:
+        return set(os.listdir("/dev/shm"))
+    except OSError:
+        return set()
+
+
+def test_memfd(args):
+    try:
+        import numpy as np
+    except ImportError:
+        skip("memfd arrays: numpy is not installed (Debian: python3-numpy)")
+        return
+    import gfxgraph
+    from gfxgraph import _lib
+    if not (_lib.has("gg_client_memfd_create") and _lib.has("gg_client_call_json")):
+        skip("memfd arrays: this libgfxgraph-client has no gg_client_memfd_create")
+        return
+    before = dev_shm_names()
+    with gfxgraph.Client(args.sock, name="py-test-memfd") as c:
+        x = gfxgraph.shared_array((4, 8), np.float32, memfd=True)
+        y = gfxgraph.memfd_array((4, 8), "float32")
+        seg = gfxgraph.shm_of(x)
+        check(isinstance(x, np.ndarray) and x.shape == (4, 8) and not x.any() and
+              seg is not None and seg.fd is not None and
+              os.readlink("/proc/self/fd/%d" % seg.fd).startswith("/memfd:"),
+              "shared_array(memfd=True): a zeroed numpy array over a memfd")
+        check(dev_shm_names() == before, "memfd arrays: nothing new in /dev/shm")
+        bx, by = c.register(x), c.register(y)
+        check(bx.handle.startswith("memfd:") and by.handle.startswith("memfd:"),
+              "register: a memfd array goes by descriptor (%r)" % bx.handle)
+        listed = {b["id"]: b["handle"] for b in call_json(c, "buffer.list")["buffers"]}
+        check(all(listed.get(b.id, "").startswith("fd:") for b in (bx, by)),
+              "buffer.list: the daemon imported both by descriptor (%r)" % listed)
+        p = c.define({"name": "memfd_scale", "buckets": [4],
+                      "tensors": {"x": {"dtype": "f32", "shape": ["batch", 8], "buffer": bx},
+                                  "y": {"dtype": "f32", "shape": ["batch", 8], "buffer": by}},
+                      "nodes": [{"op": "scale", "inputs": ["x"], "outputs": ["y"],
+                                 "attrs": {"scale": 2.5}}]})
+        x[:] = np.arange(32, dtype=np.float32).reshape(4, 8)
+        r = p.replay(4)
+        check(np.array_equal(y, 2.5 * x) and r["bucket"] == 4,
+              "memfd arrays: the daemon wrote y = 2.5x into the memfd")
+        p.release()
+        bx.release()
+        by.release()
+        fd = seg.fd
+        del x, y, seg
+        import gc
+        gc.collect()
+        check(not os.path.exists("/proc/self/fd/%d" % fd) or
+              not os.readlink("/proc/self/fd/%d" % fd).startswith("/memfd:gfxgraph-py"),
+              "memfd arrays: the descriptor is closed once no array uses it")
+    # a failure on the way leaves nothing behind either
+    raises(lambda: gfxgraph.SharedMemory(0, memfd=True), "EINVAL", "SharedMemory(0, memfd=True)")
+    check(dev_shm_names() == before, "memfd arrays: /dev/shm as before at the end")
+
+
 def test_numpy(args):
     try:
         import numpy as np
@@ -733,6 +807,7 @@ def main():
         test_lib_env(args)
         test_main(args)
         test_numpy(args)
+        test_memfd(args)
     except Exception:   # noqa: BLE001
         import traceback
         traceback.print_exc()
