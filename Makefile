@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # gfxgraph: thin wrapper over CMake.  Quick start on Debian 12:
 #   make demo    install what is missing, build what the demo needs, run it
 #   make test    the whole suite: cpu build, ASan+UBSan build, AMD and NVIDIA builds

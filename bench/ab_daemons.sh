@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Sourced by the run_*.sh scripts that measure one bench against several
 # gfxgraphd binaries in one run (run_define.sh, run_scratch.sh):
 #

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* In-process launch-overhead benchmark: a 64-node decode chain
  * (layernorm -> gelu, 32 times; batch 1, d = 1024, f16) launched on one stream
  * eagerly (64 launches per iteration) and as one captured graph (one

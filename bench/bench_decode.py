@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Per-token decode latency of a 1B-class Llama shape through gfxgraphd,
 beside a torch.cuda.CUDAGraph of the same step in plain PyTorch with a
 static cache, in the same run on the same GPU.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench_define: does a large program.define hold up other clients?
  *
  * Against a running gfxgraphd (cpu backend is enough): one client defines

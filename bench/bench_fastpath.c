@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench_fastpath: what the fast path (PROTOCOL.md section 15) buys, in one
  * run: the same replays through the fast path, through the socket
  * (GFXGRAPH_FASTPATH=0), and launched in this process without the daemon,

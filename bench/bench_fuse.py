@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Three reference workloads, device time per replay, fused and unfused,
 beside a torch.cuda.CUDAGraph of the same PyTorch code, in one run:
 

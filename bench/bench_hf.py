@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Hugging Face decode steps, per family and dtype: HF eager, PyTorch's CUDA
 graph, Inductor (max-autotune, no cudagraphs) captured in a CUDA graph,
 gfxgraph.enable() and torch.compile(backend="gfxgraph"), in one run.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Per-op device time and achieved bandwidth of the project's kernels, beside
  * the device-to-device copy ceiling measured in the same run.
  *

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """The project's kernels beside PyTorch's for the same cases, in one run.
 
     python3 bench/bench_kernels.py --bin BUILD/bench/bench_kernels --out FILE.json

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """The Python package on a GPU, against a `gfxgraphd --backend hip`:
 
 (a) the three reference workloads (tests/gpu/python/test_torch_cudagraph.py's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench_replay: the round trip of one replay through a running gfxgraphd, as
  * a client sees it.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench_rps: requests per second against one server, N clients with one
  * request in flight each, for a fixed time.  One load generator for two
  * servers, so that both are driven by the same kind of client:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench_scratch: the scratch memory a program holds in a running gfxgraphd
  * once every (branch, bucket) graph is captured.
  *

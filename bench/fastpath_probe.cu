@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // Probe: how fast can a graph replay round trip between two processes be, on this GPU?
 // The floor the daemon's fast path is measured against (tests/gpu/run-on-device.sh
 // runs it in the same device run as bench_fastpath; bench/README.md).

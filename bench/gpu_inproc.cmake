@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # In-process GPU benchmark (bench_chain_inproc.c): built only when the build
 # has a GPU backend (kernels/gpu.cmake defines gg_gpu).  Included from
 # bench/CMakeLists.txt.  Run: bench_chain_inproc [--iters N] [out.json]

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The three reference workloads as PyTorch modules, and the CUDA-graph
 capture recipe, for bench_python.py and bench_fuse.py (the same models as
 tests/gpu/python/test_torch_cudagraph.py, the decode chain at 32 layers):

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Replay round trip on the cpu backend: starts gfxgraphd --backend cpu on a
 # temporary socket and runs bench_replay (onenode, shm buffers) with 1 client
 # and with 32 clients; writes both runs to one JSON file and prints a table.
@@ -13,7 +14,7 @@
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 if [ $# -lt 1 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
-    sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '3,14p' "$0" | sed 's/^# \{0,1\}//'
     exit 64
 fi
 build=$(cd "$1" 2>/dev/null && pwd) || { echo "run_cpu.sh: no build dir '$1'" >&2; exit 1; }

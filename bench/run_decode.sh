@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # Per-token decode latency, gfxgraphd vs a torch.cuda.CUDAGraph of the same
 # step, on a GPU machine (bench/bench_decode.py says what is measured):
 #

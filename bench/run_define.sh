@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Does a large program.define hold up other clients?  Starts each given
 # gfxgraphd (cpu backend) on a temporary socket and runs bench_define
 # against it (a 102,400-node define, 5 times, while another client sends
@@ -16,7 +17,7 @@
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 if [ $# -lt 1 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
-    sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '3,17p' "$0" | sed 's/^# \{0,1\}//'
     exit 64
 fi
 ab_bench() { # LABEL SOCK COMMIT DIR

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # The kernel bench on a GPU machine, from the repository root: configure a
 # CUDA tree (or use BUILD_DIR's), build only the kernels, bench_kernels and
 # the two kernel test programs, run the kernel tests, then bench_kernels and

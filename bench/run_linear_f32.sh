@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # f32 linear at 8..64 rows on a CUDA device (kernels/gpu_linear.hip's
 # clustered split-K kernel), in one command from the repository root:
 #

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # The Python package's figures on a GPU machine:
 #
 #   bench/run_python.sh BUILD_DIR [JSON]     (JSON default: bench/results/h100-python.json)

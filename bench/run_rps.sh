@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Requests per second on the cpu backend, gfxgraphd against Redis, in one
 # run: gfxgraphd --backend cpu and redis-server on temporary Unix sockets,
 # both driven by bench_rps (the same C load generator: N client threads, one
@@ -33,7 +34,7 @@
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 if [ $# -lt 1 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
-    sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '3,34p' "$0" | sed 's/^# \{0,1\}//'
     exit 64
 fi
 build=$(cd "$1" 2>/dev/null && pwd) || { echo "run_rps.sh: no build dir '$1'" >&2; exit 1; }

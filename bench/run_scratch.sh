@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Scratch bytes of a 13-bucket program, before and after one arena per
 # program: starts each given gfxgraphd (cpu backend, default buckets) on a
 # temporary socket and runs bench_scratch (chain64 and mlp, 2 branches)
@@ -14,7 +15,7 @@
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 if [ $# -lt 1 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
-    sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '3,15p' "$0" | sed 's/^# \{0,1\}//'
     exit 64
 fi
 ab_bench() { # LABEL SOCK COMMIT DIR: both programs, two branches each

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Soak: the load-and-fault suite (tests/test_load_fault.c) at 64 clients x
 # 10,000 replays per main round, half on the fast path and half on the
 # socket, every result checked, then clients and the daemon killed and a
@@ -20,7 +21,7 @@ while getopts "b:c:n:d:h" o; do
     c) clients=$OPTARG ;;
     n) replays=$OPTARG ;;
     d) duration=$OPTARG ;;
-    *) sed -n '2,13p' "$0"; exit 2 ;;
+    *) sed -n '3,14p' "$0"; exit 2 ;;
   esac
 done
 bin=$build/tests/test_load_fault

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The client object: connect and hello, what the daemon said, the end of a connection. */
 #include "priv.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* msgpack_object -> JSON, and table cells, for gfxgraphctl. */
 #include "ctl_json.h"
 

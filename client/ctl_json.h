@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A small msgpack_object -> JSON printer for gfxgraphctl --json, and the
  * text helpers its tables share. */
 #ifndef GG_CTL_JSON_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A call's failure as the caller reads it: the message and the code that
  * gg_client_last_error() and gg_client_last_error_code() return. */
 #include "priv.h"

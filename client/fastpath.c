@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The fast path: replays through a ring in memory shared with gfxgraphd
  * (PROTOCOL.md section 15, proto/fastpath.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* gfxgraphctl: ask a running gfxgraphd for its stats or health.
  *
  *   gfxgraphctl stats    [--json] [--socket PATH] [--timeout SECONDS]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Registering a GPU buffer straight from a device pointer: the library finds
  * the allocation that holds the pointer, takes its IPC handle, and sends the
  * handle with the pointer's offset into the allocation.

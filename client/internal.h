@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal interface of libgfxgraph-client for the project's own tools
  * (gfxgraphctl) and tests: not installed, not exported from the shared
  * library.  Link the static target gg_client_static to use it. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Requests and responses over a Unix socket.
  *
  * Happy path: pack [0, msgid, method, [params]], write all of it, read until

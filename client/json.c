@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* JSON in and out of the generic call: gg_client_call_json() packs a JSON
  * object as a method's params and hands back the answer as JSON, so a tool
  * or a language binding can reach every method (gfxgraphctl call, the

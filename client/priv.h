@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Private to the library's own sources: the client object and the helpers
  * the modules share. */
 #ifndef GG_CLIENT_PRIV_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Buffers, the program builder, define / release / prepare (replay: submit.c). */
 #include "priv.h"
 

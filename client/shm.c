@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Shared memory for buffers: POSIX shm objects by name (cpu backend), and
  * sealed memfds passed by descriptor (either backend). */
 #include "priv.h"

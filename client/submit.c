@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Replays: gg_client_replay(_ex) and the asynchronous gg_client_submit /
  * gg_client_wait / gg_client_poll, on the fast path (fastpath.c) when it is
  * active, else over the socket.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Resolves GFXGRAPH_GPU into GFXGRAPH_GPU_KIND (hip|cuda|off) and enables the
 # matching language.  auto prefers hipcc, then nvcc, else off.
 set(GFXGRAPH_GPU_KIND off)

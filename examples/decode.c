@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* gfxgraph-decode: greedy decode of a random Llama-shaped model through
  * gfxgraphd, the whole step (all layers, lm_head, argmax) as ONE program
  * replayed once per token.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* gfxgraph-demo: define two programs on a running gfxgraphd (cpu backend),
  * replay them for batch 1..40 and check every answer against a reference
  * computed here in double precision.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* gg_hip.h: the project's one vendor header.
  *
  * The project is written against HIP.  On AMD this header includes the HIP

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # GPU kernels: the static library `gg_gpu`.  Included by kernels/CMakeLists.txt
 # when GFXGRAPH_GPU_KIND (cmake/gpu.cmake) is hip or cuda.  docs/gpu-build.md
 # explains the builds.

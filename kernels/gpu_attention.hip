@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* attention_decode split along S (flash-decoding), for gpu_ops.hip's
  * launcher.  One source for both vendors, like gpu_ops.hip.
  *

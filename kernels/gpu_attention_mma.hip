@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* attention_decode on tensor cores (NVIDIA sm_80+, f16/bf16, Dh 32, 64 or
  * 128): k_attention_mma, for gpu_attention.hip's launcher, which splits
  * the row's len into chunks the same way for this kernel and its CUDA-core

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The decode-step ops of the table (ops.h: embedding, rope, cache_write,
  * attention_decode, argmax, cast) for gpu_ops.hip's dispatch, which has
  * checked the operand counts.  One source for both vendors, under the rules

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The elementwise family's general kernels (ops_elementwise.c has the rules
  * and the CPU reference they match): the broadcasting binary ops with their
  * scalar form, comparisons, bitwise ops, where, the unary ops, fill, arange

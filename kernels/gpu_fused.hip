@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Kernels for the fused ops (ops.h, "fused ops"; planned by the daemon's
  * core/fuse.c).  Each computes what its node sequence computes, in one
  * pass where the sequence made several, and rounds every intermediate to

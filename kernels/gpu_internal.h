@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Private to the GPU kernels (gpu_ops.hip, gpu_linear.hip): what the two
  * translation units share.  HIP/CUDA C++ only; never included from C.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `linear` on the GPU: y[M,N] = x[M,K] . w[N,K]^T + b[N], f32 accumulation.
  * Four ways to compute it, picked per launch by the context's linear mode
  * (gpu_ops.h: gg_gpu_linear_mode) and the row count M:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The matmul family on the GPU (ops_matmul.c has the rule and the CPU
  * reference): bmm, a tiled kernel.  A block computes a BM x 64 tile of one
  * batch's y with 256 threads, each BM/16 rows by 4 columns (16 apart, so a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The data-movement family on the GPU (ops_movement.c has the rules and the
  * CPU references): strided_copy, cat, index_copy.  They move elements
  * without looking at them, so a kernel is templated on the element's size,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* GPU kernels for the op table (ops.h): one launcher for every op, HIP source
  * built by hipcc for AMD and by nvcc (through gg_hip.h) for NVIDIA.
  *

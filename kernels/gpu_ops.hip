@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* HIP kernels for every op of the table (ops.h) and their C launcher
  * (gpu_ops.h).  One source for both vendors: hipcc builds it for AMD, nvcc
  * builds it as CUDA through gg_hip.h.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The read ceiling for benches: a plain streaming read of two buffers, the
  * least any one kernel reading those bytes takes on this device (its launch,
  * one DRAM round trip, the bytes at the read rate), to stand beside a kernel

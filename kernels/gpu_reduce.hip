@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The reduction family over the last dim (sum, mean, amax, amin; rules and
  * CPU reference in ops_reduce.c): a block a row, each thread a strided share
  * of the row, then a tree over the block in shared memory.  Floating rows

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The attention family on the GPU (ops_attention.c has the rule and the CPU
  * reference): sdpa.  One block a query row (b, h, l), looping over the keys
  * in tiles of SD_TILE with an online softmax in f32:

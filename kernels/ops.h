@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The op library: one table of ops with their operand, attribute, shape and
  * dtype rules, and a CPU reference for each.  The daemon validates programs
  * against this table at define time, so nothing downstream (CPU reference,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The attention family: sdpa, torch's scaled_dot_product_attention for the
  * shapes a decode step (or a short prefill) hands it.  Rule and CPU
  * reference.  attention_decode (the decode family) reads a cache in the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* CPU references.  All arithmetic is f32 whatever the storage dtype: f16/bf16
  * operands are converted chunk by chunk into small stack buffers, f32
  * operands are used in place.  Shapes were validated by the op's check at

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The decode-step family (embedding, rope, cache_write, attention_decode,
  * argmax): rows and rules, each op stating its own dtypes (CPU
  * references in ops_cpu.c). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* dtype helpers: names, sizes, element counts, f16/bf16 conversions and typed
  * element access.  The conversions themselves live inline in ops.h (under
  * GG_OPS_IMPL) so that the CPU references and these exported wrappers are

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The elementwise family: rows, rules and CPU references (those of copy,
  * scale, gelu, silu, silu_mul and the older forms of add and mul are in
  * ops_cpu.c). */

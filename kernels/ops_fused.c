@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The fused ops (ops.h, "fused ops"): their table, shape rule and CPU
  * references.  A reference runs the node sequence the op stands for, with
  * the same per-op references and the same roundings to the storage dtype

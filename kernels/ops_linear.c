@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* linear: its row and rule (CPU reference in ops_cpu.c). */
 #include "ops_rules.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The one list of ops: each op's id, its name (what program.define nodes
  * use and hello lists) and its family.  Everything that names an op derives
  * from here: the table ids (GG_OP_*), the table itself (ops_table.c), the GPU

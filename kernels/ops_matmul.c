@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The matmul family: bmm, the product of two activations (HF rotary's
  * inv_freq @ positions, attention written out by hand), where linear is an
  * activation times a weight.  Rule and CPU reference.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The data-movement family: strided_copy, cat, index_copy.  Rules (shape,
  * dtype, attrs) and CPU references.  They move elements without looking at
  * them, so every dtype is taken and the references copy bytes: results are

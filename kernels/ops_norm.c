@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The row-normalizing family (layernorm, rmsnorm, softmax): rows and rules
  * (CPU references in ops_cpu.c). */
 #include "ops_rules.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The reduction family: sum, mean, amax, amin over the last dim.  Rows,
  * rules and CPU references.
  *

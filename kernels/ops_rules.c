@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The checks every family's rules are made of (ops_rules.h). */
 #include "ops_rules.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What the family files (ops_<family>.c) share to write their rows and
  * rules: the row macro, the messages, the common operand checks.  Private to
  * the op library (not installed, not read by the daemon).

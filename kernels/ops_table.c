@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The op table: the rows of every family file (ops_<family>.c), gathered in
  * the order of ops_list.h, and the lookups on it.  The daemon validates
  * every program against the rows' rules at define time, so the check

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # packaging/debian-changelog.sh [SOURCE_DIR]: writes SOURCE_DIR/debian/changelog
 # for the version of project(gfxgraph VERSION ...) in CMakeLists.txt, the
 # project's one version number (the library, the Python package and the

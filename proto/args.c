@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Typed, range-checked lookups of named arguments in a params map.  Every
  * failure names the field and what was expected, since these messages go
  * straight back to the client. */

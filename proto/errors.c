@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Symbolic error codes on the wire: the errno names, stable across releases. */
 #include "proto.h"
 

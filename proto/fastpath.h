@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The fast path's shared region: byte layout, shared by the daemon and the
  * client library.  PROTOCOL.md section 15 is the spec; these structs are it
  * in C, pinned by the static assertions at the end (a client in another

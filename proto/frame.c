@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Incremental MessagePack framing.
  *
  * Happy path: bytes arrive in any split; proto_frame_scan walks one value

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Memory ordering of the fast path, for the client library and the daemon
  * alike: every load, store, read-modify-write and fence on a word that
  * another thread or process reads at the same time goes through these, so

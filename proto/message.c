@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Envelope decode and encode for MessagePack-RPC messages. */
 #include "proto.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* gfxgraph wire protocol: MessagePack-RPC over a Unix stream socket.
  * Shared by the daemon and the client library.  PROTOCOL.md is the spec.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* UTF-8 for text that came from a client.
  *
  * MessagePack str values are meant to be UTF-8, but nothing enforces it: a

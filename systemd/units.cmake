@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Generating the systemd units from their .in templates.
 #
 # Used twice: at configure time (the build-tree copies under

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* alloc_count: an LD_PRELOAD shim that counts heap allocations.
  *
  *   LD_PRELOAD=libgg_alloc_count.so GG_ALLOC_COUNT_FILE=/tmp/x.count prog ...

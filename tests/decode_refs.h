@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Double-precision references for the decode-step ops (embedding, rope,
  * cache_write, attention_decode, argmax, cast), independent of the CPU
  * references in kernels/ops_cpu.c, and random operand helpers; shared by

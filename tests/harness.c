@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Test harness: checks, daemons on temporary sockets, raw connections.
  * See harness.h. */
 #include "harness.h"

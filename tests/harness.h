@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Test harness shared by the unit and integration tests.
  *
  * Checks: CHECK(cond) and friends count passes and failures and print each

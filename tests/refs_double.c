@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "refs_double.h"
 
 #include <math.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Double-precision references for the op tests.  Written independently of
  * kernels/ops_cpu.c (plain loops, double everywhere, textbook formulas) so a
  * shared mistake is unlikely. */

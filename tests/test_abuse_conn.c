@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Holding under abuse, over raw sockets:
  *   backpressure: a client that pipelines small requests and never reads
  *     leaves the daemon's RSS under baseline + 64 MiB (reading pauses at

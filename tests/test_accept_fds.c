@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Out of descriptors on accept (issue: running out of descriptors is logged
  * and backed off): with its RLIMIT_NOFILE lowered under it, a daemon that
  * receives more connections than it can hold refuses the rest (libuv's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* replay-mode adaptive's bookkeeping (daemon/core/adapt.c) driven by
  * made-up timings: which path each replay is given while an entry
  * measures, warm-ups and untimed runs left out, the median's choice (ties

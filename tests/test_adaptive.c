@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* GFXGRAPH_REPLAY_MODE=adaptive against a real daemon (cpu backend), its
  * timings injected with adaptive-timing so the choice is known: an entry's
  * first replays alternate graph and eager, then it keeps the faster (stats:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The operators' verbs: gfxgraphctl evict PROGRAM|--all and kill-session ID
  * (admin.evict, admin.kill_session), on the cpu backend.
  *  - a caller that is not root, the daemon's uid or in admin-group is

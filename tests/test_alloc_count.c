@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Heap allocations of a cache-hit replay: none, in the daemon and in the
  * client library, on the path given (argv[1]):
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* One scratch arena per program: a program with the default 13 buckets and
  * two branches holds one block of scratch sized for its largest bucket
  * (stats: scratch_bytes, scratch_arenas), allocated on first use, shared by

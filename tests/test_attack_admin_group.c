@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* admin-group membership through a supplementary group (issue 24, item 4):
  * from the peer's uid and the group database, never from the client
  * process's own groups (/proc/PID/status, hidden under the unit's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The config reader under hostile files (issue 24, item 9 and 8):
  *  - a comment longer than any read buffer: its tail never becomes a
  *    setting, and the line numbers after it stay right;

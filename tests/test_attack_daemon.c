@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The daemon under a connected attacker (issue 24, items 3, 5, 7, 8), cpu
  * backend:
  *  - a log pipe nobody reads while clients make lines without end: the

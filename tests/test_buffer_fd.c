@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Buffers by file descriptor.  buffer.register {fd:
  * true} takes the descriptor that came (SCM_RIGHTS) with the request's own
  * bytes; holding it is the permission.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A client killed (SIGKILL) in the middle of a stream of replays: the
  * daemon stays healthy, and the session's resources (its buffers, programs
  * and cached graphs) are released. */

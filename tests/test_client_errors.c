@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Bad requests through the client library (and raw calls where the library
  * would refuse first): each is refused with the right code, and the session
  * keeps working (a good replay after each). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Eager fallback: a daemon with GFXGRAPH_FAULT injecting a failed capture,
  * instantiate or launch must still give the right answer on every replay,
  * eagerly, say so (path eager, fallback true, a reason), count it, mark the

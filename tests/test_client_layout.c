@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Where a program's tensors may lie, and what runs above the largest bucket:
  *  - a batch above the largest bucket runs eager at its own row count, so
  *    the op rules are checked again there: a batch dim that met a fixed one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The client library against a real daemon: register, define, replay with
  * the numbers checked against a double-precision reference computed here;
  * buckets and padding rows; batches above the largest bucket; the graph

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The client's default socket.
  *
  * The rule itself, through the candidate list (gg_client_socket_candidates):

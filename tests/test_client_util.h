@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Helpers shared by the client-library integration tests (test_client_*.c):
  * shm buffers registered with the daemon, stats lookups, float checks. */
 #ifndef GG_TEST_CLIENT_UTIL_H

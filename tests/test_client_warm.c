@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Graphs kept warm across a client restart: a client that goes away without
  * releasing its program leaves the program's graphs parked; a later client
  * of the same uid that defines the same program (with its own buffers)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* gfxgraphctl against a real daemon: the stats and health tables carry the
  * key figures, --json is valid JSON with the right keys and values (checked
  * with python3's json module), the exit status is 0 on a healthy daemon, and

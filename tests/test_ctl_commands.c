@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* gfxgraphctl's commands against a real daemon: COMMAND --help prints that
  * command's help (not the list), help COMMAND the same; call METHOD [JSON]
  * passes any method through (its answer as JSON, a daemon error with its

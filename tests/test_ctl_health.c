@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* gfxgraphctl health against an unhealthy daemon: exit status 1, and the
  * output names what failed.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* gfxgraphd connections over raw sockets: client text echoed in replies and
  * logs is valid UTF-8; records about closing a connection carry its session
  * as a field; request-timeout-ms cuts off a stalled partial request but not

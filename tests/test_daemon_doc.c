@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* proto/PROTOCOL.md section 14, the worked example, against a real daemon
  * (cpu backend, default settings): every hex dump is as long as its text
  * says; the requests are what a packer makes of the objects shown; the

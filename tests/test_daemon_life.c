@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* gfxgraphd start-up: another daemon on the socket, a stale socket, a path
  * that is a regular file, the socket's mode, a backend this build lacks, bad
  * flags and settings, the precedence flags > environment > config file >

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A lost device ends the daemon with its own exit code (3), so the service
  * manager restarts it: GFXGRAPH_FAULT=device makes every replay find the
  * device lost, as a sticky GPU error would.  The replay that saw it fails

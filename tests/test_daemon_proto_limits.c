@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The daemon's configured limits over raw sockets, each on its own daemon:
  * max-message-size, max-inflight, max-connections; and work queued behind
  * a released program or a closed connection.  Requests are built as bytes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The daemon's protocol over raw sockets, on one daemon with the default
  * limits: what hello, stats and health answer, and how malformed, garbage
  * and pipelined input is handled.  Everything is sent as bytes built here

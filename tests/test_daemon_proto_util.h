@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Helpers shared by the daemon protocol tests over raw sockets
  * (test_daemon_proto_methods.c, test_daemon_proto_limits.c,
  * test_daemon_conn.c): a msgpack buffer, calls with their expected outcome,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* gfxgraphd's settings that choose where it listens and what it logs, with
  * the daemon started as it would be by hand (no --socket or --log-level of
  * the harness's own where the case is about them).

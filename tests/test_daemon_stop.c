@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* gfxgraphd stopping with device work in flight: SIGTERM answers a slow
  * replay and exits 0; a second SIGTERM/SIGINT exits at once with status 4;
  * device work still running after shutdown-timeout-ms and its grace ends the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Decode steps through the daemon (cpu backend): i32 buffer tensors, a view
  * ([B, Hkv*Dh] read as [B, Hkv, Dh]) and cache_write at a batch of 3 in
  * bucket 4: the real batch reaches the kernels at run time, so cache row 3

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A define never stalls the loop.  A legal program.define
  * of N nodes (N = 1,024, 10,240 and 102,400: 25 branches of 4,096 nodes)
  * (copy ops) over 1,536 named tensors is checked while a second connection sends

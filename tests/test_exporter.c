@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* gfxgraph-exporter: its HTTP parser and body composition in-process, then
  * the binary in front of a real cpu-backend daemon: GET /metrics relays the
  * daemon's text (its replay counters move with the replays done here) and

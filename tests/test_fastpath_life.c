@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Lifetimes around the fast path (PROTOCOL.md section 15 "Lifetime", section
  * 9):
  *

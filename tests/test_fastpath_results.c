@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fast-path replays (PROTOCOL.md section 15) give what the socket gives.
  *
  * results: on a daemon without faults and on daemons with GFXGRAPH_FAULT=

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The fast path's ring as a client that does not play by the rules sees it
  * (PROTOCOL.md section 15), through fpr, a raw region client that writes the
  * bytes itself (test_fastpath_util.h).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A fast-path client written from PROTOCOL.md alone, in another language:
  * tests/scripts/fastpath_spec_client.py (Python standard library only: its
  * own MessagePack, recvmsg for the memfd, mmap, struct, ctypes for the

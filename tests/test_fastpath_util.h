@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Helpers shared by the fast-path tests (test_fastpath_*.c, PROTOCOL.md
  * section 15):
  *

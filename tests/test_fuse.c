@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Program-level fusion (daemon/core/fuse.c) against two real daemons, one
  * planning fused launches (the default) and one with GFXGRAPH_FUSE=0: per
  * pattern, in every float dtype, at odd sizes and a batch that runs padded

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The Python API's keys in health and stats: health answers
  * `summary`, the one-line `details` string of gfxgraph's Python API, beside today's `details`
  * map (unchanged), and `enabled_at` (Unix time graphs were enabled: the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A tiny random Llama decoded through the daemon (cpu backend) as ONE
  * program, against a double-precision reference written here.
  *

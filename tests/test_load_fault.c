@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Load and faults together, every result checked.
  *
  * Each client is a forked process with its own gg_client, its own shm

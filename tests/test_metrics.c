@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* gfxgraphctl metrics against a real cpu-backend daemon: replays on the
  * socket (GFXGRAPH_FASTPATH=0) and on the fast path, some errors, then the
  * Prometheus text is checked by hand (counters equal the replays done,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The Prometheus text the daemon renders (core/metrics.c, metrics_proc.c),
  * in-process: HELP and TYPE before each family's samples and every sample
  * of a declared family, label values escaped, each histogram's _bucket run

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for the op library: table, dtype conversions, check rules and
  * the CPU references (against refs_double.c, computed from the quantized
  * inputs).  This file: main and the shared state; the tests are in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Op-library unit tests of the CPU references: every op x dtype x shape
  * against refs_double.c (computed from the quantized inputs), and per row:
  * NaN/Inf in one row leaves the others unchanged, every row alone matches

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The decode-step ops' CPU references (kernels/ops_cpu.c) against the double
  * references in decode_refs.h on random data with odd sizes: embedding with
  * ids in and out of range; rope neox/gptj, full and partial rotary_dim, in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The elementwise family through the op table's CPU references against
  * values computed here in double (floating) or in uint64 (integers, wrapping
  * to the dtype's width): every binary op on every dtype it takes, broadcast

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The elementwise and reduction ops through the daemon (cpu backend): one
  * program builds a causal mask from a position the way a HF decode step
  * does (arange of i64 key positions, le against the i64 query positions

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bmm through the op table's CPU reference against a product computed here
  * in double from the stored (rounded) operands: every floating dtype, odd
  * sizes, K of 1 (HF rotary's inv_freq @ positions), one row (a query against

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The data-movement ops (strided_copy, cat, index_copy) and embedding with
  * i32/i64 ids of 1 to 3 dims, through the op table's CPU references, against
  * references computed here from the index arithmetic alone: every dtype (the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* sum, mean, amax, amin over the last dim through the CPU references against
  * sums and extrema computed here in double (integers exactly, sum wrapping):
  * odd row lengths, one and many rows, both output shapes (keepdim and not),

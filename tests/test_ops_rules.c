@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Op-library unit tests without the references: f16/bf16 conversions
  * (every pattern, rounding, NaNs, bulk vs scalar), the dtype helpers and the
  * op table, and the check rules (what each op accepts and rejects). */

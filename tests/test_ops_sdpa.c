@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* sdpa through the op table's CPU reference against attention computed here
  * in double from the stored (rounded) operands: every floating dtype, odd
  * sizes, MHA, GQA and MQA head maps, one and several query rows, causal

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The data-movement, matmul and attention ops through the daemon (cpu
  * backend): one program chains embedding (ids [2, 3]), strided_copy (a
  * transpose of a 1-D view of its output), bmm, cat, index_copy into a cache

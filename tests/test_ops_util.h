@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Shared by the op-library unit tests (test_ops.c and the files it links:
  * test_ops_rules.c, test_ops_accuracy.c): pass/fail counting, the base seed
  * and per-case seeds, an independent f16/bf16 decoder, tensor descriptors. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Programs that call programs ({op: "call"}): a caller runs its callee's
  * nodes at its own bucket, in one graph; results checked against a double
  * reference; the callee's cache entries are its own; calls of calls,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests of the framing scanner (proto/frame.c): every MessagePack
  * type, split and concatenated input, the size, count and depth limits, and
  * a deterministic random-garbage driver (fixed seeds) checking the scanner

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests of the message layer of the wire protocol (proto/): envelope
  * decode, the typed argument getters and the errno <-> wire code mapping.
  * The framing scanner: test_proto_frame.c. */

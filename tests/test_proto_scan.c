@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The plain-form scanners of the replay request and answer
  * (proto_replay_req_scan, proto_replay_ans_scan) against msgpack-c on
  * random messages: every encoding of every value, keys in any order,

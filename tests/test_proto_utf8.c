@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests of proto/utf8.c: what counts as valid UTF-8, cleaning client
  * text (U+FFFD for invalid sequences and control characters, cuts at
  * character boundaries only), and error messages packed clean. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Helpers shared by the protocol unit tests (test_proto_frame.c,
  * test_proto_message.c): a msgpack buffer with its packer. */
 #ifndef GG_TEST_PROTO_UTIL_H

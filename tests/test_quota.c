@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Per-uid quotas.  Each case is a regression test:
  *  - 200 registrations of 4 KiB of a sparse 1 TiB shm object all succeed
  *    (the cpu backend mapped the whole object: ENOMEM after ~126);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* max-program-bytes-per-uid: the memory a program's expansion holds.
  *  - a define of a few hundred bytes whose two branches call a 1,023-node,
  *    1,024-tensor program holds the callee's nodes and tensors twice over;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Helpers of test_quota.c and test_stats_scope.c: a shm object, hello,
  * buffer.register, a small program define and prepare over raw sockets. */
 #ifndef GG_TEST_QUOTA_UTIL_H

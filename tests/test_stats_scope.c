@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Scoped, bounded stats.  Each case is a regression test:
  *  - a caller (nobody) sees only its own uid's sessions and cache rows
  *    (scope "uid"): not root's client name, pid or program names;

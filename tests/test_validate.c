@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* GFXGRAPH=validate on the cpu backend:
  *  - equal values agree, +-inf and NaN in the same places included: an
  *    output holding them validates (it failed before, disabling the graph),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* vram-cap held against the device's real memory at capture time, on the
  * cpu backend with injected sizes (GFXGRAPH_CPU_MEMORY:
  * TOTAL:USED, the daemon's scratch counted against the rest as a GPU

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* gfxgraphd: parse settings, open the device, serve. */
 #include <errno.h>
 #include <signal.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* systemd glue: readiness, status, watchdog, socket activation.  Every call
  * is a no-op outside systemd (sd_notify without NOTIFY_SOCKET does nothing). */
 #include <errno.h>

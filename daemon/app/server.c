@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The loop: listen (or adopt systemd's socket), accept, tick, stop.
  *
  * Happy path: gg_server_init checks that no other daemon serves the socket

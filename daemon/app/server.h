@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The daemon's event loop: the listening socket, connections, signals and
  * orderly shutdown.  Everything here runs on the loop thread. */
 #ifndef GG_SERVER_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Settings: the table of keys, their defaults, how each value is checked,
  * set and printed.  Where they come from (config file, environment, flags,
  * in that order over the defaults) is config_load.c. */

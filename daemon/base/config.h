@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Daemon settings.  Precedence: command-line flags over environment over
  * config file over defaults.  Every value is validated where it is read; a
  * bad value stops the daemon at start with a message naming where it came

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What config.c (the settings, their defaults, values and checks) and
  * config_load.c (where they come from: file, environment, flags) share.
  * Not for other files: they use base/config.h. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Where the settings come from, applied in this order so that each later
  * layer overrides the one before: defaults (config.c), the config file, the
  * environment, the command line.  --check-config lists every problem of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Logging that never blocks its caller.  A record is formatted where it is
  * made and queued; one writer thread of its own takes records off the
  * queue and writes them (stderr or the journal), so a log pipe nobody

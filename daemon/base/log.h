@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Levelled logging to stderr or the systemd journal.  Records that concern a
  * session, program or bucket carry them as structured journal fields
  * (GFXGRAPH_SESSION=, GFXGRAPH_PROGRAM=, GFXGRAPH_BUCKET=) and as a prefix on

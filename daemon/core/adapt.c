@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* replay-mode adaptive (adapt.h). */
 #include "core/adapt.h"
 

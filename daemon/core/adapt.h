@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* replay-mode adaptive: for each cache entry (program, branch, bucket),
  * whether its replays run as one graph launch or as eager launches.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Scratch arenas (arena.h). */
 #include "core/arena.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* One scratch arena per program: the device memory of its scratch tensors,
  * sized for its largest bucket and shared by the graphs and eager runs of
  * every (branch, bucket), as PyTorch's graphs share a private pool.

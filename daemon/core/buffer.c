@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Client buffers: lookup and release (buffer.h); importing one is the
  * transport's buffer.register. */
 #include "core/buffer.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Client buffers imported into the daemon: a POSIX shm object (cpu backend)
  * or an IPC memory handle (hip backend), with an offset and a size checked
  * against the real object.  Owned by the session that registered them. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The graph cache.
  *
  * Happy path: gg_cache_get finds or creates the (program, branch, bucket)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The graph cache, keyed by (program, branch, bucket): instantiated graphs
  * in LRU order with idle eviction.  Entries in use by a job are pinned and
  * never evicted.  Their scratch is their program's arena (core/arena.h),

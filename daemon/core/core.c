@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The core's state and its hand-offs to the owner (core.h). */
 #include "core/core.h"
 

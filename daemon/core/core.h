@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The core: the state every transport shares (device, ids, sessions'
  * objects, the graph cache, the executor, counters), without knowing how
  * requests arrive or how answers leave.  A transport (rpc/, fastpath/)

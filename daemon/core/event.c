@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Client events: lookup and release (event.h); importing one is the
  * transport's event.register. */
 #include "core/event.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Client events imported by IPC handle (event.register): a replay can wait
  * for one before its work and record one after it, so a client orders its
  * own GPU work against the daemon's without a host round trip. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The executor.
  *
  * Happy path: the loop submits a replay; a worker thread captures the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The executor: runs replays off the loop thread.  Each session's jobs run
  * one at a time in order on that session's stream; different sessions run
  * in parallel on the worker threads.  Completion comes back to the loop

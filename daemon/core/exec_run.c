@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What an executor thread does with one job: capture (with warm-up and
  * fault injection), launch the graph or the eager nodes, validate against
  * eager in GFXGRAPH=validate mode, then hand completion to the device's

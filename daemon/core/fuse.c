@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The launch planner (fuse.h).  Each pattern looks at the nodes from i on
  * and, when they may run as one fused op, fills that op's node and says
  * how many nodes it replaces.  A pattern only ever takes consecutive nodes,

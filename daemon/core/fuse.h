@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Program-level fusion: a checked branch's node list (the client's
  * contract: checks, errors, overlap rules and signatures stay on those
  * nodes) becomes the launch plan the executor runs, in which a run of

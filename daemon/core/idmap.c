@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "core/idmap.h"
 
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A small open-addressing map from a 64-bit id to a pointer. */
 #ifndef GG_IDMAP_H
 #define GG_IDMAP_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* An intrusive doubly linked list: the node sits inside the object it
  * links (a session's buffers, programs and events, the executor's jobs, the
  * cache's LRU), so linking never allocates. */

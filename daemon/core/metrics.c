@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fixed-bucket histograms and the Prometheus text (metrics.h). */
 #include "core/metrics.h"
 

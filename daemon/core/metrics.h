@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fixed-bucket histograms and labelled counters for the `metrics` method
  * (Prometheus text, docs/metrics.md).
  *

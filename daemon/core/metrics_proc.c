@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The standard process_* metrics from /proc (metrics.h).
  *
  * Names, types and units follow Prometheus' client libraries, so the usual

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Programs once parsed (program_parse.c parses and checks a define): their
  * lifetime, the scratch layout and the binding of tensors for a launch, the
  * commit of a define into the core, and program.rebind. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Programs: named tensors and a list of op nodes (or several branches of
  * them), checked completely at define time so that nothing downstream can
  * read or write outside the client's buffers. */

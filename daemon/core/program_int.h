@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What program.c (a program's layout, binding, rebind) and program_parse.c
  * (program.define's parsing and checks) share; not for other modules. */
 #ifndef GG_PROGRAM_INT_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* program.define parsing and checking.
  *
  * Everything a replay will touch is decided here: each tensor's buffer,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Per-uid quotas (quota.h). */
 #include "core/quota.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Per-uid quotas: what one user may hold in the daemon at once, so that one
  * user over its limits affects only itself (docs/configuration.md, "Per-uid
  * quotas").  Every limit is a setting (0: none); a request past one fails

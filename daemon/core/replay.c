@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Replay targets: the checks a socket replay and a fast-path descriptor
  * share, so both refuse the same requests with the same messages. */
 #include "core/replay.h"

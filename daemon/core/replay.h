@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* One replay's target, checked once for every transport: the program's
  * branch and bucket for a batch, its events, and whether it can run as a
  * plain cache hit without the executor. */

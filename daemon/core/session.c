@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Sessions. */
 #include "core/session.h"
 

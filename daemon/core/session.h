@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A session is one client connection's state: who it is, what it registered
  * and defined, its device stream and its queue of replays.  It is
  * reference-counted: the connection holds one reference and every job in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Snapshots of the ids a define reads (snapshot.h). */
 #include "core/snapshot.h"
 

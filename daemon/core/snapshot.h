@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What a program.define checked off the loop reads instead of the core:
  * the buffer and program ids that exist at the moment it is taken (loop,
  * core lock), the session's own with their objects.  The reader needs no

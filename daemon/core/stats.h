@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Counters served by `stats`, STATUS= lines and the cache entry figures. */
 #ifndef GG_STATS_H
 #define GG_STATS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Backend selection and the health smoke test, common to both backends. */
 #include "device/device.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The device interface: everything the daemon asks of a GPU, as a table of
  * function pointers with two implementations, `cpu` (host memory shared by
  * name, reference kernels, a "graph" that is the recorded launch list) and

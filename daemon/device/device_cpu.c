@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The cpu backend: the reference for the hip backend and what runs the whole
  * daemon on a machine without a GPU.
  *

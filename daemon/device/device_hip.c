@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The hip backend: real graphs on a real GPU.  The same C source builds for
  * AMD (HIP runtime) and for NVIDIA (CUDA runtime through kernels/gg_hip.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The hip backend's private parts, shared by device_hip.c (memory,
  * streams, events, graphs, launches) and device_hip_done.c (completion). */
 #ifndef GG_DEVICE_HIP_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The hip backend's completion: how the loop learns that a stream's work is
  * done, without ever blocking it.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The hip backend in a build without GPU support. */
 #include <errno.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The fast path: replays through a shared-memory ring per session
  * (PROTOCOL.md section 15), beside the socket transport.  One submission
  * thread per region takes descriptors, runs cache hits itself (graph launch

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Private to daemon/fastpath/: the region, its slots and the module. */
 #ifndef GG_FP_INTERNAL_H
 #define GG_FP_INTERNAL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fast-path regions: create, share, end.
  *
  * Happy path: fastpath.open makes a memfd of the ring's size, seals its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A region's submission thread: take descriptors, run cache hits, complete.
  *
  * Happy path (a cache hit): the thread sees sq_tail move, copies the

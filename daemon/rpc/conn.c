@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Client connections.
  *
  * Happy path: accept, read into a growing buffer, frame complete messages

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The socket transport: client connections on the loop thread, each
  * carrying one core session.  The listener belongs to app/; it hands each
  * new connection to gg_conn_accept. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* File descriptors on a connection, both ways (SCM_RIGHTS on the socket).
  *
  * Happy path: a descriptor a client sends with buffer.register {fd: true}

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What rpc/conn.c (connections, reading, handling requests), rpc/conn_write.c
  * (answers leaving) and rpc/conn_fd.c (descriptors on a connection) share;
  * not for other modules. */

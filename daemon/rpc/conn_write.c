@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Answers leaving a connection.
  *
  * Happy path: an answer is packed into the connection's buffer and written

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The method table.  Names are the wire names; the table is searched by
  * length-checked compare because method strings arrive unterminated. */
 #include "rpc/dispatch.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* One table from method name to handler.  Adding a method is one row in
  * dispatch.c and one handler. */
 #ifndef GG_DISPATCH_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* admin.evict, admin.kill_session: the operator's verbs (gfxgraphctl evict,
  * kill-session).  Allowed for whoever sees every uid in stats: root, the
  * daemon's own uid and members of admin-group (core/quota.h); anyone else

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* buffer.register, buffer.release, buffer.list.
  *
  * A buffer is named by a handle (a shm name on the cpu backend, an IPC

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* event.register, event.release. */
 #include <errno.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fastpath.open: negotiate a session's shared-memory ring (PROTOCOL.md
  * section 15).  The region itself is fastpath/'s; this transport only
  * carries its memfd to the client on the answer. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* hello, stats, health, config. */
 #include <errno.h>
 #include <stdio.h>

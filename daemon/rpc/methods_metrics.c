@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* metrics: the daemon's counters, gauges and latency histograms as
  * Prometheus text (format 0.0.4), for gfxgraphctl metrics and any scraper
  * that speaks the protocol (docs/metrics.md lists the names).

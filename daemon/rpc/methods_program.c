@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* program.define, program.release, program.list, program.prepare, replay.
  *
  * Happy path: each handler checks its arguments and answers from the core;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Replies that leave after their handler returned, and the packing of the
  * core's answers (replay outcomes, prepared entries, the cache table) into
  * exactly the maps PROTOCOL.md documents: key order included, since

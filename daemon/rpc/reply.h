@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Answers that leave after the handler has returned (GG_CALL_ASYNC): the
  * job completion callbacks the rpc handlers give the executor, and the
  * packing they share with the synchronous handlers. */

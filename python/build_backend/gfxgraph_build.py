@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The PEP 517 build backend of the gfxgraph Python package.
 
 It lives in the tree (pyproject.toml's ``backend-path``) and needs nothing

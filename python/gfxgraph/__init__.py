@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """gfxgraph: Python bindings for gfxgraphd, the GPU graph-replay daemon.
 
     import gfxgraph

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Loading libgfxgraph-client with ctypes, and the prototype of every function
 the package calls.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Building daemon programs over torch CUDA tensors (shared by
 gfxgraph.cudagraph and gfxgraph.compile).  Imports torch: only imported
 when torch is in use.

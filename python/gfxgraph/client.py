@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """gfxgraph.Client: one connection (session) to gfxgraphd through
 libgfxgraph-client, with buffers, programs and asynchronous replays."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """``torch.compile(model, backend="gfxgraph")``.
 
 The backend goes through the same frontend as ``gfxgraph.enable()``

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """gfxgraph.enable(): torch.cuda.CUDAGraph / torch.cuda.graph through the
 daemon.
 

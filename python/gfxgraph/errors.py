@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """gfxgraph.Error: every failure the package reports."""
 
 import errno as _errno

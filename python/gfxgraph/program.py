@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Programs: a program.define spec translated into gg_program_def builder
 calls, and replay / submit / prepare / rebind / release."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Shared memory for the cpu backend: POSIX shm objects
 (gg_client_shm_create) or memfds (gg_client_memfd_create).
 

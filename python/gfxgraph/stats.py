@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """gfxgraph.stats() and gfxgraph.health_check(): the daemon's ``stats`` and
 ``health`` methods.
 

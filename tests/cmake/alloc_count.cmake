@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Heap allocations of a cache-hit replay (test_alloc_count.c): the daemon and
 # the test (the client) run under the LD_PRELOAD shim alloc_count.c, which
 # counts malloc and friends into a file; a cache-hit replay must allocate

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Core suite: protocol unit tests (framing; envelopes, getters and error
 # codes), the daemon over raw sockets (hello/stats/health and bad input on
 # one daemon; configured limits and queued work; client text, timeouts and

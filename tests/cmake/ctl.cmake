@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # gfxgraphctl's commands (COMMAND --help, call, config, top's percentiles,
 # kill-session's ECONNABORTED), the log level's environment names and the
 # library's JSON call, against a real daemon.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # make demo's script (tests/scripts/demo.sh) against this build: both runs
 # match the reference and the daemon counts no errors.
 # Not under the sanitizers: the demo's d = 1024 MLP on unoptimised

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # The fast path (PROTOCOL.md section 15) on the cpu backend, label
 # integration (each test starts its own gfxgraphd on a temporary socket):
 #

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Buffers by file descriptor (buffer.register fd: true):
 # memfd and shm descriptors registered and written by replays, every refusal,
 # descriptors no request takes closed (the daemon's count back at its

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Program-level fusion (daemon/core/fuse.c): a fused and an unfused daemon
 # (GFXGRAPH_FUSE=0) against each other and against the op table's CPU
 # references, per pattern and dtype, and the cases that must not fuse.

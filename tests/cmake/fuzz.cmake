@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # The handler-level fuzz target: the real server on the
 # cpu backend in-process, every method through the dispatch table, replays
 # executed (tests/fuzz/fuzz_handlers.c).  libFuzzer comes with clang only.

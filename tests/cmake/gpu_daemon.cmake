@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # The real gfxgraphd on the GPU (only when the build has a GPU backend).
 #
 #   gpu_daemon        label gpu: gfxgraphd --backend hip on a temporary

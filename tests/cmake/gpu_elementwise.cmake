@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # The elementwise and reduction kernels against the CPU references (label
 # gpu).
 if(NOT GFXGRAPH_GPU_KIND STREQUAL "off" AND TARGET gg_gpu)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # The fast path on the GPU (tests/gpu/test_gpu_fastpath.c), label gpu, SKIP
 # (77) without a device: fast-path replays across buckets against the CPU
 # reference, completions written by the device (device_us 0 untimed, > 0

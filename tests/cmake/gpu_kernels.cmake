@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # GPU kernel tests (only when the build has a GPU backend).
 #
 #   gpu_kernels                  label gpu:   every op x dtype against the CPU

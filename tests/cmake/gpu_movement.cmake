@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # The data-movement, matmul and attention kernels (and embedding with i64
 # ids) against the CPU references (label gpu).
 if(NOT GFXGRAPH_GPU_KIND STREQUAL "off" AND TARGET gg_gpu)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # The daemon's graph machinery on the GPU, each test with clients in their
 # own processes; label gpu, SKIP (77) without a device.
 #   gpu_update  program.rebind and adoption of parked graphs, both through

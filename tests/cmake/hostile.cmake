@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Issue 24's separable defects: the config reader under hostile files
 # (long comments, /dev/zero, a directory, a FIFO, NUL bytes, unknown
 # admin-group); a daemon whose log nobody reads, client log floods, a

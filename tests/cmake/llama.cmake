@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # A tiny random Llama (2 layers, GQA, f32) decoded through the daemon as one
 # program (cpu backend), token-identical to a double-precision reference in
 # the test; cache row 3 (padding of bucket 4) never written.

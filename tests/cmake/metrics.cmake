@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Metrics and gfxgraph-exporter (docs/metrics.md):
 #
 #   test_metrics_format   unit: the Prometheus text the daemon renders

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Op library: table, dtype conversions, check rules, CPU references.  One
 # executable (main in test_ops.c), so the per-case seeds follow one sequence:
 # test_ops_rules.c (table, conversions, check rules), test_ops_accuracy.c

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # The elementwise and reduction families (ops_elementwise.c, ops_reduce.c):
 # the CPU references against references computed in each test, and the
 # rules' refusals.

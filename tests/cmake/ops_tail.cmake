@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # The data-movement, matmul and attention families (strided_copy, cat,
 # index_copy, embedding with i32/i64 ids of 1 to 3 dims, bmm, sdpa): the CPU
 # references against references computed in each test, and the rules'

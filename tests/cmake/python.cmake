@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # The Python package (python/gfxgraph) against a cpu-backend daemon, label
 # integration:
 #

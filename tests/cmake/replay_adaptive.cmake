@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # replay-mode adaptive: the choice's bookkeeping with made-up
 # timings (unit), and the daemon's choices, stats and remembered decisions
 # with adaptive-timing's fixed figures (integration).

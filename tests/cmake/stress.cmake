@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Holding under abuse: a large legal define checked while another client
 # is answered, and the load-and-fault suite:
 # many clients on both transports, clients and the daemon killed, a stop

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # systemd integration (label "systemd"): shell scripts in tests/systemd/,
 # each ending with "N passed, M failed"; exit 77 = skipped (a tool missing).
 #

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer target for the daemon's request handling:
  * the real server (gg_server_init: core, rpc, fast path module, listener)
  * on the cpu backend, in this process, and each input a client connection.

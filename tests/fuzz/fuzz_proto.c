@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer target for the wire protocol: the framing scanner, msgpack
  * unpacking of what it frames, and the envelope decoder (see
  * proto_invariants.h for what is checked).  Built only with clang:

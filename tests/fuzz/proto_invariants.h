@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Invariants of the framing scanner and the envelope decoder on arbitrary
  * bytes, shared by the deterministic garbage driver in test_proto_frame.c and
  * the libFuzzer target fuzz_proto.c.

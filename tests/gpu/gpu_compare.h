@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* How the GPU tests compare a result with its CPU reference: the relative L2
  * error over n elements of one dtype (kernels/ops.h loads them as float). */
 #ifndef GG_TEST_GPU_COMPARE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Programs for the gfxgraphd GPU tests: see gpu_daemon_prog.h. */
 #include "gpu_daemon_prog.h"
 #include "gpu_compare.h"

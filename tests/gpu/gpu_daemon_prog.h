@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Programs for the gfxgraphd GPU tests: specs of a few small programs,
  * their setup in a client process (device buffers registered with the
  * daemon, the inputs through a pointer into the middle of their allocation;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Harness of the gfxgraphd GPU tests: see gpu_daemon_util.h. */
 #include "gpu_daemon_util.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Harness of the gfxgraphd GPU tests (test_gpu_daemon.c,
  * test_gpu_daemon_modes.c): pass/fail counting per scenario, the daemon
  * under test (parent process only), scenarios in forked client processes

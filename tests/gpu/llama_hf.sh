@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # A random Hugging Face Llama decoded through gfxgraphd on a GPU machine:
 #
 #   tests/gpu/llama_hf.sh [BUILD_DIR]      (default: build)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Record the aten ops of Hugging Face decode steps captured in a CUDA graph,
 as the traces tests/traces/ holds (the PyTorch frontend's input format,
 docs/python.md "Traces").

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The device run: everything the GPU host should do, in one script, from the
 # repository root:
 #

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Replays ordered with the client's own GPU work, pipelined: the client
  * writes each input on its own stream, records an IPC event the replay waits
  * on, and takes an async answer (as soon as the work is enqueued); the

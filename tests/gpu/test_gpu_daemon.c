@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The real gfxgraphd on the hip backend, end to end: the daemon runs as its
  * own process on a temporary socket; every scenario runs in a separate
  * client process (forked from this one; an IPC memory handle cannot be

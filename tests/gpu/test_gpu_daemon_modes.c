@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The real gfxgraphd on the hip backend in its other modes, each on a
  * daemon of its own, scenarios in client processes like
  * test_gpu_daemon.c (which describes the setup):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The decode-step GPU kernels (embedding, rope, cache_write with and without
  * the batch word, attention_decode at GQA 1/4/8 and long contexts, argmax,
  * cast; attention_decode split along S at contexts 512 to 16384, replayed from a

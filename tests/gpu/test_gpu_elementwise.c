@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The elementwise and reduction kernels (gpu_elementwise.hip, gpu_reduce.hip)
  * against the CPU references on the same random inputs: every op of the two
  * families on every dtype its rule takes, broadcast patterns and the scalar

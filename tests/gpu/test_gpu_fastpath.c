@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The fast path (PROTOCOL.md section 15) against gfxgraphd --backend hip,
  * with device buffers registered by pointer.  SKIP (77) when the hip
  * backend does not start (no device).  The client runs in its own process

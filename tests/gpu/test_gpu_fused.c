@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The fused ops' GPU kernels (kernels/gpu_fused.hip) against their CPU
  * references (kernels/ops_fused.c: the node sequences they stand for), in
  * every float dtype, at odd and aligned sizes, on random inputs: launched

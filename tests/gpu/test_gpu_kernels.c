@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* GPU kernels against the CPU references: every row-wise and linear op of
  * the table in every floating dtype (the decode-step ops, with their i32
  * operands and shapes of their own, are test_gpu_decode.c's), on fresh random inputs with odd sizes and misaligned operands, launched

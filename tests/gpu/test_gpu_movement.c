@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The data-movement, matmul and attention kernels (gpu_movement.hip,
  * gpu_matmul.hip, gpu_sdpa.hip) and embedding with i32/i64 ids of 1 to 3
  * dims (gpu_decode.hip) against the CPU references, on the same random

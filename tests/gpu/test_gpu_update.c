@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Graph update on the GPU: program.rebind and graphs kept warm across a
  * client restart both end in hipGraphExecUpdate of an instantiated graph
  * (cudaGraphExecUpdate on NVIDIA).  Each client runs in its own process

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A small random Hugging Face LlamaForCausalLM decoded through gfxgraphd
 (hip backend), one program per decode step, against transformers.
 

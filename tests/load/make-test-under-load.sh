@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # make test on a fresh clone while the CPU is busy with other work.
 #
 # The suite must hold on a loaded machine (no test may depend on timing):
@@ -35,7 +36,7 @@ while getopts "n:l:kh" opt; do
     n) runs=$OPTARG ;;
     l) load=$OPTARG ;;
     k) keep=1 ;;
-    h) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    h) sed -n '3,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "usage: $0 [-n RUNS] [-l LOAD] [-k]" >&2; exit 64 ;;
     esac
 done

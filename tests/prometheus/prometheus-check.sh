@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # A real Prometheus (Debian's `prometheus` package) scrapes gfxgraph-exporter
 # in front of a cpu-backend gfxgraphd, and its HTTP API is asked what an
 # operator would ask:

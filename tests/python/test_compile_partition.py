@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """The torch.compile backend's partitioning rule, without torch
 (gfxgraph.frontend.partition): per-node coverage from the IR's ops (a node
 is covered when each of its aten ops lowers onto ops the daemon has), the

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """The frontend's passes one by one, on small steps written here in the
 trace format (no torch, no daemon): each spelling of a fused form is
 recognized (RMSNorm plain, with its f32 round trip, Gemma's (1 + w),

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """The PyTorch frontend's programs fuse as the same steps written as daemon
 programs do (daemon/core/fuse.c), on a cpu-backend gfxgraphd, without torch:
 

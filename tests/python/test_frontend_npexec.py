@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """A numpy model of the daemon's ops (docs/ops.md and the op-table
 additions: broadcasting elementwise ops with the scalar convention, fill,
 arange, cast, reductions, strided_copy, cat, index_copy, embedding, bmm,

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """The PyTorch frontend (python/gfxgraph/frontend) on recorded decode steps,
 against a cpu-backend gfxgraphd, without torch.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """The gfxgraph Python package against a cpu-backend gfxgraphd.
 
     test_package.py --daemon PATH/gfxgraphd --lib PATH/libgfxgraph-client.so.0

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """The package's torch parts that run without a GPU, against a cpu-backend
 gfxgraphd (SKIP, 77, when torch does not import: CI has no torch; Debian's
 python3-torch is enough here).

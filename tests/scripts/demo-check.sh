@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # make demo's script, checked: it exits 0, both runs of the demo match the
 # reference, and the daemon counted no errors (the --keep run once released
 # buffers its kept programs still used: errors 4).

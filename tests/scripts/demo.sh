@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # make demo: start gfxgraphd on a temporary socket, run the demo client
 # against it, show gfxgraphctl stats and health, stop the daemon.
 set -euo pipefail

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """A gfxgraphd fast-path client written from proto/PROTOCOL.md alone.
 
 Python standard library only: a hand-written MessagePack encoder/decoder,

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # pip-install-check.sh SOURCE_DIR VERSION LIBRARY: `pip install ./python`
 # with no index (what a machine without network does) into a fresh venv:
 #  1. the venv is made without pip (python3 -m venv --without-pip) and the

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # gfxgraphd --check-config [FILE] and --print-config.
 . "$GG_SOURCE_DIR/tests/systemd/lib.sh"
 gg_mktemp

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # gfxgraphctl for operators: sessions, cache, top (--once; live through tmux
 # when tmux is there), --json numbers, bash completion.
 . "$GG_SOURCE_DIR/tests/systemd/lib.sh"

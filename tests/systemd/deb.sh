@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # The Debian packages (debian/, built the way `make deb` builds them: a copy
 # of the source tree, dpkg-buildpackage -b with the build profile
 # pkg.gfxgraph.cpu and nocheck) into a scratch dir:

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # gfxgraph-exporter's units, as installed (prefix /usr into a temporary
 # root, as verify-units.sh and security.sh do):
 #   - systemd-analyze verify accepts gfxgraph-exporter.socket and .service;

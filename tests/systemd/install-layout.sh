@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # make install / cmake --install with DESTDIR: what goes where.
 #  1. --prefix /usr: binaries, library, header, pkg-config and CMake package
 #     files, the units (ExecStart=/usr/sbin/gfxgraphd), sysusers.d,

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # Logging to the journal.
 #
 # Offline there is usually no journald, so (as root) the test makes a private

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Shared by the tests in tests/systemd/ (sourced, bash).
 #
 # Environment (set by tests/cmake/systemd.cmake):

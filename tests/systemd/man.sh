@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # The man pages: installed by cmake --install under share/man, each renders
 # with `man -l` (skipped without man-db) and groff finds nothing to warn
 # about (skipped without groff); the docs are installed under share/doc.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # sd_notify as the service manager sees it (gg_sd_helper owns the
 # NOTIFY_SOCKET and starts the real daemon):
 #  1. WATCHDOG_USEC=200000, WATCHDOG_PID = the daemon: READY=1 once, only

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # SIGHUP re-reads the config file: log level and a limit change live, the
 # daemon keeps serving, a setting that cannot change live is logged as
 # needing a restart, a broken file changes nothing; SIGTERM after: exit 0.

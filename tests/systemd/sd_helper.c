@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* gg_sd_helper: the service manager's side of gfxgraphd's systemd glue, for
  * the tests in tests/systemd/.  No systemd needed.
  *

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # systemd-analyze security --offline=true: the overall exposure level of
 # gfxgraphd.service (and of an instance of the template) must be at most 2.0.
 # The units are checked as installed (prefix /usr into a temporary root, as

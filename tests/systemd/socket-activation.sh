@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # Socket activation end to end.
 #  1. systemd-socket-activate -l PATH runs the real daemon on the first
 #     connection; gfxgraphctl health --socket PATH talks to it through the

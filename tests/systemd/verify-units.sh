@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # systemd-analyze verify on every unit, offline (no running systemd needed):
 # the project is installed with prefix /usr into a temporary root next to
 # copies of this host's system units, and verify runs with --root on it, so

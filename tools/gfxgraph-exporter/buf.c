@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The exporter's growable byte buffer (exporter.h). */
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* gfxgraph-exporter: gfxgraphd's metrics over HTTP for Prometheus.
  *
  * A process of its own rather than an HTTP listener inside the daemon: the

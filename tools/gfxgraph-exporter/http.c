@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* HTTP/1.x for a scrape endpoint (exporter.h): just enough of RFC 9112 to
  * answer GET and HEAD of /metrics and /, and a clear status for anything
  * else.  Every response closes the connection, so no request body or

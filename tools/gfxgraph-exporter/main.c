@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* gfxgraph-exporter: serves gfxgraphd's metrics at http://ADDR/metrics for
  * Prometheus (docs/metrics.md).
  *

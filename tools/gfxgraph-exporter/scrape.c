@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* One scrape: the daemon's `metrics` text and gfxgraph_up (exporter.h). */
 #include <errno.h>
 #include <stdio.h>

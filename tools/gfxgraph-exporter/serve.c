@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The exporter's sockets (exporter.h): listeners from systemd or --listen,
  * and one thread that reads requests from up to GG_EXPORTER_MAX_CONNS
  * clients at once.  A client that sends nothing, or reads nothing, is

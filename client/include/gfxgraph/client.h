@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libgfxgraph-client: the C API for talking to gfxgraphd.
  *
  *   gg_client *c = gg_client_new();

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The PyTorch frontend: the recorded aten ops of a captured step -> one
 daemon program.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The program under construction: named tensors over the step's storages
 and daemon scratch, and the nodes, with the layout work every lowering
 needs (contiguous operands, broadcast operands, outputs written in their

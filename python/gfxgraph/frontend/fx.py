@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """An FX graph (what torch.compile hands its backend) -> the frontend's IR.
 Imports torch.
 

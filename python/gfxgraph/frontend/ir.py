@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The frontend's IR: the recorded aten ops of one captured step over the
 tensors they touch.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A capture under gfxgraph.enable() -> one daemon program, and the report
 of what happened (gfxgraph.explain, stats()["local"]["captures_log"]).
 Imports torch."""

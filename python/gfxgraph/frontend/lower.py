@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Lowering: each aten op of the step to daemon nodes (docs/ops.md).
 
 ``LOWER`` is the one table of op identity on the Python side: aten op name

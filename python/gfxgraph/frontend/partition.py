@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Which parts of a torch.compile graph the daemon runs: per-node coverage
 and the partitioning rule of the compile backend (gfxgraph.compile).
 Torch-free: CI tests it on plain data and on IR graphs without torch.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Graph passes over the IR's op list: who wrote what (dataflow through
 storages), and dead-op elimination.
 

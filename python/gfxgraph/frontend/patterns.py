@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Recognizing subgraphs that have a fused daemon op, whatever their
 spelling.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Graph runners: the same step captured at several batch sizes (SGLang's
 CudaGraphRunner, vLLM: bs 8, 4, 2, 1 in one memory pool, largest first,
 the static inputs sliced ``[:bs]`` from buffers of the largest size) ->

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Running a lowered step on a cpu-backend daemon: every storage the program
 uses in gfxgraph shared memory (numpy), external ones filled from recorded
 bytes.  What the trace tests do, and a way to reproduce a capture's program

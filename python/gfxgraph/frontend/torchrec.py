@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The live side of the frontend: the (func, args, kwargs, out) records of
 a TorchDispatchMode during a capture -> the IR (the trace format's
 structure, in memory).  Imports torch.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Shared by tests/gpu/python/test_torch_*.py (run by run.sh): checks that
 print one line each, the daemon's socket from GFXGRAPH_SOCKET, and a
 relative-L2 comparison."""

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # Run the torch tests of the Python package on a GPU machine:
 #
 #   tests/gpu/python/run.sh [BUILD_DIR]      (default: build)

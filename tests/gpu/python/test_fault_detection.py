@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """The torch tests can fail: each test_torch_*.py, run against a daemon
 whose every graph launch fails (GFXGRAPH_FAULT=launch: the daemon answers
 each replay eagerly, fallback set, with the right values), must exit 1,

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """torch.compile(fn, backend="gfxgraph") against a hip daemon (run.sh).
 
 - Covered graphs are ONE daemon partition: an nn.Module MLP (static and

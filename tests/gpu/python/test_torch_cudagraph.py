@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """gfxgraph.enable(): unchanged torch.cuda.CUDAGraph code routed through the
 daemon (run.sh starts a hip daemon).  The three reference workloads (decode
 chain: layernorm -> gelu(tanh) x 8 at d 1024, batch 1; mlp_bs32_d1024;

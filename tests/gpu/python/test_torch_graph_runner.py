@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """A graph runner in the style of SGLang's CudaGraphRunner (run.sh starts a
 hip daemon and sets GFXGRAPH_SOCKET / GFXGRAPH_LIB): a small HF
 LlamaForCausalLM's modules driven by the runner's own decode step over

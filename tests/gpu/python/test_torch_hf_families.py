@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Hugging Face decode steps routed whole through gfxgraph.enable() (run.sh
 starts a hip daemon and sets GFXGRAPH_SOCKET / GFXGRAPH_LIB).
 

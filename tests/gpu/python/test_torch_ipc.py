@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """torch CUDA tensors registered by IPC (Client.register), against a hip
 daemon (run.sh): a program over torch tensors, one of them a slice in the
 middle of a larger allocation, replayed for batch 1..48 (buckets and eager
