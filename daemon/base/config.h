@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include "base/log.h"
 
@@ -116,6 +117,10 @@ const char *gg_config_file_path(const gg_config *c);
 /* Every setting, its value and where it came from (--print-config). */
 void gg_config_print(const gg_config *c, FILE *out);
 int gg_config_parse_buckets(const char *s, int *out, int *n, char *err, size_t errlen);
+/* The admin group's gid: name is a number, or a name looked up in the group
+ * database.  0, -ENOENT when the database has no such group, or another
+ * negative errno when it could not be asked. */
+int gg_config_group_gid(const char *name, gid_t *out);
 const char *gg_backend_name(gg_backend_kind k);
 const char *gg_replay_mode_name(gg_replay_mode m);
 /* The default socket path for this user (see README).  0, or -ENAMETOOLONG

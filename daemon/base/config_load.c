@@ -202,6 +202,35 @@ static int cfg_load_file(gg_config *c, const char *path, bool must_exist, char *
     return rc;
 }
 
+int gg_config_group_gid(const char *name, gid_t *out)
+{
+    char *end;
+    unsigned long n = strtoul(name, &end, 10);
+    if (*name >= '0' && *name <= '9' && !*end) {
+        *out = (gid_t)n;
+        return 0;
+    }
+    long sz = sysconf(_SC_GETGR_R_SIZE_MAX);
+    size_t cap = sz > 0 ? (size_t)sz : 16384;
+    for (;;) {
+        struct group gr, *res = NULL;
+        char *buf = malloc(cap);
+        if (!buf)
+            return -ENOMEM;
+        int rc = getgrnam_r(name, &gr, buf, cap, &res);
+        if (rc == 0 && res)
+            *out = res->gr_gid;
+        free(buf);
+        if (rc == ERANGE && cap < (1u << 20)) {
+            cap *= 2;
+            continue;
+        }
+        if (rc == 0)
+            return res ? 0 : -ENOENT;
+        return rc == ENOENT || rc == ESRCH || rc == EBADF || rc == EPERM ? -ENOENT : -rc;
+    }
+}
+
 /* --check-config: an admin-group name the group database does not know
  * admits nobody (core/quota.c), which is never what was meant.  Only here:
  * a daemon that starts while the group database is out of reach must not
@@ -209,32 +238,18 @@ static int cfg_load_file(gg_config *c, const char *path, bool must_exist, char *
 static void cfg_check_group(const gg_config *c, char *err, size_t errlen)
 {
     const char *name = c->admin_group;
-    if (!name[0] || strspn(name, "0123456789") == strlen(name))
+    gid_t gid;
+    if (!name[0])
         return;
-    struct group gr, *res = NULL;
-    long sz = sysconf(_SC_GETGR_R_SIZE_MAX);
-    size_t cap = sz > 0 ? (size_t)sz : 16384;
-    for (;;) {
-        char *buf = malloc(cap);
-        if (!buf)
-            return;
-        int rc = getgrnam_r(name, &gr, buf, cap, &res);
-        free(buf);
-        if (rc == ERANGE && cap < (1u << 20)) {
-            cap *= 2;
-            continue;
-        }
-        if (rc == 0 && res)
-            return;
-        if (rc == 0 || rc == ENOENT || rc == ESRCH || rc == EBADF || rc == EPERM)
-            snprintf(err, errlen, "admin-group '%s': no such group in the group database",
-                     name);
-        else
-            snprintf(err, errlen, "admin-group '%s': cannot look the group up: %s", name,
-                     strerror(rc));
-        cfg_problem(err);
+    int rc = gg_config_group_gid(name, &gid);
+    if (rc == 0 || rc == -ENOMEM)
         return;
-    }
+    if (rc == -ENOENT)
+        snprintf(err, errlen, "admin-group '%s': no such group in the group database", name);
+    else
+        snprintf(err, errlen, "admin-group '%s': cannot look the group up: %s", name,
+                 strerror(-rc));
+    cfg_problem(err);
 }
 
 static const struct {

@@ -219,45 +219,13 @@ static bool quota_uid_in_group(uid_t uid, gid_t gid)
     return found;
 }
 
-/* The admin group's gid: a number, or a name from the group database.
- * false: no such group (it admits nobody). */
-static bool quota_admin_gid(const char *name, gid_t *out)
-{
-    char *end;
-    unsigned long n = strtoul(name, &end, 10);
-    if (*name >= '0' && *name <= '9' && !*end) {
-        *out = (gid_t)n;
-        return true;
-    }
-    long sz = sysconf(_SC_GETGR_R_SIZE_MAX);
-    size_t cap = sz > 0 ? (size_t)sz : 16384;
-    struct group gr, *res = NULL;
-    char *buf = NULL;
-    for (;;) {
-        char *nb = realloc(buf, cap);
-        if (!nb)
-            break;
-        buf = nb;
-        int rc = getgrnam_r(name, &gr, buf, cap, &res);
-        if (rc == ERANGE && cap < (1u << 20)) {
-            cap *= 2;
-            continue;
-        }
-        break;
-    }
-    if (res)
-        *out = res->gr_gid;
-    free(buf);
-    return res != NULL;
-}
-
 bool gg_quota_sees_all(const gg_core *core, uid_t uid, gid_t gid)
 {
     if (uid == 0 || uid == geteuid())
         return true;
     const char *name = core->cfg->admin_group;
     gid_t ag;
-    if (!name[0] || !quota_admin_gid(name, &ag))
+    if (!name[0] || gg_config_group_gid(name, &ag) != 0)
         return false;
     return gid == ag || quota_uid_in_group(uid, ag);
 }
