@@ -812,10 +812,19 @@ const char *h_err_code(const msgpack_object *err, char *buf, size_t len)
 
 /* ---- misc ---------------------------------------------------------------- */
 
+/* pid and a count alone repeat across runs: a run killed before its cleanup
+ * leaves /dev/shm names that a later process with the same pid would collide
+ * with (EEXIST), so the start time of this process goes in too. */
 void h_unique(char *buf, size_t len, const char *prefix)
 {
     static unsigned n;
-    snprintf(buf, len, "%s-%d-%u", prefix, (int)getpid(), ++n);
+    static unsigned long long epoch;
+    if (!epoch) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        epoch = (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
+    }
+    snprintf(buf, len, "%s-%d-%llx-%u", prefix, (int)getpid(), epoch, ++n);
 }
 
 static void h_drain(int fd, char **buf, size_t *len, size_t *cap, bool *open)

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -276,6 +277,10 @@ static void test_top_and_kill(const h_daemon *d)
         if (gg_client_connect(k, d->sock, "top-load") < 0 || !tbuf_new(k, &kx, 32) ||
             !tbuf_new(k, &ky, 32))
             _exit(1);
+        /* this child dies by SIGKILL: its names go now (the daemon has its
+         * mappings), not at an exit it never reaches */
+        shm_unlink(kx.name);
+        shm_unlink(ky.name);
         gg_program_def *q = gg_program_def_new("top-load");
         gg_program_def_buckets(q, 1, (int[]){8});
         gg_program_def_tensor(q, "x", kx.id, 0, "f32", 2, s);

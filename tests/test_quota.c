@@ -178,6 +178,7 @@ static void parked_case(void)
     h_conn c, w;
     if (CHECK(h_conn_open(&c, d.sock) == 0) && hello(&c, 1)) {
         uint64_t b = q_register(&c, shm, 0, 64 << 10, code, sizeof code, msg, sizeof msg);
+        shm_unlink(shm);   /* mapped by now; gone even if this test is killed */
         uint64_t p = b ? q_define(&c, b, "parkme", 2, code, sizeof code, msg, sizeof msg) : 0;
         CHECK(p && q_prepare(&c, p, 2));   /* 8 graphs */
         h_conn_close(&c);

@@ -62,6 +62,7 @@ static void user_view(void *arg)
     h_conn c;
     if (CHECK(h_conn_open(&c, g_sock) == 0) && hello_as(&c, "user-client")) {
         uint64_t b = q_register(&c, shm, 0, 64 << 10, code, sizeof code, msg, sizeof msg);
+        shm_unlink(shm);   /* mapped by now; gone even if this test is killed */
         uint64_t p = b ? q_define(&c, b, "user-prog", 1, code, sizeof code, msg, sizeof msg) : 0;
         CHECK(p && q_prepare(&c, p, 1));
         const msgpack_object *r;
@@ -100,6 +101,7 @@ static void scope_case(const char *what, const char *const *args, bool user_sees
     h_conn c;
     if (CHECK(h_conn_open(&c, d.sock) == 0) && hello_as(&c, "root-client")) {
         uint64_t b = q_register(&c, shm, 0, 64 << 10, code, sizeof code, msg, sizeof msg);
+        shm_unlink(shm);   /* mapped by now; gone even if this test is killed */
         uint64_t p = b ? q_define(&c, b, "root-prog", 1, code, sizeof code, msg, sizeof msg) : 0;
         CHECK(p && q_prepare(&c, p, 1));
         g_want_all = user_sees_all;
@@ -132,6 +134,7 @@ static void cap_case(void)
     if (CHECK(q_shm(shm, sizeof shm, 1 << 20)) && CHECK(h_conn_open(&c, d.sock) == 0) &&
         hello(&c, 1)) {
         uint64_t b = q_register(&c, shm, 0, 64 << 10, code, sizeof code, msg, sizeof msg);
+        shm_unlink(shm);   /* mapped by now; gone even if this test is killed */
         uint64_t p = b ? q_define(&c, b, "capped", 2, code, sizeof code, msg, sizeof msg) : 0;
         CHECK(p && q_prepare(&c, p, 2));
         const msgpack_object *r;
@@ -143,7 +146,6 @@ static void cap_case(void)
             CHECK(t && t->type == MSGPACK_OBJECT_BOOLEAN && t->via.boolean);
         }
         h_conn_close(&c);
-        shm_unlink(shm);
     }
     h_daemon_stop(&d);
 }
@@ -178,6 +180,7 @@ static void big_case(void)
     if (CHECK(q_shm(shm, sizeof shm, 1 << 20)) && CHECK(h_conn_open(&c, d.sock) == 0) &&
         hello(&c, 1)) {
         uint64_t b = q_register(&c, shm, 0, 64 << 10, code, sizeof code, msg, sizeof msg);
+        shm_unlink(shm);   /* mapped by now; gone even if this test is killed */
         /* replays create the rows (EMPTY entries count as rows too): each
          * (branch, bucket) once, for 40 programs with 64 branches and 32
          * buckets would be 81,920 replays; rows of a program come from
@@ -245,7 +248,6 @@ static void big_case(void)
                "the answer at %llu rows (%zu bytes) is within 1/16 of the one at %llu (%zu bytes)",
                (unsigned long long)total, size, (unsigned long long)half_total, half_size);
         h_conn_close(&c);
-        shm_unlink(shm);
     }
     h_daemon_stop(&d);
 }
