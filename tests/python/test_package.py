@@ -479,6 +479,7 @@ def test_main(args):
           "health_check() of no daemon: ok False, code %r" % h["details"].get("code"))
     raises(lambda: gfxgraph.stats(os.path.join(args.tmp, "nobody.sock")), "ENOENT",
            "stats() of no daemon")
+    test_stats_through_library(args, c)
     os.environ["GFXGRAPH_SOCKET"] = args.sock
     try:
         check(gfxgraph.stats()["backend"] == "cpu", "stats() with GFXGRAPH_SOCKET")
@@ -521,6 +522,74 @@ def test_main(args):
         name = m.name
         m.close()
     check(not os.path.exists("/dev/shm" + name), "SharedMemory.close() unlinks the name")
+
+
+def test_stats_through_library(args, c):
+    """stats, health_check and server_info go through the C library's
+    generic call (counted here), keep the daemon's codes and types, take
+    socket= and give up after their timeout."""
+    import importlib
+    import gfxgraph
+    from gfxgraph import _lib
+    ggstats = importlib.import_module("gfxgraph.stats")   # the module, not gfxgraph.stats()
+    lib = _lib.load()
+    real = lib.gg_client_call_json
+    seen = []
+
+    def counting(cl, method, params, out):
+        seen.append(method)
+        return real(cl, method, params, out)
+    lib.gg_client_call_json = counting
+    try:
+        st = gfxgraph.stats(socket=args.sock)
+        h = gfxgraph.health_check(socket=args.sock)
+        si = gfxgraph.server_info(socket=args.sock)
+    finally:
+        lib.gg_client_call_json = real
+    check(seen == [b"stats", b"health", b"hello"],
+          "stats, health_check, server_info (socket=): each one gg_client_call_json (%r)" % seen)
+    check(hasattr(ggstats, "local") and
+          not any(hasattr(ggstats, n) for n in ("packb", "unpack", "socket_candidates")),
+          "gfxgraph.stats has no MessagePack codec or socket rules of its own")
+    check(isinstance(st["replay_count"], int) and isinstance(st["avg_replay_us"], float) and
+          isinstance(st["cache_truncated"], bool) and isinstance(st["sessions"], list) and
+          st["replay_count"] > 0,
+          "stats(): ints, floats (whole ones too), bools and lists as the daemon sent them")
+    check(st["backend"] == "cpu" and h["ok"] is True and si["session"] > 0 and
+          si["limits"]["max_batch"] == c.max_batch and "rmsnorm" in si["ops"],
+          "stats, health and hello answers through the library (session %r)" % si.get("session"))
+    try:
+        ggstats.call("stats", args.sock, params={"nosuch": 1})
+        check(False, "stats with a param the daemon refuses: no error")
+    except gfxgraph.Error as e:
+        check(e.code == "EINVAL" and e.message.startswith("stats: ") and "nosuch" in e.message,
+              "the daemon's error through the library: code and message kept (%s)" % e)
+    # a socket that accepts and never answers: the timeout ends the wait
+    mute = os.path.join(args.tmp, "mute.sock")
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(mute)
+    srv.listen(8)
+    try:
+        t0 = time.monotonic()
+        raises(lambda: gfxgraph.stats(mute, timeout=0.5), "ETIMEDOUT",
+               "stats(timeout=0.5) of a daemon that never answers")
+        h = gfxgraph.health_check(socket=mute, timeout=0.5)
+        check(h["ok"] is False and h["details"]["code"] == "ETIMEDOUT" and
+              h["details"]["socket"] == mute,
+              "health_check(timeout=0.5) of a daemon that never answers: ok False, ETIMEDOUT "
+              "(%r)" % h["details"])
+        raises(lambda: gfxgraph.server_info(mute, timeout=0.5), "ETIMEDOUT",
+               "server_info(timeout=0.5) of a daemon that never answers")
+        # the timeout is the contract here; the bound is generous for a busy machine
+        el = time.monotonic() - t0
+        check(el < 60, "the three timed out calls returned (%.1f s for 3 x 0.5 s)" % el)
+    finally:
+        srv.close()
+    h = gfxgraph.health_check(os.path.join(args.tmp, "nobody.sock"))
+    check(h["details"]["socket"] == os.path.join(args.tmp, "nobody.sock") and
+          h["details"]["reason"].count("nobody.sock") >= 1,
+          "health_check() of no daemon: the library's message names the socket (%r)"
+          % h["details"]["reason"])
 
 
 def test_view_i32(c):
