@@ -10,7 +10,8 @@
 #                  left in /dev/shm (tests/scripts/doc-examples.py)
 #   man_examples   every command in the EXAMPLES of docs/man/*, run against
 #                  a cpu daemon holding a client's session: exit status and
-#                  output against what the page shows
+#                  output against what the page shows; servers' options
+#                  parsed, gfxgraphd.conf(5)'s file through --check-config
 #                  (tests/scripts/doc-examples-man.py)
 #
 # After python.cmake in the sorted list of fragments: GG_TEST_PYTHON (the
@@ -38,4 +39,13 @@ add_test(NAME doc_examples
     "--preload=${_gg_doc_preload}")
 set_tests_properties(doc_examples PROPERTIES
   LABELS integration TIMEOUT 600 SKIP_RETURN_CODE 77
+  ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1")
+add_test(NAME man_examples
+  COMMAND sh -c "${_gg_doc_run}" ${_gg_doc_py}
+    ${CMAKE_SOURCE_DIR}/tests/scripts/doc-examples-man.py
+    --source ${CMAKE_SOURCE_DIR} --daemon $<TARGET_FILE:gfxgraphd>
+    --ctl $<TARGET_FILE:gfxgraphctl> --exporter $<TARGET_FILE:gfxgraph-exporter>
+    --lib $<TARGET_FILE:gfxgraph-client>)
+set_tests_properties(man_examples PROPERTIES
+  LABELS integration TIMEOUT 300 SKIP_RETURN_CODE 77
   ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1")
