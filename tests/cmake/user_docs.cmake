@@ -45,7 +45,7 @@ add_test(NAME man_examples
     ${CMAKE_SOURCE_DIR}/tests/scripts/doc-examples-man.py
     --source ${CMAKE_SOURCE_DIR} --daemon $<TARGET_FILE:gfxgraphd>
     --ctl $<TARGET_FILE:gfxgraphctl> --exporter $<TARGET_FILE:gfxgraph-exporter>
-    --lib $<TARGET_FILE:gfxgraph-client>)
+    --lib $<TARGET_FILE:gfxgraph-client> "--preload=${_gg_doc_preload}")
 set_tests_properties(man_examples PROPERTIES
   LABELS integration TIMEOUT 300 SKIP_RETURN_CODE 77
   ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1")

@@ -5,6 +5,7 @@ each page shows.
 
     doc-examples-man.py --source SRC --daemon GFXGRAPHD --ctl GFXGRAPHCTL
                         --exporter GFXGRAPH_EXPORTER --lib LIBGFXGRAPH_CLIENT
+                        [--preload LIB]
 
 In an EXAMPLES section, a line "$ COMMAND" is a command and the lines after
 it, up to the next command or the end of the block, the output the page
@@ -197,6 +198,8 @@ def start_holder(args, sock, tmp):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GFXGRAPH", "HGB_"))}
     env.update(GFXGRAPH_SOCKET=sock, GFXGRAPH_LIB=args.lib, PYTHONDONTWRITEBYTECODE="1",
                PYTHONPATH=os.path.join(args.source, "python"))
+    if args.preload:
+        env.update(LD_PRELOAD=args.preload, ASAN_OPTIONS="detect_leaks=0")
     p = subprocess.Popen([sys.executable, "-c", HOLDER], stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=tmp)
     line = p.stdout.readline().decode(errors="replace")
@@ -292,6 +295,7 @@ def main():
     ap.add_argument("--ctl", required=True)
     ap.add_argument("--exporter", required=True)
     ap.add_argument("--lib", required=True)
+    ap.add_argument("--preload", default="", help="sanitizer runtime for python's ctypes")
     args = ap.parse_args()
     for k in ("source", "daemon", "ctl", "exporter", "lib"):
         setattr(args, k, os.path.abspath(getattr(args, k)))

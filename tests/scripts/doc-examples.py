@@ -143,9 +143,16 @@ class Daemon:
                 "stderr", "--log-level", "debug"]
         for s in sets:
             argv += ["--set", s]
+        self.proc, self.ready, self.cannot = None, None, ""
         with open(self.log, "wb") as lf:
-            self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=lf, stderr=lf,
-                                         env=clean_env({"GFXGRAPH_CONFIG": "/dev/null"}), **kw)
+            try:
+                self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=lf,
+                                             stderr=lf, **kw,
+                                             env=clean_env({"GFXGRAPH_CONFIG": "/dev/null"}))
+            except PermissionError as e:
+                # the other uid cannot reach the build (a 0700 home, say)
+                self.cannot = "uid %d cannot run %s (%s)" % (user.pw_uid, args.daemon, e)
+                return
         self.ready = self.wait_log(r"serving on ")
 
     def text(self):
@@ -389,6 +396,9 @@ def main():
         cases = [("same uid", None)] + ([("uid %s" % user.pw_name, user)] if user else [])
         for tag, u in cases:
             d = Daemon(args, tmp, "u" if u else "s", user=u)
+            if d.cannot:
+                user, why = None, d.cannot
+                break
             daemons.append(d)
             if not check(d.ready is not None, "%s: the daemon serves on %s" % (tag, d.sock)):
                 print(d.text())
@@ -416,7 +426,7 @@ def main():
             note("SKIP the other-uid daemon: %s" % why)
     finally:
         for d in daemons:
-            if d.proc.poll() is None:
+            if d.proc and d.proc.poll() is None:
                 d.proc.kill()
                 d.proc.wait()
         shutil.rmtree(tmp, ignore_errors=True)
