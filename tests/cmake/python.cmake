@@ -40,15 +40,37 @@
 #                     torch.compile backend's partitioning (node coverage,
 #                     fewest daemon/Inductor partitions, more than N -> Inductor
 #                     whole) on plain graphs and the traces; no torch, no daemon.
+#
+# The interpreter: the first python3 on PATH that imports numpy, else
+# Debian's /usr/bin/python3 when it does (make deps installs python3-numpy
+# there, while a PATH python3 may be another installation without it), else
+# python3 on PATH; the numpy tests skip only where no interpreter has numpy.
+set(GG_TEST_PYTHON "" CACHE STRING "python3 for the Python tests (empty: choose one with numpy)")
+if(NOT GG_TEST_PYTHON)
+  find_program(_gg_path_python python3)
+  set(GG_TEST_PYTHON python3)
+  foreach(_py ${_gg_path_python} /usr/bin/python3)
+    if(EXISTS "${_py}")
+      execute_process(COMMAND "${_py}" -c "import numpy" RESULT_VARIABLE _gg_np
+        OUTPUT_QUIET ERROR_QUIET)
+      if(_gg_np EQUAL 0)
+        set(GG_TEST_PYTHON "${_py}")
+        break()
+      endif()
+    endif()
+  endforeach()
+endif()
+message(STATUS "Python tests run with ${GG_TEST_PYTHON}")
+set(_gg_py_run "command -v \"$0\" >/dev/null 2>&1 || { echo 'SKIP: python3 is not available'; exit 77; }; exec \"$0\" \"$@\"")
 foreach(_t package torch_cpu frontend_traces frontend_fusion)
   add_test(NAME python_${_t}
-    COMMAND sh -c "command -v python3 >/dev/null 2>&1 || { echo 'SKIP: python3 is not available'; exit 77; }; exec python3 \"$@\"" sh
+    COMMAND sh -c "${_gg_py_run}" ${GG_TEST_PYTHON}
       ${CMAKE_SOURCE_DIR}/tests/python/test_${_t}.py
       --daemon $<TARGET_FILE:gfxgraphd> --lib $<TARGET_FILE:gfxgraph-client>)
 endforeach()
 foreach(_t frontend frontend_npexec compile_partition)
   add_test(NAME python_${_t}
-    COMMAND sh -c "command -v python3 >/dev/null 2>&1 || { echo 'SKIP: python3 is not available'; exit 77; }; exec python3 \"$@\"" sh
+    COMMAND sh -c "${_gg_py_run}" ${GG_TEST_PYTHON}
       ${CMAKE_SOURCE_DIR}/tests/python/test_${_t}.py)
 endforeach()
 set(_gg_py_env "PYTHONPATH=${CMAKE_SOURCE_DIR}/python:${CMAKE_SOURCE_DIR}/tests/python"
