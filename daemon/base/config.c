@@ -60,6 +60,7 @@ static const struct {
     {"max-parked-graphs-per-uid", true},
     {"max-parked-bytes-per-uid", true},
     {"max-fastpath-regions-per-uid", true},
+    {"max-jobs-per-uid", true},
     {"admin-group", true},
     {"stats-max-cache-entries", true},
     {"fuse", false},
@@ -70,16 +71,16 @@ static uint64_t *cfg_quota_field(gg_config *c, int i)
 {
     uint64_t *f[] = {&c->quota_buffers, &c->quota_mapped_bytes, &c->quota_programs,
                      &c->quota_scratch_bytes, &c->quota_program_bytes, &c->quota_parked,
-                     &c->quota_parked_bytes, &c->quota_fp_regions};
+                     &c->quota_parked_bytes, &c->quota_fp_regions, &c->quota_jobs};
     return f[i];
 }
 #define CFG_QUOTA(c, i) (*cfg_quota_field((gg_config *)(c), i))
 static const char *const cfg_quota_keys[] = {
     "max-buffers-per-uid", "max-mapped-bytes-per-uid", "max-programs-per-uid",
     "max-scratch-bytes-per-uid", "max-program-bytes-per-uid", "max-parked-graphs-per-uid",
-    "max-parked-bytes-per-uid", "max-fastpath-regions-per-uid",
+    "max-parked-bytes-per-uid", "max-fastpath-regions-per-uid", "max-jobs-per-uid",
 };
-#define CFG_NQUOTA 8
+#define CFG_NQUOTA 9
 
 /* The quotas whose default, "auto", is sized from the machine. */
 static bool cfg_quota_has_auto(const char *key)
@@ -238,6 +239,9 @@ void gg_config_defaults(gg_config *c)
     c->quota_parked = 1024;
     c->quota_parked_bytes = 16ULL << 30;
     c->quota_fp_regions = 64;
+    /* what max-connections-per-uid connections can have in flight at the
+     * default max-inflight; work of a uid's departed sessions counts too */
+    c->quota_jobs = 4096;
     c->stats_max_cache = 1024;
     for (int i = 0; i < GG_CFG_NKEYS; i++)
         snprintf(c->sources[i], sizeof(c->sources[i]), "default");

@@ -33,7 +33,7 @@ enum { GG_FAULT_CAPTURE = 1, GG_FAULT_INSTANTIATE = 2, GG_FAULT_LAUNCH = 4, GG_F
 #define GG_QUOTA_AUTO UINT64_MAX
 
 /* Settings known by name (config-file spelling). */
-#define GG_CFG_NKEYS 42
+#define GG_CFG_NKEYS 43
 
 typedef struct {
     char socket_path[GG_PATH_MAX];
@@ -86,6 +86,7 @@ typedef struct {
     uint64_t quota_parked;         /* max-parked-graphs-per-uid */
     uint64_t quota_parked_bytes;   /* max-parked-bytes-per-uid */
     uint64_t quota_fp_regions;     /* max-fastpath-regions-per-uid */
+    uint64_t quota_jobs;           /* max-jobs-per-uid: replays, prepares in the executor */
     char admin_group[64];          /* sees every uid in stats; "" none */
     unsigned stats_max_cache;      /* cache entries in one stats answer */
 

@@ -52,12 +52,28 @@ typedef struct {
  * few busy sessions; a burst beyond it is freed as it drains. */
 #define EXEC_JOB_POOL_MAX 256
 
+/* One uid's share of the executor.  The workers serve the uids with jobs
+ * waiting in turn, one job each, so another user's replay waits for about
+ * one job of each busy uid, not for the backlog of one that opens many
+ * sessions.  A lane lives as long as the executor: a uid is a user of this
+ * host, and a lane made per job would cost an allocation per replay. */
+typedef struct gg_exec_lane {
+    gg_list link;                /* x->lanes (core lock) */
+    gg_list ready_link;          /* x->ready while queue has jobs (x->lock) */
+    gg_list queue;               /* this uid's jobs for the workers (x->lock) */
+    uid_t uid;
+    unsigned live;               /* submitted, not yet ended (core lock) */
+} gg_exec_lane;
+
 struct gg_exec {
     gg_core *core;
     uv_async_t async;
     pthread_mutex_t lock;
     pthread_cond_t cond;
-    gg_list queue;               /* jobs for the workers */
+    gg_list lanes;               /* every uid's lane, most recently used first */
+    gg_list ready;               /* lanes with jobs for the workers, in turn */
+    unsigned nqueued;            /* jobs in the lanes' queues */
+    uint64_t dropped;            /* jobs of departed sessions never run */
     gg_list releases;            /* graphs and scratch to free */
     gg_list live;                /* submitted, not yet ended (loop-side) */
     gg_job *enqueued;            /* work on the stream, for the loop */
@@ -90,10 +106,51 @@ void gg_job_free(gg_job *job)
     free(job);
 }
 
+/* Core lock held: uid's lane, made on its first job. */
+static gg_exec_lane *exec_lane(gg_exec *x, uid_t uid)
+{
+    for (gg_list *l = x->lanes.next; l != &x->lanes; l = l->next) {
+        gg_exec_lane *ln = gg_container_of(l, gg_exec_lane, link);
+        if (ln->uid == uid) {
+            if (l != x->lanes.next) {   /* most recently used first */
+                gg_list_del(l);
+                gg_list_add_tail(x->lanes.next, l);
+            }
+            return ln;
+        }
+    }
+    gg_exec_lane *ln = calloc(1, sizeof(*ln));
+    if (!ln)
+        return NULL;
+    ln->uid = uid;
+    gg_list_init(&ln->ready_link);
+    gg_list_init(&ln->queue);
+    gg_list_add_tail(x->lanes.next, &ln->link);
+    return ln;
+}
+
+unsigned gg_exec_uid_jobs(const gg_exec *x, uid_t uid)
+{
+    for (const gg_list *l = x->lanes.next; l != &x->lanes; l = l->next) {
+        const gg_exec_lane *ln = gg_container_of(l, gg_exec_lane, link);
+        if (ln->uid == uid)
+            return ln->live;
+    }
+    return 0;
+}
+
+uint64_t gg_exec_dropped(const gg_exec *x)
+{
+    return x->dropped;
+}
+
 gg_job *gg_job_new(gg_job_kind kind, gg_session *s, const gg_job_ops *ops, uint64_t tag,
                    gg_program *p, int nentries)
 {
     gg_exec *x = s->core->exec;
+    gg_exec_lane *lane = exec_lane(x, s->uid);
+    if (!lane)
+        return NULL;
     gg_job *j;
     if (nentries <= 1 && x->pool) {
         j = x->pool;
@@ -106,6 +163,7 @@ gg_job *gg_job_new(gg_job_kind kind, gg_session *s, const gg_job_ops *ops, uint6
     gg_list_init(&j->link);
     gg_list_init(&j->live_link);
     j->kind = kind;
+    j->lane = lane;
     j->t_new_us = gg_now_us();
     j->sess = s;
     j->ops = ops;
@@ -139,6 +197,7 @@ static void exec_hold(gg_core *core, gg_job *j)
 static void exec_adopt(gg_exec *x, gg_job *j)
 {
     x->pending++;
+    j->lane->live++;
     gg_list_add_tail(&x->live, &j->live_link);
     gg_session_ref(j->sess);
 }
@@ -279,9 +338,15 @@ static void *exec_worker(void *arg)
             pthread_mutex_lock(&x->lock);
             continue;
         }
-        if (!gg_list_empty(&x->queue)) {
-            gg_job *j = gg_container_of(x->queue.next, gg_job, link);
+        if (x->nqueued) {
+            /* the first uid in turn gives one job, then waits its next turn */
+            gg_exec_lane *ln = gg_container_of(x->ready.next, gg_exec_lane, ready_link);
+            gg_job *j = gg_container_of(ln->queue.next, gg_job, link);
             gg_list_del(&j->link);
+            x->nqueued--;
+            gg_list_del(&ln->ready_link);
+            if (!gg_list_empty(&ln->queue))
+                gg_list_add_tail(&x->ready, &ln->ready_link);
             pthread_mutex_unlock(&x->lock);
             gg_exec_run(x->core, j);
             pthread_mutex_lock(&x->lock);
@@ -342,7 +407,8 @@ int gg_exec_new(gg_core *core, gg_exec **out)
     if (!x)
         return -ENOMEM;
     x->core = core;
-    gg_list_init(&x->queue);
+    gg_list_init(&x->lanes);
+    gg_list_init(&x->ready);
     gg_list_init(&x->releases);
     gg_list_init(&x->live);
     pthread_mutex_init(&x->lock, NULL);
@@ -408,6 +474,11 @@ void gg_exec_free(gg_exec *x)
         x->pool = j->done_next;
         free(j);
     }
+    while (!gg_list_empty(&x->lanes)) {
+        gg_exec_lane *ln = gg_container_of(x->lanes.next, gg_exec_lane, link);
+        gg_list_del(&ln->link);
+        free(ln);
+    }
     pthread_mutex_destroy(&x->lock);
     pthread_cond_destroy(&x->cond);
     free(x->threads);
@@ -455,8 +526,11 @@ static void exec_start(gg_exec *x, gg_job *j, bool on_worker)
 {
     j->sess->running = j;
     pthread_mutex_lock(&x->lock);
-    bool wake = !on_worker || !gg_list_empty(&x->queue) || !gg_list_empty(&x->releases);
-    gg_list_add_tail(&x->queue, &j->link);
+    bool wake = !on_worker || x->nqueued || !gg_list_empty(&x->releases);
+    gg_list_add_tail(&j->lane->queue, &j->link);
+    if (gg_list_empty(&j->lane->ready_link))
+        gg_list_add_tail(&x->ready, &j->lane->ready_link);
+    x->nqueued++;
     pthread_mutex_unlock(&x->lock);
     /* after unlocking, so the woken worker does not block on the mutex */
     if (wake)
@@ -504,6 +578,7 @@ static void exec_job_end(gg_exec *x, gg_job *j)
         gg_exec_release_graph(x, NULL, j->tmp_scratch);
     gg_session *s = j->sess;
     gg_list_del(&j->live_link);
+    j->lane->live--;
     if (j->ops->ended)
         j->ops->ended(j, j->replied);
     gg_job_free(j);
@@ -516,8 +591,29 @@ void gg_exec_cancel_session(gg_exec *x, gg_session *s)
     while (!gg_list_empty(&s->jobs)) {
         gg_job *j = gg_container_of(s->jobs.next, gg_job, link);
         gg_list_del(&j->link);
+        x->dropped++;
         exec_job_end(x, j);
     }
+    /* The job the session is running may still wait for a worker: nothing
+     * of it is on the device yet, so it goes too.  A worker takes a job
+     * off its lane under x->lock: linked there means not taken. */
+    gg_job *j = s->running;
+    if (!j)
+        return;
+    pthread_mutex_lock(&x->lock);
+    bool queued = !gg_list_empty(&j->link);
+    if (queued) {
+        gg_list_del(&j->link);
+        x->nqueued--;
+        if (gg_list_empty(&j->lane->queue))
+            gg_list_del(&j->lane->ready_link);
+    }
+    pthread_mutex_unlock(&x->lock);
+    if (!queued)
+        return;
+    s->running = NULL;
+    x->dropped++;
+    exec_job_end(x, j);
 }
 
 /* Apply a worker's findings to the entry (loop thread only). */

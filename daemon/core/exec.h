@@ -116,6 +116,7 @@ typedef struct gg_job {
     bool async;                     /* answer once enqueued, not once done */
     struct gg_event *wait_ev;       /* the stream waits for it before the work */
     struct gg_event *signal_ev;     /* recorded after the work */
+    struct gg_exec_lane *lane;      /* its uid's, in the executor (gg_job_new) */
 } gg_job;
 
 typedef struct gg_exec gg_exec;
@@ -135,8 +136,14 @@ void gg_exec_submit(gg_exec *x, gg_job *job);
 void gg_exec_kick(gg_exec *x, gg_session *s);
 /* Whether this replay of e is a validation sample (GFXGRAPH=validate). */
 bool gg_exec_should_validate(const gg_core *core, const gg_cache_entry *e);
-/* Drop a session's queued (not running) jobs: its client has gone. */
+/* Drop a session's jobs that no worker has taken yet: its client has
+ * gone.  One that has started runs to its end, counted to the uid. */
 void gg_exec_cancel_session(gg_exec *x, gg_session *s);
+/* Jobs of uid submitted and not yet ended, its departed sessions' too
+ * (max-jobs-per-uid).  Core lock. */
+unsigned gg_exec_uid_jobs(const gg_exec *x, uid_t uid);
+/* Jobs dropped because their session's client had gone. */
+uint64_t gg_exec_dropped(const gg_exec *x);
 /* A job for session s, answered through ops with tag; NULL when out of
  * memory.  Jobs of at most one entry come from a free list, so a replay
  * allocates nothing once the daemon is warm.  Core lock held (both). */

@@ -14,6 +14,7 @@
 #include "core/buffer.h"
 #include "core/cache.h"
 #include "core/core.h"
+#include "core/exec.h"
 #include "core/program.h"
 
 static uint64_t quota_add(uint64_t a, uint64_t b)
@@ -165,6 +166,18 @@ int gg_quota_regions(gg_core *core, uid_t uid, uint64_t open, proto_errbuf *e)
         return gg_quota_fail(e, uid, "fast-path regions", open, 1, lim,
                              "max-fastpath-regions-per-uid",
                              "close another session's region, or use the socket path");
+    return 0;
+}
+
+int gg_quota_jobs(gg_core *core, uid_t uid, proto_errbuf *e)
+{
+    uint64_t lim = core->cfg->quota_jobs;
+    unsigned have = lim ? gg_exec_uid_jobs(core->exec, uid) : 0;
+    if (lim && have + 1 > lim)
+        return gg_quota_fail(e, uid, "replays and prepares in the executor", have, 1, lim,
+                             "max-jobs-per-uid",
+                             "wait for some to finish (those of sessions that have closed "
+                             "count until they end)");
     return 0;
 }
 

@@ -5,6 +5,8 @@
 
 #include <errno.h>
 
+#include "core/quota.h"
+
 int gg_replay_target_check(gg_replay_target *t, uint64_t branch, proto_errbuf *err)
 {
     gg_program *p = t->prog;
@@ -24,11 +26,14 @@ int gg_replay_target_check(gg_replay_target *t, uint64_t branch, proto_errbuf *e
 }
 
 gg_job *gg_replay_job(gg_core *core, gg_session *s, const gg_replay_target *t,
-                      const gg_job_ops *ops, uint64_t tag, void *ctx, int *rc)
+                      const gg_job_ops *ops, uint64_t tag, void *ctx, int *rc,
+                      proto_errbuf *err)
 {
+    if ((*rc = gg_quota_jobs(core, s->uid, err)) < 0)
+        return NULL;
     gg_job *j = gg_job_new(GG_JOB_REPLAY, s, ops, tag, t->prog, t->bi < 0 ? 0 : 1);
     if (!j) {
-        *rc = -ENOMEM;
+        *rc = proto_fail(err, -ENOMEM, "out of memory");
         return NULL;
     }
     j->ctx = ctx;
@@ -41,6 +46,7 @@ gg_job *gg_replay_job(gg_core *core, gg_session *s, const gg_replay_target *t,
     if (t->bi >= 0) {
         if ((*rc = gg_cache_get(core->cache, t->prog, t->branch, t->bi, &j->entries[0])) < 0) {
             gg_job_free(j);
+            *rc = proto_fail(err, *rc, "out of memory");
             return NULL;
         }
         j->nentries = 1;

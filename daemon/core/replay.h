@@ -29,11 +29,13 @@ typedef struct gg_replay_target {
 int gg_replay_target_check(gg_replay_target *t, uint64_t branch, proto_errbuf *err);
 
 /* The job that runs t through the executor, answered through ops with tag
- * and ctx; NULL with *rc set when out of memory.  Queue it with
+ * and ctx; NULL with *rc and err set (-ENOMEM, or -EDQUOT past
+ * max-jobs-per-uid).  Queue it with
  * gg_exec_queue.  Under replay-mode adaptive it carries its entry's pick of
  * graph or eager (core/adapt.h). */
 gg_job *gg_replay_job(gg_core *core, gg_session *s, const gg_replay_target *t,
-                      const gg_job_ops *ops, uint64_t tag, void *ctx, int *rc);
+                      const gg_job_ops *ops, uint64_t tag, void *ctx, int *rc,
+                      proto_errbuf *err);
 
 /* The entry to launch when t can run as a plain graph launch on the
  * session's stream right now, without the executor: its graph is ready and

@@ -174,10 +174,12 @@ static const gg_job_ops fp_job_ops = {
 static void fp_to_executor(gg_fp_slot *sl, const gg_replay_target *t)
 {
     gg_fp_region *r = sl->r;
-    int rc = 0;
-    gg_job *j = gg_replay_job(r->core, r->sess, t, &fp_job_ops, sl->seq, sl, &rc);
+    char msg[256] = "";
+    proto_errbuf e = {msg, sizeof(msg)};
+    int rc;
+    gg_job *j = gg_replay_job(r->core, r->sess, t, &fp_job_ops, sl->seq, sl, &rc, &e);
     if (!j) {
-        fp_fail(sl, rc, "out of memory");
+        fp_fail(sl, rc, "%s", msg);
         return;
     }
     gg_exec_queue(r->core, j);

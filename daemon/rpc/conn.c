@@ -78,6 +78,30 @@ typedef struct conn_job {
     char errmsg[512];
 } conn_job;
 
+/* A job for method's request msgid, its bytes not yet given; NULL when out
+ * of memory. */
+static conn_job *conn_job_new(gg_conn *c, const gg_method *method, uint32_t msgid)
+{
+    conn_job *j = calloc(1, sizeof(*j));
+    if (!j)
+        return NULL;
+    if (!msgpack_zone_init(&j->zone, CONN_ZONE_CHUNK)) {
+        free(j);
+        return NULL;
+    }
+    j->c = c;
+    j->method = method;
+    j->msgid = msgid;
+    return j;
+}
+
+static void conn_job_free(conn_job *j)
+{
+    msgpack_zone_destroy(&j->zone);
+    free(j->buf);
+    free(j);
+}
+
 void gg_rpc_init(gg_rpc *rpc, gg_core *core)
 {
     rpc->core = core;
@@ -287,8 +311,13 @@ static void conn_method_failed(gg_conn *c, uint32_t msgid, const char *method, s
     proto_pack_error_response(&c->out_pk, msgid, rc, errmsg);
 }
 
-/* rq: a replay read straight from its bytes (m has no params then). */
-static void conn_handle_request(gg_conn *c, const proto_msg *m, const proto_replay_req *rq)
+static bool conn_offload_costly(gg_conn *c, const gg_method *method, uint32_t msgid,
+                                const uint8_t *data, size_t len);
+
+/* rq: a replay read straight from its bytes (m has no params then); else
+ * data, len: the message's bytes. */
+static void conn_handle_request(gg_conn *c, const proto_msg *m, const proto_replay_req *rq,
+                                const uint8_t *data, size_t len)
 {
     gg_core *core = c->rpc->core;
     gg_session *s = c->sess;
@@ -332,6 +361,16 @@ static void conn_handle_request(gg_conn *c, const proto_msg *m, const proto_repl
     /* params' keys first, so a misspelt one never silently means its default
      * (a replay read from its bytes has only known keys) */
     int rc = rq ? 0 : gg_dispatch_check(method, m->params, &call.err);
+    /* what the request costs, known before it runs: past the loop's share,
+     * off the loop (the request leaves the count of those in flight here,
+     * and is counted again there) */
+    if (rc == 0 && method->offload && method->offload->cost &&
+        method->offload->cost(&call) > CONN_OFFLOAD_UNITS) {
+        c->inflight--;
+        if (conn_offload_costly(c, method, m->msgid, data, len))
+            return;
+        c->inflight++;
+    }
     if (rc == 0)
         rc = method->fn(&call);
     /* an import or a stream made on this thread may have found the device gone */
@@ -390,7 +429,7 @@ static void conn_handle_message(gg_conn *c, const uint8_t *data, size_t len)
             conn_buf_reset(&c->out);
         }
     } else if (m.type == GG_MSG_REQUEST) {
-        conn_handle_request(c, &m, NULL);
+        conn_handle_request(c, &m, NULL, data, len);
     } else {
         gg_debug("ignoring a %s from the client", m.type == GG_MSG_RESPONSE ? "response" : "notification");
     }
@@ -482,9 +521,7 @@ static void conn_job_done(uv_work_t *w, int status)
         gg_conn_send(c, c->out.data, c->out.size);
         conn_buf_reset(&c->out);
     }
-    msgpack_zone_destroy(&j->zone);
-    free(j->buf);
-    free(j);
+    conn_job_free(j);
     gg_conn_request_done(c);
     if (!c->closing)
         conn_read_resume(c);   /* what came meanwhile */
@@ -492,59 +529,30 @@ static void conn_job_done(uv_work_t *w, int status)
     conn_put(c);
 }
 
-/* The whole message at rbuf[off .. off + len): a request of a method with
- * a gg_offload goes to a pool thread, taking the read buffer with it (what
- * follows the message is copied to a new one).  false: not such a request,
- * or no memory to set it up; the caller handles it on the loop. */
-static bool conn_offload(gg_conn *c, size_t off, size_t len)
+/* The request in j (counted, its bytes j's own) goes to a pool thread; the
+ * connection handles nothing else until it is answered.  Refused at begin
+ * (or by a stop): answered here. */
+static void conn_job_start(gg_conn *c, conn_job *j)
 {
-    uint32_t msgid;
-    const char *name;
-    size_t nlen;
-    if (len < CONN_OFFLOAD_BYTES || !proto_msg_peek(c->rbuf + off, len, &msgid, &name, &nlen))
-        return false;
-    const gg_method *method = gg_dispatch_find(name, nlen);
-    if (!method || !method->offload)
-        return false;
     gg_core *core = c->rpc->core;
-    size_t rest = c->rlen - off - len;
-    size_t ncap = CONN_READ_CHUNK * 2;
-    while (ncap < rest + CONN_READ_CHUNK)
-        ncap *= 2;
-    conn_job *j = calloc(1, sizeof(*j));
-    uint8_t *nbuf = j ? malloc(ncap) : NULL;
-    if (!nbuf || !msgpack_zone_init(&j->zone, CONN_ZONE_CHUNK)) {
-        free(nbuf);
-        free(j);
-        return false;
-    }
-    /* the message is consumed from here on, whatever its answer */
-    memcpy(nbuf, c->rbuf + off + len, rest);
-    j->buf = c->rbuf;
-    j->data = c->rbuf + off;
-    j->len = len;
-    c->rbuf = nbuf;
-    c->rcap = ncap;
-    c->rlen = rest;
-    j->c = c;
-    j->method = method;
-    j->msgid = msgid;
     char errmsg[512] = "";
     gg_call call = {
-        .core = core, .rpc = c->rpc, .sess = c->sess, .msgid = msgid, .pk = &c->out_pk,
+        .core = core, .rpc = c->rpc, .sess = c->sess, .msgid = j->msgid, .pk = &c->out_pk,
         .err = {errmsg, sizeof(errmsg)}, .send_fd = -1,
     };
-    int rc = 0;
-    conn_admit(c);
+    int rc;
     if (core->stopping) {
-        conn_send_error(c, msgid, -ESHUTDOWN, "the daemon is shutting down");
-        goto answered;
+        conn_send_error(c, j->msgid, -ESHUTDOWN, "the daemon is shutting down");
+        conn_job_free(j);
+        return;
     }
-    if ((rc = method->offload->begin(&call, &j->state)) < 0) {
-        conn_method_failed(c, msgid, method->name, method->len, rc, errmsg, sizeof(errmsg));
+    if ((rc = j->method->offload->begin(&call, &j->state)) < 0) {
+        conn_method_failed(c, j->msgid, j->method->name, j->method->len, rc, errmsg,
+                           sizeof(errmsg));
         gg_conn_send(c, c->out.data, c->out.size);
         conn_buf_reset(&c->out);
-        goto answered;
+        conn_job_free(j);
+        return;
     }
     c->inflight++;
     c->handles++;
@@ -558,13 +566,88 @@ static bool conn_offload(gg_conn *c, size_t off, size_t len)
         gg_error("uv_queue_work: %s", uv_strerror(rc));
         abort();
     }
-    return true;
+}
 
-answered:
-    msgpack_zone_destroy(&j->zone);
-    free(j->buf);
-    free(j);
+/* The whole message at rbuf[off .. off + len): a large request of a method
+ * with a gg_offload goes to a pool thread, taking the read buffer with it
+ * (what follows the message is copied to a new one), before anything of it
+ * is unpacked here.  false: not such a request, or no memory to set it up;
+ * the caller handles it on the loop. */
+static bool conn_offload(gg_conn *c, size_t off, size_t len)
+{
+    uint32_t msgid;
+    const char *name;
+    size_t nlen;
+    if (len < CONN_OFFLOAD_BYTES || !proto_msg_peek(c->rbuf + off, len, &msgid, &name, &nlen))
+        return false;
+    const gg_method *method = gg_dispatch_find(name, nlen);
+    if (!method || !method->offload)
+        return false;
+    size_t rest = c->rlen - off - len;
+    size_t ncap = CONN_READ_CHUNK * 2;
+    while (ncap < rest + CONN_READ_CHUNK)
+        ncap *= 2;
+    conn_job *j = conn_job_new(c, method, msgid);
+    uint8_t *nbuf = j ? malloc(ncap) : NULL;
+    if (!nbuf) {
+        if (j)
+            conn_job_free(j);
+        return false;
+    }
+    /* the message is consumed from here on, whatever its answer */
+    memcpy(nbuf, c->rbuf + off + len, rest);
+    j->buf = c->rbuf;
+    j->data = c->rbuf + off;
+    j->len = len;
+    c->rbuf = nbuf;
+    c->rcap = ncap;
+    c->rlen = rest;
+    conn_admit(c);
+    conn_job_start(c, j);
     return true;
+}
+
+/* A request small in bytes whose work the method finds past
+ * CONN_OFFLOAD_UNITS (a define whose calls copy in large programs): a copy
+ * of its bytes goes to a pool thread, which unpacks and works on it as a
+ * large one.  false: no memory for it; the caller handles it on the loop. */
+static bool conn_offload_costly(gg_conn *c, const gg_method *method, uint32_t msgid,
+                                const uint8_t *data, size_t len)
+{
+    conn_job *j = conn_job_new(c, method, msgid);
+    uint8_t *buf = j ? malloc(len) : NULL;
+    if (!buf) {
+        if (j)
+            conn_job_free(j);
+        return false;
+    }
+    memcpy(buf, data, len);
+    j->buf = buf;
+    j->data = buf;
+    j->len = len;
+    conn_job_start(c, j);
+    return true;
+}
+
+static void conn_on_yield_end(uv_timer_t *t)
+{
+    gg_conn *c = t->data;
+    gg_core *core = c->rpc->core;
+    gg_core_lock(core);
+    c->yielded = false;
+    if (!c->closing)
+        conn_read_resume(c);
+    gg_core_unlock(core);
+}
+
+/* The connection's slice of the loop is spent: the loop polls, everyone
+ * else's events are handled, and at its next turn (a timer of 0 ms, which
+ * also keeps the poll from sleeping) this one goes on where it stopped. */
+static void conn_yield(gg_conn *c)
+{
+    c->yielded = true;
+    uv_read_stop((uv_stream_t *)&c->pipe);
+    uv_timer_start(&c->req_timer, conn_on_yield_end, 0, 0);
 }
 
 /* fixarray, array 16, array 32 */
@@ -592,11 +675,18 @@ static void conn_on_read_locked(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
     size_t off = 0;
     bool was_in_read = c->in_read;
     c->in_read = true;
+    uint64_t t0 = uv_hrtime();
+    bool handled = false;
     /* paused: the rest stays in rbuf until the peer reads (conn_on_write);
      * a stop answers it all (ESHUTDOWN) */
     unsigned max_inflight = c->rpc->core->cfg->max_inflight;
-    while (!c->closing && !c->held && off < c->rlen &&
+    while (!c->closing && !c->held && !c->yielded && off < c->rlen &&
            ((!c->paused && c->inflight < max_inflight) || c->rpc->core->stopping)) {
+        if (handled && !c->rpc->core->stopping && uv_hrtime() - t0 > CONN_SLICE_NS) {
+            conn_yield(c);
+            break;
+        }
+        handled = true;
         /* The common request, a plain replay, is read from its bytes with
          * no unpacking; the general path below takes everything else, and
          * a replay whose bytes have not all come (its scan is then under
@@ -608,7 +698,7 @@ static void conn_on_read_locked(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
                 proto_msg m = {.type = GG_MSG_REQUEST, .msgid = rq.msgid, .method = "replay",
                                .method_len = 6};
                 c->req_start = c->rx - c->rlen + off;
-                conn_handle_request(c, &m, &rq);
+                conn_handle_request(c, &m, &rq, NULL, 0);
                 off += (size_t)r;
                 continue;
             }
@@ -680,7 +770,7 @@ static void conn_on_read_locked(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
                    "connection)", c->sess ? (int)c->sess->pid : -1, c->inflight);
         }
     }
-    if (!c->paused && !c->held && !c->full)
+    if (!c->paused && !c->held && !c->full && !c->yielded)
         conn_time_request(c, off > 0);
     /* Keep an idle connection's buffer small. */
     if (c->rlen == 0 && c->rcap > 4 * CONN_READ_CHUNK) {
@@ -704,7 +794,8 @@ static void conn_on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
 void conn_read_resume(gg_conn *c)
 {
     conn_on_read_locked((uv_stream_t *)&c->pipe, 0, NULL);
-    if (!c->closing && !c->paused && !c->held && !c->full && !c->rpc->core->stopping &&
+    if (!c->closing && !c->paused && !c->held && !c->full && !c->yielded &&
+        !c->rpc->core->stopping &&
         uv_read_start((uv_stream_t *)&c->pipe, conn_alloc, conn_on_read) < 0)
         conn_close_now(c);
 }

@@ -33,9 +33,20 @@
 #define CONN_MALLOC_OVERHEAD 32
 /* A request at least this large, of a method that can work off the loop
  * (gg_offload: program.define), is unpacked and worked on by a thread of
- * libuv's pool; below it the loop does it at once (a define of this size
- * is checked in well under a millisecond). */
+ * libuv's pool, unpacking included. */
 #define CONN_OFFLOAD_BYTES 32768
+/* A smaller one goes there too when the work it asks for (gg_offload.cost:
+ * for a define, the tensors and nodes it will hold, a call counting what it
+ * copies in) is past this; the loop does the rest at once.  Bytes alone say
+ * little: a define of a few bytes can call a program of thousands of nodes
+ * in each of many branches.  This much work stays well under the loop's
+ * slice (CONN_SLICE_NS). */
+#define CONN_OFFLOAD_UNITS 1024
+/* One connection's requests are handled back to back for at most about
+ * this long (the request under way finishes); then the connection waits
+ * for the loop's next turn and everyone else goes first, so a pipeline of
+ * requests cannot keep the loop (the watchdog, other clients) waiting. */
+#define CONN_SLICE_NS 2000000
 /* File descriptors (SCM_RIGHTS) held for the requests they came with: a
  * request takes one; a client never needs more than a few ahead. */
 #define CONN_MAX_FDS 16
@@ -85,6 +96,9 @@ typedef struct gg_conn {
     /* A request is being worked on off the loop (conn_job): nothing else of
      * this connection is read or handled until it is answered. */
     bool held;
+    /* Its slice of the loop is spent (CONN_SLICE_NS): not read, and what
+     * rbuf holds waits, until req_timer fires at the loop's next turn. */
+    bool yielded;
     /* Descriptors that came with the connection's bytes, oldest first, each
      * with the stream offset where the read that brought it ended (its
      * bytes, so its request, lie before that).  rx counts the bytes read;

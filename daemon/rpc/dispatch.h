@@ -42,6 +42,11 @@ typedef int (*gg_method_fn)(gg_call *call);
  * the connection handles nothing else of its own until it is answered, so
  * the session sees its requests in order as ever (rpc/conn.c). */
 typedef struct gg_offload {
+    /* loop, core lock, params unpacked and their keys checked: the work
+     * the request asks for, in units of about a tensor or node; past
+     * CONN_OFFLOAD_UNITS it goes off the loop whatever its size.  NULL:
+     * only a large request does. */
+    uint64_t (*cost)(gg_call *c);
     /* loop, core lock: take what work needs from the core into *state;
      * 0, or negative errno with a message (proto_fail on c->err) */
     int (*begin)(gg_call *c, void **state);

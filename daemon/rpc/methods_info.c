@@ -163,7 +163,7 @@ int gg_method_stats(gg_call *c)
     if (cap > fit)
         cap = fit ? (unsigned)fit : 1;
     unsigned ctotal = gg_rpc_cache_count(core->cache, all, me->uid);
-    msgpack_pack_map(pk, 34);
+    msgpack_pack_map(pk, 36);
     info_pack_enabled_at(pk, core);
     proto_pack_kv_u64(pk, "capture_count", st->capture_count);
     proto_pack_kv_u64(pk, "instantiation_count", st->instantiations);
@@ -187,6 +187,10 @@ int gg_method_stats(gg_call *c)
     proto_pack_kv_u64(pk, "sessions_active", c->rpc->nconns);
     proto_pack_kv_u64(pk, "sessions_total", core->sessions_total);
     proto_pack_kv_u64(pk, "defines_checking", core->defines_checking);
+    /* the caller's uid's work in the executor (max-jobs-per-uid counts it),
+     * and the jobs of departed sessions dropped before they ran */
+    proto_pack_kv_u64(pk, "uid_jobs", gg_exec_uid_jobs(core->exec, me->uid));
+    proto_pack_kv_u64(pk, "jobs_dropped", gg_exec_dropped(core->exec));
     proto_pack_kv_u64(pk, "graphs_cached", gg_cache_count(core->cache));
     proto_pack_kv_u64(pk, "cache_capacity", gg_cache_capacity(core->cache));
     proto_pack_kv_u64(pk, "cache_bytes", gg_cache_bytes(core->cache));

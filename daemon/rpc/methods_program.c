@@ -19,6 +19,7 @@
 #include "base/log.h"
 #include "core/fuse.h"
 #include "core/program.h"
+#include "core/quota.h"
 #include "core/replay.h"
 #include "core/snapshot.h"
 #include "rpc/reply.h"
@@ -207,7 +208,52 @@ static int define_end(gg_call *c, void *state, int rc)
     return define_answer(c, p);
 }
 
-const gg_offload gg_method_program_define_offload = {define_begin, define_work, define_end};
+/* One node list's work: a node is one unit, a call the tensors and nodes it
+ * copies in.  A callee that cannot be found counts one: the define fails
+ * on it later, having done nothing costly. */
+static uint64_t define_cost_nodes(gg_call *c, const msgpack_object *arr)
+{
+    if (!arr || arr->type != MSGPACK_OBJECT_ARRAY)
+        return 0;
+    uint64_t units = 0;
+    for (uint32_t i = 0; i < arr->via.array.size; i++) {
+        const msgpack_object *no = &arr->via.array.ptr[i];
+        units++;
+        if (no->type != MSGPACK_OBJECT_MAP || !proto_str_eq(proto_map_get(no, "op"), "call"))
+            continue;
+        const msgpack_object *po = proto_map_get(no, "program"), *bo = proto_map_get(no, "branch");
+        uint64_t id, b = 0;
+        gg_program *callee;
+        char msg[160];
+        if (!po || !proto_obj_u64(po, &id) || (bo && !proto_obj_u64(bo, &b)) ||
+            gg_program_lookup(c->core, c->sess, id, &callee, &(proto_errbuf){msg, sizeof(msg)}) < 0 ||
+            b >= (uint64_t)callee->nbranches)
+            continue;
+        units += (uint64_t)callee->ntensors + (uint64_t)callee->branches[b].nnodes;
+    }
+    return units;
+}
+
+/* The tensors and nodes the define will hold, calls expanded: known from
+ * the request and the callees before any of it is built. */
+static uint64_t define_cost(gg_call *c)
+{
+    const msgpack_object *params = c->params;
+    if (!params || params->type != MSGPACK_OBJECT_MAP)
+        return 0;
+    const msgpack_object *t = proto_map_get(params, "tensors");
+    uint64_t units = t && t->type == MSGPACK_OBJECT_ARRAY ? t->via.array.size : 0;
+    units += define_cost_nodes(c, proto_map_get(params, "nodes"));
+    const msgpack_object *br = proto_map_get(params, "branches");
+    if (br && br->type == MSGPACK_OBJECT_ARRAY)
+        for (uint32_t b = 0; b < br->via.array.size; b++)
+            units += define_cost_nodes(c, &br->via.array.ptr[b]);
+    return units;
+}
+
+const gg_offload gg_method_program_define_offload = {
+    .cost = define_cost, .begin = define_begin, .work = define_work, .end = define_end,
+};
 
 /* A define that is small enough to check on the loop reads the core
  * directly: a snapshot of every id would cost more than the define. */
@@ -322,11 +368,12 @@ int gg_method_program_rebind(gg_call *c)
  * hit, else by the executor. */
 static int replay_go(gg_call *c, gg_replay_target *t)
 {
-    int rc;
     gg_cache_entry *hit = gg_replay_hit(c->core, c->sess, t);
-    gg_job *j = gg_replay_job(c->core, c->sess, t, &gg_rpc_replay_ops, c->msgid, NULL, &rc);
+    int rc;
+    gg_job *j = gg_replay_job(c->core, c->sess, t, &gg_rpc_replay_ops, c->msgid, NULL, &rc,
+                              &c->err);
     if (!j)
-        return proto_fail(&c->err, rc, "out of memory");
+        return rc;
     /* A ready graph whose launch is cheap goes from here: no worker hand-off
      * and, on the cpu backend, the answer before the loop polls again. */
     if (hit && gg_exec_hit_cheap(c->core, hit))
@@ -452,6 +499,8 @@ int gg_method_program_prepare(gg_call *c)
     if (!c->core->cfg->graphs_enabled)
         return proto_fail(&c->err, -EPERM, "graphs are disabled on this daemon (GFXGRAPH=0)");
     int n = nb * (b1 - b0);
+    if ((rc = gg_quota_jobs(c->core, c->sess->uid, &c->err)) < 0)
+        return rc;
     gg_job *j = gg_job_new(GG_JOB_PREPARE, c->sess, &gg_rpc_prepare_ops, c->msgid, p, n);
     if (!j)
         return proto_fail(&c->err, -ENOMEM, "out of memory");
