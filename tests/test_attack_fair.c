@@ -20,6 +20,7 @@
  * long enough to be seen, and a run where one did not (a machine too busy)
  * is noted, not failed, where the order could not be controlled. */
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -27,6 +28,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -484,6 +486,219 @@ static void test_costly_defines(void)
     CHECK_EQ(h_daemon_stop(&d), 0);
 }
 
+/* ---- a mixed load beside an attacker ------------------------------------- */
+
+#define MIX_VICTIMS 4
+#define MIX_D 64
+
+typedef struct {
+    atomic_int attacking;      /* the attacker's first session is up */
+    atomic_int stop;           /* the victims are done */
+    atomic_int cycles, expands;
+    const char *sock;
+    int layers;
+} mix_shared;
+
+/* Another uid: sessions that define a slow program and a call-expanding
+ * one, submit two slow replays and close without waiting, until told to
+ * stop. */
+static void mix_attacker(void *arg)
+{
+    mix_shared *m = arg;
+    while (!atomic_load(&m->stop)) {
+        slow_sess s;
+        if (!slow_open(&s, m->sock, "churn", m->layers)) {
+            slow_close(&s);
+            break;
+        }
+        atomic_store(&m->attacking, 1);
+        uint64_t t;
+        gg_client_submit(s.c, s.prog, SLOW_ROWS, -1, NULL, &t);
+        gg_client_submit(s.c, s.prog, SLOW_ROWS, -1, NULL, &t);
+        /* a define of a few bytes that copies the slow program in 16 times */
+        gg_program_def *d = gg_program_def_new("expands");
+        int64_t xs[2] = {GG_BATCH, SLOW_D};
+        gg_program_def_buckets(d, 1, (int[]){SLOW_ROWS});
+        gg_program_def_tensor(d, "own", s.x.id, 0, "f32", 2, xs);
+        for (int b = 0; b < 16; b++) {
+            if (b)
+                gg_program_def_branch(d);
+            gg_program_def_call(d, s.prog, 0);
+        }
+        uint64_t id;
+        if (gg_client_program_define(s.c, d, &id) == 0)
+            atomic_fetch_add(&m->expands, 1);
+        gg_program_def_free(d);
+        slow_close(&s);   /* its replays left behind */
+        atomic_fetch_add(&m->cycles, 1);
+    }
+}
+
+typedef struct {
+    gg_client *c;
+    tbuf x, y;
+    uint64_t prog;
+    int replays, wrong, failed;
+    double *us;                /* round trips, replays of them */
+    unsigned seed;
+} mix_victim;
+
+static void *mix_victim_run(void *arg)
+{
+    mix_victim *v = arg;
+    for (int i = 0; i < v->replays; i++) {
+        float k = (float)((v->seed + (unsigned)i) % 17) - 8.0f;
+        for (int j = 0; j < 4 * MIX_D; j++)
+            v->x.f[j] = k + (float)j / 64.0f;
+        struct timespec a, z;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        int rc = gg_client_replay(v->c, v->prog, 4, -1, NULL);
+        clock_gettime(CLOCK_MONOTONIC, &z);
+        v->us[i] = (double)(z.tv_sec - a.tv_sec) * 1e6 + (double)(z.tv_nsec - a.tv_nsec) / 1e3;
+        if (rc != 0) {
+            v->failed++;
+            continue;
+        }
+        for (int j = 0; j < 4 * MIX_D; j++) {
+            float xv = v->x.f[j], want = xv / (1.0f + expf(-xv));
+            if (fabsf(v->y.f[j] - want) > 1e-4f * (1.0f + fabsf(want))) {
+                v->wrong++;
+                break;
+            }
+        }
+    }
+    return NULL;
+}
+
+static int mix_cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Every victim's replays, once; their round trips pooled into all. */
+static void mix_round(mix_victim *v, int replays, double *all, int *nall)
+{
+    pthread_t th[MIX_VICTIMS];
+    for (int i = 0; i < MIX_VICTIMS; i++) {
+        v[i].replays = replays;
+        v[i].wrong = v[i].failed = 0;
+        pthread_create(&th[i], NULL, mix_victim_run, &v[i]);
+    }
+    *nall = 0;
+    for (int i = 0; i < MIX_VICTIMS; i++) {
+        pthread_join(th[i], NULL);
+        memcpy(all + *nall, v[i].us, sizeof(double) * (size_t)replays);
+        *nall += replays;
+    }
+    qsort(all, (size_t)*nall, sizeof(double), mix_cmp);
+}
+
+static void mix_note(const char *what, const double *all, int n)
+{
+    h_note("latency %s: p50 %.0f us, p99 %.0f us, max %.0f us (%d replays)", what,
+           all[n / 2], all[(n * 99) / 100], all[n - 1], n);
+}
+
+typedef struct {
+    mix_shared *m;
+} mix_attack_arg;
+
+static void *mix_attack_thread(void *arg)
+{
+    static const char *const need[] = {NULL};
+    h_as_user("mixed-load attacker (as another uid)", mix_attacker, arg, need);
+    return NULL;
+}
+
+static void test_mixed(void)
+{
+    h_section("mixed load beside an attacker of another uid: 0 lost, 0 wrong");
+    if (getuid() != 0) {
+        h_note("not root: no other uid to attack from; skipped");
+        return;
+    }
+    const char *args[] = {"--set", "max-connections-per-uid=300", NULL};
+    h_daemon d;
+    if (!CHECK(h_daemon_start(&d, args, NULL) == 0))
+        return;
+    q_open_socket(&d);
+    const char *e = getenv("GG_ATTACK_REPLAYS");
+    int replays = e && atoi(e) > 0 ? atoi(e) : 200;
+    mix_shared *m = mmap(NULL, sizeof *m, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                         -1, 0);
+    if (!CHECK(m != MAP_FAILED)) {
+        h_daemon_stop(&d);
+        return;
+    }
+    memset(m, 0, sizeof *m);
+    m->sock = d.sock;
+    m->layers = slow_layers(d.sock, 0.02);
+    mix_victim v[MIX_VICTIMS];
+    memset(v, 0, sizeof v);
+    double *all = calloc((size_t)MIX_VICTIMS * (size_t)replays, sizeof(double));
+    bool ok = all != NULL;
+    /* half the victims on the socket, half on the fast path */
+    for (int i = 0; ok && i < MIX_VICTIMS; i++) {
+        if (i % 2 == 0)
+            setenv("GFXGRAPH_FASTPATH", "0", 1);
+        else
+            unsetenv("GFXGRAPH_FASTPATH");
+        v[i].c = gg_client_new();
+        v[i].seed = (unsigned)i * 5;
+        v[i].us = calloc((size_t)replays, sizeof(double));
+        ok = CHECK(v[i].c && gg_client_connect(v[i].c, d.sock, "victim") == 0) && v[i].us &&
+             tbuf_new(v[i].c, &v[i].x, 4 * MIX_D) && tbuf_new(v[i].c, &v[i].y, 4 * MIX_D);
+        if (!ok)
+            break;
+        gg_program_def *p = gg_program_def_new("victim");
+        int64_t sh[2] = {GG_BATCH, MIX_D};
+        gg_program_def_buckets(p, 1, (int[]){4});
+        gg_program_def_tensor(p, "x", v[i].x.id, 0, "f32", 2, sh);
+        gg_program_def_tensor(p, "y", v[i].y.id, 0, "f32", 2, sh);
+        gg_program_def_op(p, "silu", "x", "y");
+        ok = CHECK(gg_client_program_define(v[i].c, p, &v[i].prog) == 0);
+        gg_program_def_free(p);
+    }
+    unsetenv("GFXGRAPH_FASTPATH");
+    int n = 0;
+    if (ok) {
+        mix_round(v, replays, all, &n);
+        mix_note("alone", all, n);
+        pthread_t at;
+        if (CHECK(pthread_create(&at, NULL, mix_attack_thread, m) == 0)) {
+            for (int k = 0; k < 6000 && !atomic_load(&m->attacking); k++)
+                h_sleep_ms(10);
+            CHECK(atomic_load(&m->attacking));
+            mix_round(v, replays, all, &n);
+            atomic_store(&m->stop, 1);
+            pthread_join(at, NULL);
+            mix_note("beside the attacker", all, n);
+            h_note("attacker: %d sessions closed with 2 slow replays each left behind, %d "
+                   "defines copying a program in 16 times", atomic_load(&m->cycles),
+                   atomic_load(&m->expands));
+            int wrong = 0, failed = 0;
+            for (int i = 0; i < MIX_VICTIMS; i++) {
+                wrong += v[i].wrong;
+                failed += v[i].failed;
+            }
+            CHECKF(failed == 0 && wrong == 0, "the victims' %d replays: %d failed, %d wrong", n,
+                   failed, wrong);
+            CHECKF(atomic_load(&m->cycles) > 0, "the attacker ran (%d cycles)",
+                   atomic_load(&m->cycles));
+        }
+    }
+    for (int i = 0; i < MIX_VICTIMS; i++) {
+        gg_client_close(v[i].c);
+        tbuf_free(&v[i].x);
+        tbuf_free(&v[i].y);
+        free(v[i].us);
+    }
+    free(all);
+    munmap(m, sizeof *m);
+    CHECK_EQ(h_daemon_stop(&d), 0);
+}
+
 /* argv: the parts to run (departed, fair, quota, defines); none: all */
 static bool want(int argc, char **argv, const char *part)
 {
@@ -505,5 +720,7 @@ int main(int argc, char **argv)
         test_quota();
     if (want(argc, argv, "defines"))
         test_costly_defines();
+    if (want(argc, argv, "mixed"))
+        test_mixed();
     return h_finish();
 }
