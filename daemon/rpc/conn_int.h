@@ -41,7 +41,7 @@
  * little: a define of a few bytes can call a program of thousands of nodes
  * in each of many branches.  This much work stays well under the loop's
  * slice (CONN_SLICE_NS). */
-#define CONN_OFFLOAD_UNITS 1024
+#define CONN_OFFLOAD_UNITS 256
 /* One connection's requests are handled back to back for at most about
  * this long (the request under way finishes); then the connection waits
  * for the loop's next turn and everyone else goes first, so a pipeline of
