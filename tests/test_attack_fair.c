@@ -389,7 +389,7 @@ static void test_costly_defines(void)
     if (!CHECK(h_daemon_start(&d, args, NULL) == 0))
         return;
     char shm[64], code[32], msg[512];
-    const int K = 12;
+    const int K = 40;
     h_conn a, w;
     uint64_t bid = 0, big = 0;
     if (CHECK(q_shm(shm, sizeof shm, BIG_T * 16)) && CHECK(h_conn_open(&a, d.sock) == 0)) {
