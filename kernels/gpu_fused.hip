@@ -88,6 +88,7 @@ typedef struct {
     int cols;
     float eps, p;
     int rms, act;
+    int round_x;               /* rmsnorm's: x * rstd rounded before the weight */
 } fz_norm_args;
 
 /* One block a row.  R > 0: a thread's R units of the row stay in registers
@@ -186,8 +187,9 @@ _Pragma("unroll")
             }
 _Pragma("unroll")
             for (int k = 0; k < U::N; k++) {
-                const float t = a.rms ? vv[k] * rstd * wv[k]
-                                      : (vv[k] - mean) * rstd * wv[k] + bv[k];
+                const float t = !a.rms     ? (vv[k] - mean) * rstd * wv[k] + bv[k]
+                                : a.round_x ? fz_rnd<DT>(vv[k] * rstd) * wv[k]
+                                            : vv[k] * rstd * wv[k];
                 o[k] = a.act ? fz_rnd<DT>(t) : t;
             }
             if (hr)
@@ -241,7 +243,7 @@ typedef struct {
     const void *w, *b;         /* b NULL: rmsnorm */
     void *h, *y;               /* NULL: not written */
     float eps, p;
-    int rms, act;
+    int rms, act, round_x;
 } fz_rc_stage;
 
 typedef struct {
@@ -400,7 +402,11 @@ __global__ void __launch_bounds__(B) k_rowchain(fz_rc_args a)
                 U::cvt(wc[j], wv + j * U::N);
                 U::cvt(bc[j], bv + j * U::N);
             }
-            if (rms) {
+            if (rms && s.round_x) {
+#pragma unroll
+                for (int e = 0; e < M; e++)
+                    v[e] = fz_rnd<DT>(fz_rnd<DT>(v[e] * rstd) * wv[e]);
+            } else if (rms) {
 #pragma unroll
                 for (int e = 0; e < M; e++)
                     v[e] = fz_rnd<DT>(v[e] * rstd * wv[e]);
@@ -505,6 +511,7 @@ template <int DT> static int fz_rowchain(gg_gpu_ctx *c, const gg_rowchain *ch)
         d->p = (float)s->p;
         d->rms = s->rms;
         d->act = s->act;
+        d->round_x = s->round_x;
         const void *p[] = {d->w, d->b, d->h, d->y};
         for (int i = 0; i < 4; i++)
             vec = vec && (!p[i] || gg_gpu_aligned16(p[i]));
@@ -532,6 +539,7 @@ template <int DT> static int fz_rowchain(gg_gpu_ctx *c, const gg_rowchain *ch)
         n.p = a.st[k].p;
         n.rms = a.st[k].rms;
         n.act = a.st[k].act;
+        n.round_x = a.st[k].round_x;
         fz_norm_launch<DT>(c, n);
         int rc = gg_gpu_launched(op);
         if (rc < 0)
@@ -583,7 +591,8 @@ static __device__ __forceinline__ float fz_step(const fz_chain_args &a, int k, f
     typedef typename dt<DT>::T T;
     const int op = a.st.op[k], g = a.st.arg[k];
     float e = 0.0f;
-    if (op == GG_EW_ADD || op == GG_EW_MUL || op == GG_EW_SILU_MUL || op == GG_EW_SILU_MUL_R)
+    if (op == GG_EW_ADD || op == GG_EW_MUL || op == GG_EW_SILU_MUL || op == GG_EW_SILU_MUL_R ||
+        op == GG_EW_SILU_MUL_RND || op == GG_EW_SILU_MUL_R_RND)
         e = dt<DT>::ld(((const T *)a.e[g])[a.en[g] == a.n ? i : i % a.en[g]]);
     float r = v;
     switch (op) {
@@ -610,6 +619,12 @@ static __device__ __forceinline__ float fz_step(const fz_chain_args &a, int k, f
         break;
     case GG_EW_SILU_MUL_R:
         r = e / (1.0f + expf(-e)) * v;
+        break;
+    case GG_EW_SILU_MUL_RND: /* round_act: silu as the dtype holds it, as gpu_ops.hip's E_SILU_MUL_RND */
+        r = fz_rnd<DT>(v / (1.0f + expf(-v))) * e;
+        break;
+    case GG_EW_SILU_MUL_R_RND:
+        r = fz_rnd<DT>(e / (1.0f + expf(-e))) * v;
         break;
     }
     return r;
@@ -652,13 +667,14 @@ __global__ void __launch_bounds__(256)
 
 /* k_linear_small's scheme (gpu_linear.hip): a warp per output column, rows
  * in groups of MAXM; then bias and activation on the sums.  GATE: w is the
- * gate weight and w2 the up weight, y = silu(round(x.w)) * round(x.w2). */
+ * gate weight and w2 the up weight, y = silu(round(x.w)) * round(x.w2), the
+ * silu rounded too when rnd (silu_mul's round_act). */
 template <int DT, int MAXM, bool VEC, bool GATE>
 __global__ void __launch_bounds__(256)
     k_fz_small(const typename dt<DT>::T *x, const typename dt<DT>::T *w,
                const typename dt<DT>::T *w2, const typename dt<DT>::T *bias, int sep,
                typename dt<DT>::T *h, typename dt<DT>::T *y, int M, int K, int N, int act,
-               float p)
+               float p, int rnd)
 {
     typedef dt<DT> D;
     typedef typename D::T T;
@@ -714,7 +730,8 @@ __global__ void __launch_bounds__(256)
                     float v;
                     if (GATE) {
                         const float g = fz_rnd<DT>(s), u = fz_rnd<DT>(s2);
-                        v = g / (1.0f + expf(-g)) * u;
+                        const float sg = g / (1.0f + expf(-g));
+                        v = (rnd ? fz_rnd<DT>(sg) : sg) * u;
                     } else {
                         v = sep ? fz_rnd<DT>(fz_rnd<DT>(s) + bv) : fz_rnd<DT>(s + bv);
                         if (h)
@@ -731,7 +748,7 @@ __global__ void __launch_bounds__(256)
 template <int DT, int MAXM, bool GATE>
 static void fz_small_m(gg_gpu_ctx *c, const void *x, const void *w, const void *w2,
                        const void *b, int sep, void *h, void *y, int M, int K, int N, int act,
-                       float p)
+                       float p, int rnd)
 {
     typedef typename dt<DT>::T T;
     const int threads = 256, warps = threads / c->warp;
@@ -741,25 +758,26 @@ static void fz_small_m(gg_gpu_ctx *c, const void *x, const void *w, const void *
     if (vec)
         k_fz_small<DT, MAXM, true, GATE><<<grid, threads, 0, c->stream>>>(
             (const T *)x, (const T *)w, (const T *)w2, (const T *)b, sep, (T *)h, (T *)y, M, K,
-            N, act, p);
+            N, act, p, rnd);
     else
         k_fz_small<DT, MAXM, false, GATE><<<grid, threads, 0, c->stream>>>(
             (const T *)x, (const T *)w, (const T *)w2, (const T *)b, sep, (T *)h, (T *)y, M, K,
-            N, act, p);
+            N, act, p, rnd);
 }
 
 template <int DT, bool GATE>
 static void fz_small(gg_gpu_ctx *c, const void *x, const void *w, const void *w2, const void *b,
-                     int sep, void *h, void *y, int M, int K, int N, int act, float p)
+                     int sep, void *h, void *y, int M, int K, int N, int act, float p,
+                     int rnd = 0)
 {
     if (M == 1)
-        fz_small_m<DT, 1, GATE>(c, x, w, w2, b, sep, h, y, M, K, N, act, p);
+        fz_small_m<DT, 1, GATE>(c, x, w, w2, b, sep, h, y, M, K, N, act, p, rnd);
     else if (M <= 4)
-        fz_small_m<DT, 4, GATE>(c, x, w, w2, b, sep, h, y, M, K, N, act, p);
+        fz_small_m<DT, 4, GATE>(c, x, w, w2, b, sep, h, y, M, K, N, act, p, rnd);
     else if (M <= 8)
-        fz_small_m<DT, 8, GATE>(c, x, w, w2, b, sep, h, y, M, K, N, act, p);
+        fz_small_m<DT, 8, GATE>(c, x, w, w2, b, sep, h, y, M, K, N, act, p, rnd);
     else
-        fz_small_m<DT, 16, GATE>(c, x, w, w2, b, sep, h, y, M, K, N, act, p);
+        fz_small_m<DT, 16, GATE>(c, x, w, w2, b, sep, h, y, M, K, N, act, p, rnd);
 }
 
 /* Rows up to which the fused small-M kernels run: where gpu_linear.hip's
@@ -1027,19 +1045,22 @@ static int fz_gate_up(gg_gpu_ctx *c, const gg_op_def *op, const gg_tensor *in,
         M > INT_MAX || N > INT_MAX || K > INT_MAX)
         return gg_gpu_fail(-EINVAL, "%s: y, g, u must be [%lld, %lld]", op->name, (long long)M,
                            (long long)N);
-    const int keep = (int)at->v[0];
+    const int keep = (int)at->v[0], rnd = at->v[1] != 0.0;
     /* one pass over x pays while the GEMV streams the weights: decode rows */
     if (!keep && M <= (fz_small_rows(DT) > 4 ? fz_small_rows(DT) : 4)) {
         fz_small<DT, true>(c, in[0].data, in[1].data, in[2].data, NULL, 0, NULL, out[0].data,
-                           (int)M, (int)K, (int)N, GG_ACT_NONE, 0.0f);
+                           (int)M, (int)K, (int)N, GG_ACT_NONE, 0.0f, rnd);
         return fz_launched(op);
     }
     gg_tensor gin[2] = {in[0], in[1]}, uin[2] = {in[0], in[2]}, sin[2] = {out[1], out[2]};
+    gg_op_attrs sa;
+    memset(&sa, 0, sizeof sa);
+    sa.v[0] = rnd;   /* silu_mul's round_act */
     int rc = gg_gpu_linear_launch(c, gg_ops_at(GG_OP_LINEAR), gin, 2, &out[1]);
     if (rc == 0)
         rc = gg_gpu_linear_launch(c, gg_ops_at(GG_OP_LINEAR), uin, 2, &out[2]);
     if (rc == 0)
-        rc = gg_gpu_op_launch(c, gg_ops_at(GG_OP_SILU_MUL), sin, 2, &out[0], 1, NULL);
+        rc = gg_gpu_op_launch(c, gg_ops_at(GG_OP_SILU_MUL), sin, 2, &out[0], 1, &sa);
     return rc;
 }
 
@@ -1055,7 +1076,7 @@ static int fz_dt(gg_gpu_ctx *c, const gg_op_def *op, int kind, const gg_tensor *
         const gg_tensor *y = add ? &out[1] : &out[0];
         const int64_t cols = in[0].desc.dims[in[0].desc.ndim - 1];
         const int wi = add ? 2 : 1;
-        const bool rms = add || at->v[1] == 1.0;
+        const bool rms = add || at->v[1] >= 1.0;
         if (cols < 1 || cols > INT_MAX || fz_numel(&in[0]) != fz_numel(y) ||
             fz_numel(&in[wi]) != cols || (!rms && (nin < 3 || fz_numel(&in[2]) != cols)) ||
             (add && fz_numel(&in[1]) != n) || (nout > 1 && fz_numel(&out[1]) != n))
@@ -1073,6 +1094,8 @@ static int fz_dt(gg_gpu_ctx *c, const gg_op_def *op, int kind, const gg_tensor *
         a.rows = fz_numel(&in[0]) / cols;
         a.eps = (float)at->v[0];
         a.rms = rms;
+        /* add_rmsnorm's v[1] is round_x; norm_act's is the norm, 2 for a rounding rmsnorm */
+        a.round_x = add ? at->v[1] != 0.0 : at->v[1] == 2.0;
         a.act = add ? GG_ACT_NONE : (int)at->v[2];
         a.p = add ? 0.0f : (float)at->v[3];
         fz_norm_launch<DT>(c, a);

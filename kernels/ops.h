@@ -182,9 +182,10 @@ const char *gg_ops_out_name(const gg_op_def *op, int i);
  *   fused.norm_act     in x, w[, b]  out y[, h]   y = act(norm(x)); h, when
  *                      given, receives norm(x) (an intermediate the client
  *                      may read).  attrs: eps, norm (0 layernorm, 1
- *                      rmsnorm), act (GG_ACT_*), p (scale's factor)
+ *                      rmsnorm, 2 rmsnorm with its round_x), act (GG_ACT_*),
+ *                      p (scale's factor)
  *   fused.add_rmsnorm  in a, b, w    out s, y     s = a + b; y = rmsnorm(s, w)
- *                      attrs: eps
+ *                      attrs: eps, round_x (rmsnorm's)
  *   fused.linear_act   in x, w[, b]  out y[, h]   y = act(x w^T + b); h, when
  *                      given, receives the value before act.  attrs: act,
  *                      p, bias (0: b is linear's own, 1: a separate add of
@@ -192,7 +193,7 @@ const char *gg_ops_out_name(const gg_op_def *op, int i);
  *   fused.gate_up      in x, wg, wu  out y, g, u  g = x wg^T; u = x wu^T;
  *                      y = silu(g) * u.  attrs: keep (bit 0: g, bit 1: u
  *                      must be written; otherwise they are staging a kernel
- *                      may use or skip)
+ *                      may use or skip), round_act (silu_mul's)
  *   fused.ew_chain     in x[, e1..e3] out y       up to GG_EW_MAX_STEPS
  *                      elementwise steps on x; attrs: v[0] the steps packed
  *                      (gg_ew_pack), v[1..3] the scale steps' factors */
@@ -219,7 +220,9 @@ enum {
     GG_EW_SILU,
     GG_EW_SILU_MUL,      /* silu(v) * e */
     GG_EW_SILU_MUL_R,    /* silu(e) * v */
-    GG_EW_COPY
+    GG_EW_COPY,
+    GG_EW_SILU_MUL_RND,  /* the two silu_mul steps with round_act: silu rounded */
+    GG_EW_SILU_MUL_R_RND /* to the dtype before the multiply */
 };
 #define GG_EW_MAX_STEPS 6
 #define GG_EW_MAX_SCALES 3
@@ -247,13 +250,16 @@ int gg_ew_unpack(double v, gg_ew_steps *s);   /* 0, or -EINVAL */
  * A stage's y.data may be NULL (for any stage but the last): nothing after
  * the chain reads it, so a kernel keeping the row in registers need not
  * write it (a reference passes it through the last y's memory instead).
- * h.data, when set, receives the normed value before the activation. */
+ * h.data, when set, receives the normed value before the activation.
+ * round_x (rmsnorm's attribute, rms stages only): x * rstd is rounded to the
+ * dtype before the weight multiply, where the unfused rmsnorm rounds it. */
 #define GG_ROWCHAIN_MAX_STAGES 16
 typedef struct {
     gg_tensor w, b;              /* b.data NULL: no bias (rmsnorm) */
     gg_tensor h, y;
     double eps, p;               /* the node attributes; p: the scale activation's factor */
     int rms, act;                /* act: GG_ACT_* */
+    int round_x;
 } gg_rowchain_stage;
 typedef struct {
     gg_tensor x;

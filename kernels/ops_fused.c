@@ -91,7 +91,8 @@ static void fz_norm_act(const gg_tensor *in, int nin, const gg_tensor *out, int 
 {
     const gg_tensor *mid = nout > 1 ? &out[1] : &out[0];
     gg_op_attrs na = fz_attrs1(attrs->v[0]);
-    if (attrs->v[1] == 1.0)
+    na.v[1] = attrs->v[1] == 2.0;   /* rmsnorm's round_x */
+    if (attrs->v[1] >= 1.0)
         gg_cpu_rmsnorm(in, 2, mid, 1, &na);
     else
         gg_cpu_layernorm(in, nin, mid, 1, &na);
@@ -103,6 +104,7 @@ static void fz_add_rmsnorm(const gg_tensor *in, int nin, const gg_tensor *out, i
 {
     (void)nin, (void)nout;
     gg_op_attrs none = fz_attrs1(0), na = fz_attrs1(attrs->v[0]);
+    na.v[1] = attrs->v[1] != 0.0;
     gg_cpu_add(in, 2, &out[0], 1, &none);
     gg_tensor rin[2] = {out[0], in[2]};
     gg_cpu_rmsnorm(rin, 2, &out[1], 1, &na);
@@ -126,13 +128,12 @@ static void fz_gate_up(const gg_tensor *in, int nin, const gg_tensor *out, int n
                        const gg_op_attrs *attrs)
 {
     (void)nin, (void)nout;
-    gg_op_attrs none = fz_attrs1(0);
-    (void)attrs;
+    gg_op_attrs none = fz_attrs1(0), rnd = fz_attrs1(attrs->v[1] != 0.0);
     gg_tensor gin[2] = {in[0], in[1]}, uin[2] = {in[0], in[2]};
     gg_cpu_linear(gin, 2, &out[1], 1, &none);
     gg_cpu_linear(uin, 2, &out[2], 1, &none);
     gg_tensor sin[2] = {out[1], out[2]};
-    gg_cpu_silu_mul(sin, 2, &out[0], 1, &none);
+    gg_cpu_silu_mul(sin, 2, &out[0], 1, &rnd);
 }
 
 static void fz_ew_chain(const gg_tensor *in, int nin, const gg_tensor *out, int nout,
@@ -170,10 +171,14 @@ static void fz_ew_chain(const gg_tensor *in, int nin, const gg_tensor *out, int 
             gg_cpu_silu(v, 1, y, 1, &a);
             break;
         case GG_EW_SILU_MUL:
+        case GG_EW_SILU_MUL_RND:
+            a.v[0] = st.op[k] == GG_EW_SILU_MUL_RND;   /* silu_mul's round_act */
             gg_cpu_silu_mul(two, 2, y, 1, &a);
             break;
-        case GG_EW_SILU_MUL_R: {
+        case GG_EW_SILU_MUL_R:
+        case GG_EW_SILU_MUL_R_RND: {
             gg_tensor r[2] = {*e, *v};
+            a.v[0] = st.op[k] == GG_EW_SILU_MUL_R_RND;
             gg_cpu_silu_mul(r, 2, y, 1, &a);
             break;
         }
@@ -238,7 +243,7 @@ int gg_ew_unpack(double d, gg_ew_steps *s)
         uint8_t b = (uint8_t)(v >> (4 + 8 * k));
         s->op[k] = b & 0xf;
         s->arg[k] = b >> 4;
-        if (s->op[k] < GG_EW_ADD || s->op[k] > GG_EW_COPY || s->arg[k] > 3)
+        if (s->op[k] < GG_EW_ADD || s->op[k] > GG_EW_SILU_MUL_R_RND || s->arg[k] > 3)
             return -EINVAL;
     }
     return 0;
@@ -290,6 +295,8 @@ int gg_rowchain_check(const gg_rowchain *c, char *err, size_t errlen)
         if (s->act < GG_ACT_NONE || s->act > GG_ACT_SCALE)
             return fz_fail(err, errlen, "row chain: stage %d: unknown activation %d", k,
                            s->act);
+        if (s->round_x && !s->rms)
+            return fz_fail(err, errlen, "row chain: stage %d: round_x on a layernorm stage", k);
     }
     return 0;
 }
@@ -312,7 +319,7 @@ int gg_rowchain_stage_launch(const gg_rowchain *c, int k, gg_tensor *in, gg_tens
         out[(*nout)++] = s->h;
     memset(attrs, 0, sizeof *attrs);
     attrs->v[0] = s->eps;
-    attrs->v[1] = s->rms ? 1.0 : 0.0;
+    attrs->v[1] = s->rms ? (s->round_x ? 2.0 : 1.0) : 0.0;
     attrs->v[2] = s->act;
     attrs->v[3] = s->p;
     return nin;

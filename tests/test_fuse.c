@@ -9,6 +9,11 @@
  *     nodes through the op table's CPU references;
  * every buffer tensor is compared, so an intermediate the client can read
  * must still be written.  program.list's `kernels` says what was fused;
+ * nodes that round an intermediate to the dtype (rmsnorm's round_x,
+ * silu_mul's round_act, as Hugging Face's f16/bf16 models compute) fuse
+ * like the others and round where the nodes do: in f16 and bf16 the same
+ * reference without the roundings must differ from the fused bytes, so the
+ * byte equality with the unfused daemon sees the rounding;
  * cases where fusing would be wrong (an intermediate read later, a buffer
  * intermediate, outputs overlapping inputs a later step reads, separate
  * branches) must keep their launches apart and still give the same
@@ -53,6 +58,7 @@ typedef struct {
     ndef n[MAXN];
     int branch_at;       /* first node of branch 1, or 0: one branch */
     int want_kernels;    /* launches per replay over all branches, fused */
+    bool rounds;         /* round_x/round_act nodes whose rounding must show in f16/bf16 */
 } pcase;
 
 #define D 37             /* odd: no 16-byte vectors */
@@ -110,6 +116,34 @@ static const pcase cases[] = {
       {"t2", T_SCR, true, 1, {D}}, {"y", T_OUT, true, 1, {D}}},
      {{"silu", "x", "t1", NULL, 0}, {"silu_mul", "e,t1", "t2", NULL, 0},
       {"add", "e,t2", "y", NULL, 0}}, 0, 1},
+    /* ---- rounding attributes (HF f16/bf16): fused, rounding where the nodes do ---- */
+    {"HF block: rmsnorm(round_x) -> gate/up -> silu_mul(round_act) -> down -> residual add "
+     "-> rmsnorm(round_x)",
+     {{"x", T_IN, true, 1, {D}}, {"w1", T_IN, false, 1, {D}}, {"h", T_SCR, true, 1, {D}},
+      {"wg", T_IN, false, 2, {F, D}}, {"wu", T_IN, false, 2, {F, D}},
+      {"g", T_SCR, true, 1, {F}}, {"u", T_SCR, true, 1, {F}}, {"m", T_SCR, true, 1, {F}},
+      {"wd", T_IN, false, 2, {D, F}}, {"d", T_SCR, true, 1, {D}}, {"s", T_OUT, true, 1, {D}},
+      {"w2", T_IN, false, 1, {D}}, {"y", T_OUT, true, 1, {D}}},
+     {{"rmsnorm", "x,w1", "h", "round_x", 1}, {"linear", "h,wg", "g", NULL, 0},
+      {"linear", "h,wu", "u", NULL, 0}, {"silu_mul", "g,u", "m", "round_act", 1},
+      {"linear", "m,wd", "d", NULL, 0}, {"add", "x,d", "s", NULL, 0},
+      {"rmsnorm", "s,w2", "y", "round_x", 1}}, 0, 4, true},
+    {"rmsnorm(round_x) -> gelu, h a buffer",
+     {{"x", T_IN, true, 1, {D}}, {"w", T_IN, false, 1, {D}}, {"h", T_OUT, true, 1, {D}},
+      {"y", T_OUT, true, 1, {D}}},
+     {{"rmsnorm", "x,w", "h", "round_x", 1}, {"gelu", "h", "y", NULL, 0}}, 0, 1, true},
+    {"row chain of 3 with round_x: rmsnorm(round_x) -> silu, rmsnorm(round_x), rmsnorm",
+     {{"x", T_IN, true, 1, {D}}, {"w1", T_IN, false, 1, {D}}, {"w2", T_IN, false, 1, {D}},
+      {"w3", T_IN, false, 1, {D}}, {"h1", T_SCR, true, 1, {D}}, {"y1", T_SCR, true, 1, {D}},
+      {"y2", T_OUT, true, 1, {D}}, {"y3", T_OUT, true, 1, {D}}},
+     {{"rmsnorm", "x,w1", "h1", "round_x", 1}, {"silu", "h1", "y1", NULL, 0},
+      {"rmsnorm", "y1,w2", "y2", "round_x", 1}, {"rmsnorm", "y2,w3", "y3", NULL, 0}}, 0, 1,
+     true},
+    {"elementwise chain: silu_mul(round_act) both ways, then mul",
+     {{"x", T_IN, true, 1, {D}}, {"e", T_IN, true, 1, {D}}, {"m", T_IN, false, 1, {D}},
+      {"t1", T_SCR, true, 1, {D}}, {"t2", T_SCR, true, 1, {D}}, {"y", T_OUT, true, 1, {D}}},
+     {{"silu_mul", "x,e", "t1", "round_act", 1}, {"silu_mul", "e,t1", "t2", "round_act", 1},
+      {"mul", "t2,m", "y", NULL, 0}}, 0, 1, true},
     /* ---- must not fuse (entirely) ---- */
     {"no: an intermediate read later ends the chain",
      {{"x", T_IN, true, 1, {D}}, {"r", T_IN, true, 1, {D}}, {"t1", T_SCR, true, 1, {D}},
@@ -319,8 +353,10 @@ static void node_operands(const pcase *pc, const ndef *nd, int *in, int *nin, in
 }
 
 /* This file's reference: the client's nodes through the op table's CPU
- * references, on host copies (aliases share memory), at BATCH rows. */
-static void reference(const pcase *pc, gg_dtype dt, int branch, uint8_t *base, const size_t *off)
+ * references, on host copies (aliases share memory), at BATCH rows;
+ * no_round: without the round_x/round_act attributes. */
+static void reference(const pcase *pc, gg_dtype dt, int branch, uint8_t *base, const size_t *off,
+                      bool no_round)
 {
     uint8_t *scr[MAXT] = {0};
     void *data[MAXT];
@@ -356,7 +392,7 @@ static void reference(const pcase *pc, gg_dtype dt, int branch, uint8_t *base, c
         }
         gg_op_attrs a;
         gg_ops_attr_defaults(op, &a);
-        if (nd->attr)
+        if (nd->attr && !(no_round && strncmp(nd->attr, "round_", 6) == 0))
             a.v[gg_ops_attr_index(op, nd->attr)] = nd->av;
         gg_ops_run_cpu(op, ti, nin, to, nout, &a);
     }
@@ -453,8 +489,20 @@ static void run_case(gg_client *fused, gg_client *plain, const pcase *pc, gg_dty
         CHECKF(kp == nnodes(pc), "%s: %lld kernels with GFXGRAPH_FUSE=0, want %d", what,
                (long long)kp, nnodes(pc));
         for (int br = 0; br < nbr; br++) {
+            if (pc->rounds && dt != GG_DT_F32) {
+                /* the roundings change the last output here, so the equality
+                 * below with the unfused daemon's bytes checks them */
+                const tdef *t = &pc->t[ntensors(pc) - 1];
+                size_t nb = (size_t)t_elems(t, t->batch ? BATCH : 1) * gg_dtype_size(dt);
+                const size_t o = off[ntensors(pc) - 1];
+                fill_inputs(pc, dt, ref, off, seed);
+                reference(pc, dt, br, ref, off, true);
+                CHECKF(t->kind == T_OUT && memcmp(fo[br] + o, ref + o, nb) != 0,
+                       "%s branch %d: '%s' is not what the nodes give without their rounding",
+                       what, br, t->name);
+            }
             fill_inputs(pc, dt, ref, off, seed);
-            reference(pc, dt, br, ref, off);
+            reference(pc, dt, br, ref, off, false);
             for (int i = 0; i < ntensors(pc); i++) {
                 const tdef *t = &pc->t[i];
                 if (t->kind == T_SCR || t->alias)

@@ -24,8 +24,8 @@ static bool fz_is(const gg_pnode *n, gg_op_id id)
 }
 
 /* n rounds an intermediate to its dtype (rmsnorm's round_x, silu_mul's
- * round_act): the fused kernels compute those chains in f32 with one
- * rounding, so such a node runs alone. */
+ * round_act, as Hugging Face's f16/bf16 models do): every fused op that
+ * takes such a node carries the flag and rounds where the node does. */
 static bool fz_rounds(const gg_pnode *n)
 {
     return (fz_is(n, GG_OP_RMSNORM) && n->attrs.v[1] != 0.0) ||
@@ -105,7 +105,7 @@ static int fz_add_rmsnorm(const fz_ctx *c, int i, gg_pnode *f)
     if (i + 1 >= br->nnodes)
         return 0;
     const gg_pnode *a = &br->nodes[i], *r = &br->nodes[i + 1];
-    if (!fz_is(a, GG_OP_ADD) || a->nin != 2 || !fz_is(r, GG_OP_RMSNORM) || fz_rounds(r) ||
+    if (!fz_is(a, GG_OP_ADD) || a->nin != 2 || !fz_is(r, GG_OP_RMSNORM) ||
         r->in[0] != a->out[0] || !fz_same_shape(c, a->in[0], a->in[1]) ||
         r->in[1] == a->out[0])
         return 0;
@@ -114,6 +114,7 @@ static int fz_add_rmsnorm(const fz_ctx *c, int i, gg_pnode *f)
         return 0;
     fz_node(f, GG_FUSED_ADD_RMSNORM, in, 3, out, 2);
     f->attrs.v[0] = r->attrs.v[0];
+    f->attrs.v[1] = fz_rounds(r);
     return 2;
 }
 
@@ -126,7 +127,6 @@ static int fz_gate_up(const fz_ctx *c, int i, gg_pnode *f)
         return 0;
     const gg_pnode *l0 = &br->nodes[i], *l1 = &br->nodes[i + 1], *m = &br->nodes[i + 2];
     if (!fz_is(l0, GG_OP_LINEAR) || !fz_is(l1, GG_OP_LINEAR) || !fz_is(m, GG_OP_SILU_MUL) ||
-        fz_rounds(m) ||
         l0->nin != 2 || l1->nin != 2 || l0->in[0] != l1->in[0] || l0->out[0] == l1->out[0])
         return 0;
     const gg_pnode *g, *u;
@@ -150,6 +150,7 @@ static int fz_gate_up(const fz_ctx *c, int i, gg_pnode *f)
     if (!fz_safe(c, out, 3, in, 3, -1, false))
         return 0;
     fz_node(f, GG_FUSED_GATE_UP, in, 3, out, 3);
+    f->attrs.v[1] = fz_rounds(m);
     return 3;
 }
 
@@ -181,7 +182,7 @@ static int fz_norm_act(const fz_ctx *c, int i, gg_pnode *f)
         return 0;
     const gg_pnode *n = &br->nodes[i], *a = &br->nodes[i + 1];
     bool rms = fz_is(n, GG_OP_RMSNORM);
-    if ((!rms && !fz_is(n, GG_OP_LAYERNORM)) || fz_rounds(n))
+    if (!rms && !fz_is(n, GG_OP_LAYERNORM))
         return 0;
     double param;
     int act = fz_act_of(a, &param);
@@ -194,7 +195,7 @@ static int fz_norm_act(const fz_ctx *c, int i, gg_pnode *f)
         return 0;
     fz_node(f, GG_FUSED_NORM_ACT, n->in, n->nin, out, keep ? 2 : 1);
     f->attrs.v[0] = n->attrs.v[0];
-    f->attrs.v[1] = rms ? 1.0 : 0.0;
+    f->attrs.v[1] = rms ? (fz_rounds(n) ? 2.0 : 1.0) : 0.0;
     f->attrs.v[2] = act;
     f->attrs.v[3] = param;
     return 2;
@@ -281,7 +282,9 @@ static int fz_ew_code(const gg_pnode *n, bool value_right)
         return GG_EW_ADD;
     if (fz_is(n, GG_OP_MUL))
         return GG_EW_MUL;
-    if (fz_is(n, GG_OP_SILU_MUL) && !fz_rounds(n))
+    if (fz_is(n, GG_OP_SILU_MUL) && fz_rounds(n))
+        return value_right ? GG_EW_SILU_MUL_R_RND : GG_EW_SILU_MUL_RND;
+    if (fz_is(n, GG_OP_SILU_MUL))
         return value_right ? GG_EW_SILU_MUL_R : GG_EW_SILU_MUL;
     if (n->nin != 1)
         return 0;
@@ -369,12 +372,13 @@ static int fz_ew_chain(const fz_ctx *c, int i, gg_pnode *f)
 /* ---- row chains ------------------------------------------------------------------ */
 
 /* Plan entry e as a row-chain stage: a fused norm_act, or a lone
- * layernorm/rmsnorm node. */
+ * layernorm/rmsnorm node.  st->rms is the norm as norm_act's attribute
+ * says it: 0 layernorm, 1 rmsnorm, 2 rmsnorm with round_x. */
 static bool fz_stage_of(const gg_pnode *e, gg_pstage *st)
 {
     bool fused = e->op == gg_ops_fused(GG_FUSED_NORM_ACT);
-    bool rms = fused ? e->attrs.v[1] == 1.0 : fz_is(e, GG_OP_RMSNORM);
-    if ((!fused && !rms && !fz_is(e, GG_OP_LAYERNORM)) || (!fused && fz_rounds(e)))
+    bool rms = fused ? e->attrs.v[1] >= 1.0 : fz_is(e, GG_OP_RMSNORM);
+    if (!fused && !rms && !fz_is(e, GG_OP_LAYERNORM))
         return false;
     if (e->nin != (rms ? 2 : 3))
         return false;
@@ -383,7 +387,7 @@ static bool fz_stage_of(const gg_pnode *e, gg_pstage *st)
     st->h = fused && e->nout > 1 ? e->out[1] : -1;
     st->y = e->out[0];
     st->eps = e->attrs.v[0];
-    st->rms = rms;
+    st->rms = !rms ? 0 : (fused ? e->attrs.v[1] == 2.0 : fz_rounds(e)) ? 2 : 1;
     st->act = fused ? (int)e->attrs.v[2] : GG_ACT_NONE;
     st->p = fused ? e->attrs.v[3] : 0.0;
     return true;
@@ -549,8 +553,9 @@ int gg_fuse_bind_chain(const gg_program *p, const gg_branch *br, const gg_pnode 
             gg_program_bind_tensor(p, s->y, rows, scratch, &d->y);
         d->eps = s->eps;
         d->p = s->p;
-        d->rms = s->rms;
+        d->rms = s->rms != 0;
         d->act = s->act;
+        d->round_x = s->rms == 2;
     }
     return 0;
 }

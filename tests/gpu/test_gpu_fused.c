@@ -13,6 +13,16 @@
  * chains (gg_gpu_rowchain_launch) of up to 16 mixed norm stages.  Without a
  * device: SKIP (77).
  *
+ * Rounding attributes (rmsnorm's round_x, silu_mul's round_act: Hugging
+ * Face's f16/bf16 models round there), carried by add_rmsnorm, norm_act,
+ * gate_up, ew_chain and row-chain stages: against the CPU references as
+ * above, and against the unfused GPU ops run node by node on the same
+ * device data.  There, in f16 and bf16, at most 1 value in 20 may differ in
+ * its bits from the unfused ops (what differs is summation order and silu's
+ * exp, which flip a rounding rarely), while the same ops without the
+ * rounding must differ in at least 1 in 8 (a double rounding changes about
+ * a quarter of the values): so a kernel that skipped the rounding fails.
+ *
  * Tolerance, rel-L2 against the reference: f32 1e-5, f16 3e-3, bf16 1.5e-2
  * (the references round each intermediate as the unfused nodes do; the
  * kernels keep the same roundings, so what differs is summation order). */
@@ -177,13 +187,13 @@ static void norm_cases(gg_dtype dt)
     static const int64_t cols[] = {37, 1024, 4096, 3000, 20011};
     static const int64_t rows[] = {1, 3, 5, 2, 1};
     for (int i = 0; i < 5; i++)
-        for (int v = 0; v < 4; v++) {
+        for (int v = 0; v < 6; v++) {
             fcase c;
             memset(&c, 0, sizeof c);
             c.dt = dt;
             int64_t R = rows[i], C = cols[i];
-            if (v < 3) {
-                bool rms = v == 1;
+            if (v < 3 || v == 4) {
+                bool rms = v == 1 || v == 4;   /* v 4: rmsnorm with round_x */
                 c.kind = GG_FUSED_NORM_ACT;
                 c.nin = rms ? 2 : 3;
                 c.in[0] = d2(dt, R, C);
@@ -191,11 +201,12 @@ static void norm_cases(gg_dtype dt)
                 c.nout = c.ncheck = v == 2 ? 2 : 1;   /* v 2: h kept */
                 c.out[0] = c.out[1] = d2(dt, R, C);
                 c.attrs.v[0] = 1e-5;
-                c.attrs.v[1] = rms;
-                c.attrs.v[2] = v == 0 ? GG_ACT_GELU_TANH : v == 1 ? GG_ACT_SILU : GG_ACT_GELU_ERF;
+                c.attrs.v[1] = v == 4 ? 2 : rms;
+                c.attrs.v[2] = v == 0 ? GG_ACT_GELU_TANH : v == 2 ? GG_ACT_GELU_ERF : GG_ACT_SILU;
                 c.attrs.v[3] = 0;
                 snprintf(c.label, sizeof c.label, "norm_act %s [%lld, %lld] %s%s", rms ? "rms" : "ln",
-                         (long long)R, (long long)C, dtn(dt), v == 2 ? " h kept" : "");
+                         (long long)R, (long long)C, dtn(dt),
+                         v == 2 ? " h kept" : v == 4 ? " round_x" : "");
             } else {
                 c.kind = GG_FUSED_ADD_RMSNORM;
                 c.nin = 3;
@@ -204,8 +215,9 @@ static void norm_cases(gg_dtype dt)
                 c.nout = c.ncheck = 2;
                 c.out[0] = c.out[1] = d2(dt, R, C);
                 c.attrs.v[0] = 1e-6;
-                snprintf(c.label, sizeof c.label, "add_rmsnorm [%lld, %lld] %s", (long long)R,
-                         (long long)C, dtn(dt));
+                c.attrs.v[1] = v == 5;   /* round_x */
+                snprintf(c.label, sizeof c.label, "add_rmsnorm [%lld, %lld] %s%s", (long long)R,
+                         (long long)C, dtn(dt), v == 5 ? " round_x" : "");
             }
             run(&c);
         }
@@ -246,27 +258,29 @@ static void linear_cases(gg_dtype dt)
         }
     static const struct { int64_t M, K, N; } gu[] = {{1, 1024, 2816}, {1, 37, 29}, {3, 64, 40},
                                                      {16, 256, 96}};
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 8; i++) {
         fcase c;
         memset(&c, 0, sizeof c);
         c.dt = dt;
         c.kind = GG_FUSED_GATE_UP;
+        c.attrs.v[1] = i >= 4;   /* silu_mul's round_act */
         c.nin = 3;
-        c.in[0] = d2(dt, gu[i].M, gu[i].K);
-        c.in[1] = c.in[2] = d2(dt, gu[i].N, gu[i].K);
+        const int g = i % 4;
+        c.in[0] = d2(dt, gu[g].M, gu[g].K);
+        c.in[1] = c.in[2] = d2(dt, gu[g].N, gu[g].K);
         c.nout = 3;
         c.ncheck = 1;
-        c.out[0] = c.out[1] = c.out[2] = d2(dt, gu[i].M, gu[i].N);
-        snprintf(c.label, sizeof c.label, "gate_up M%lld K%lld N%lld %s", (long long)gu[i].M,
-                 (long long)gu[i].K, (long long)gu[i].N, dtn(dt));
+        c.out[0] = c.out[1] = c.out[2] = d2(dt, gu[g].M, gu[g].N);
+        snprintf(c.label, sizeof c.label, "gate_up M%lld K%lld N%lld %s%s", (long long)gu[g].M,
+                 (long long)gu[g].K, (long long)gu[g].N, dtn(dt), i >= 4 ? " round_act" : "");
         run(&c);
     }
 }
 
 static void chain_cases(gg_dtype dt)
 {
-    static const int64_t R[] = {1, 7}, C[] = {1024, 37};
-    for (int i = 0; i < 2; i++) {
+    static const int64_t R[] = {1, 7, 1, 7}, C[] = {1024, 37, 1024, 37};
+    for (int i = 0; i < 4; i++) {
         fcase c;
         memset(&c, 0, sizeof c);
         c.dt = dt;
@@ -276,21 +290,24 @@ static void chain_cases(gg_dtype dt)
         c.in[2] = d2(dt, C[i], 0);   /* a row vector */
         c.nout = c.ncheck = 1;
         c.out[0] = d2(dt, R[i], C[i]);
+        /* i >= 2: the silu_mul steps with round_act */
+        const bool rnd = i >= 2;
         gg_ew_steps st = {6,
-                          {GG_EW_ADD, GG_EW_GELU_ERF, GG_EW_MUL, GG_EW_SCALE, GG_EW_SILU_MUL_R,
-                           GG_EW_SILU_MUL},
+                          {GG_EW_ADD, GG_EW_GELU_ERF, GG_EW_MUL, GG_EW_SCALE,
+                           rnd ? GG_EW_SILU_MUL_R_RND : GG_EW_SILU_MUL_R,
+                           rnd ? GG_EW_SILU_MUL_RND : GG_EW_SILU_MUL},
                           {1, 0, 2, 0, 3, 1}};
         c.attrs.v[0] = gg_ew_pack(&st);
         c.attrs.v[1] = -0.75;
-        snprintf(c.label, sizeof c.label, "ew_chain [%lld, %lld] %s", (long long)R[i],
-                 (long long)C[i], dtn(dt));
+        snprintf(c.label, sizeof c.label, "ew_chain [%lld, %lld] %s%s", (long long)R[i],
+                 (long long)C[i], dtn(dt), rnd ? " round_act" : "");
         run(&c);
     }
 }
 
 /* Row chains (gg_gpu_rowchain_launch) against gg_rowchain_run_cpu: stages
- * mixing layernorm and rmsnorm with every activation, some keeping h and
- * some not writing y (nothing reads it: the reference passes it through the
+ * mixing layernorm and rmsnorm (some with round_x) with every activation,
+ * some keeping h and some not writing y (nothing reads it: the reference passes it through the
  * last y, the kernel keeps it in registers), eager and captured. */
 static void rowchain_run(gg_dtype dt, int64_t R, int64_t C, int n)
 {
@@ -313,6 +330,7 @@ static void rowchain_run(gg_dtype dt, int64_t R, int64_t C, int n)
     for (int k = 0; k < n; k++) {
         gg_rowchain_stage *h = &hc.st[k], *d = &dc.st[k];
         h->rms = d->rms = k % 3 == 1;
+        h->round_x = d->round_x = h->rms && k % 2 == 1;   /* stages 1, 7, 13 */
         static const int acts[] = {GG_ACT_GELU_TANH, GG_ACT_SILU, GG_ACT_NONE,
                                    GG_ACT_GELU_ERF, GG_ACT_SCALE};
         h->act = d->act = acts[k % 5];
@@ -437,6 +455,341 @@ static void rowchain_cases(gg_dtype dt)
     }
 }
 
+/* ---- rounding variants against the unfused GPU ops ------------------------------ */
+
+#define RT_MAX 24
+typedef struct {
+    gg_dtype dt;
+    int n;
+    gg_tensor t[RT_MAX];     /* device data */
+    void *host;              /* one tensor's bytes, for filling and reading back */
+    size_t host_bytes;
+    bool failed;
+} rt_pool;
+
+static int rt_fail(rt_pool *p, const char *what)
+{
+    if (!p->failed) {
+        printf("FAIL: rounding cases: %s\n", what);
+        g_fail++;
+    }
+    p->failed = true;
+    return -1;
+}
+
+/* A device tensor of d, random values in [-1.5, 1.5) when input; -1 on
+ * failure (then every later step of the pool does nothing). */
+static int rt_new(rt_pool *p, gg_tensor_desc d, bool input)
+{
+    size_t b = gg_desc_bytes(&d);
+    if (p->failed)
+        return -1;
+    if (p->n == RT_MAX)
+        return rt_fail(p, "pool full");
+    if (b > p->host_bytes) {
+        void *h = realloc(p->host, b);
+        if (!h)
+            return rt_fail(p, "host allocation");
+        p->host = h;
+        p->host_bytes = b;
+    }
+    void *dev = NULL;
+    if (hipMalloc(&dev, b) != hipSuccess)
+        return rt_fail(p, "hipMalloc");
+    if (input) {
+        for (int64_t k = 0; k < gg_desc_numel(&d); k++)
+            gg_store(p->host, p->dt, k, frand(-1.5f, 1.5f));
+    } else {
+        memset(p->host, 0xff, b);   /* NaN in every float dtype */
+    }
+    if (hipMemcpy(dev, p->host, b, hipMemcpyHostToDevice) != hipSuccess) {
+        (void)hipFree(dev);
+        return rt_fail(p, "copy in");
+    }
+    p->t[p->n] = (gg_tensor){dev, d};
+    return p->n++;
+}
+
+static void rt_free(rt_pool *p)
+{
+    for (int i = 0; i < p->n; i++)
+        (void)hipFree(p->t[i].data);
+    free(p->host);
+}
+
+/* One unfused node: op `id` on pool tensors in[0..nin) into out, its
+ * attributes the defaults but `attr` (NULL: none) set to v, and eps for
+ * rmsnorm. */
+static void rt_op(rt_pool *p, const char *label, int id, const int *in, int nin, int out,
+                  const char *attr, double v)
+{
+    const gg_op_def *op = gg_ops_at(id);
+    gg_tensor ti[3];
+    gg_op_attrs a;
+    if (p->failed)
+        return;
+    gg_ops_attr_defaults(op, &a);
+    if (id == GG_OP_RMSNORM)
+        a.v[gg_ops_attr_index(op, "eps")] = 1e-6;
+    if (attr)
+        a.v[gg_ops_attr_index(op, attr)] = v;
+    for (int i = 0; i < nin; i++)
+        ti[i] = p->t[in[i]];
+    int rc = gg_gpu_op_launch(g_ctx, op, ti, nin, &p->t[out], 1, &a);
+    if (rc) {
+        printf("FAIL: %s: unfused %s: %d %s\n", label, op->name, rc, gg_gpu_last_error());
+        g_fail++;
+        p->failed = true;
+    }
+}
+
+/* Pool tensor i's values, on the host (malloc'd; NULL on failure). */
+static void *rt_get(rt_pool *p, int i)
+{
+    size_t b = gg_desc_bytes(&p->t[i].desc);
+    void *h = malloc(b);
+    if (h && hipMemcpy(h, p->t[i].data, b, hipMemcpyDeviceToHost) != hipSuccess) {
+        free(h);
+        h = NULL;
+    }
+    return h;
+}
+
+static int64_t rt_bits_differ(const void *a, const void *b, gg_dtype dt, int64_t n)
+{
+    const size_t es = gg_dtype_size(dt);
+    int64_t d = 0;
+    for (int64_t i = 0; i < n; i++)
+        d += memcmp((const uint8_t *)a + i * es, (const uint8_t *)b + i * es, es) != 0;
+    return d;
+}
+
+/* The fused result f against the unfused ops' u (same roundings) and q (the
+ * same ops without them). */
+static void rt_check(rt_pool *p, const char *label, const char *what, int f, int u, int q)
+{
+    if (p->failed)
+        return;   /* counted where it failed */
+    if (hipDeviceSynchronize() != hipSuccess) {
+        printf("FAIL: %s: HIP call failed\n", label);
+        rt_fail(p, "sync");
+        return;
+    }
+    const gg_dtype dt = p->dt;
+    const int64_t n = gg_desc_numel(&p->t[f].desc);
+    void *hf = rt_get(p, f), *hu = rt_get(p, u), *hq = rt_get(p, q);
+    if (!hf || !hu || !hq) {
+        printf("FAIL: %s: read back\n", label);
+        g_fail++;
+    } else {
+        int64_t bad;
+        const double err = gt_rel_l2(hf, hu, dt, n, &bad);
+        const int64_t df = rt_bits_differ(hf, hu, dt, n), dq = rt_bits_differ(hq, hu, dt, n);
+        const bool half = dt != GG_DT_F32;
+        if (err <= tolerance(dt) && (!half || (df * 20 <= n && dq * 8 >= n))) {
+            g_pass++;
+        } else {
+            printf("FAIL: %s: %s against the unfused GPU ops: rel-L2 %.3g (first non-finite "
+                   "%lld), %lld of %lld values differ in their bits (at most 1 in 20); "
+                   "without the rounding %lld differ (at least 1 in 8)\n",
+                   label, what, err, (long long)bad, (long long)df, (long long)n,
+                   (long long)dq);
+            g_fail++;
+        }
+    }
+    free(hf);
+    free(hu);
+    free(hq);
+}
+
+static int rt_fused(rt_pool *p, const char *label, gg_fused_kind k, const int *in, int nin,
+                    const int *out, int nout, const gg_op_attrs *a)
+{
+    gg_tensor ti[4], to[3];
+    if (p->failed)
+        return -1;
+    for (int i = 0; i < nin; i++)
+        ti[i] = p->t[in[i]];
+    for (int i = 0; i < nout; i++)
+        to[i] = p->t[out[i]];
+    int rc = gg_gpu_op_launch(g_ctx, gg_ops_fused(k), ti, nin, to, nout, a);
+    if (rc) {
+        printf("FAIL: %s: %d %s\n", label, rc, gg_gpu_last_error());
+        g_fail++;
+        p->failed = true;
+    }
+    return rc;
+}
+
+/* add_rmsnorm(round_x) and norm_act(rmsnorm round_x -> silu, h kept). */
+static void rt_norms(gg_dtype dt, int64_t R, int64_t C)
+{
+    char label[160];
+    rt_pool p = {.dt = dt};
+    const gg_tensor_desc xd = d2(dt, R, C), wd = d2(dt, C, 0);
+    gg_op_attrs a;
+    snprintf(label, sizeof label, "add_rmsnorm round_x [%lld, %lld] %s vs unfused",
+             (long long)R, (long long)C, dtn(dt));
+    {
+        const int x = rt_new(&p, xd, true), r = rt_new(&p, xd, true), w = rt_new(&p, wd, true);
+        const int sf = rt_new(&p, xd, false), yf = rt_new(&p, xd, false);
+        const int su = rt_new(&p, xd, false), yu = rt_new(&p, xd, false);
+        const int yq = rt_new(&p, xd, false);
+        memset(&a, 0, sizeof a);
+        a.v[0] = 1e-6;
+        a.v[1] = 1;
+        const int in[3] = {x, r, w}, out[2] = {sf, yf}, xr[2] = {x, r}, sw[2] = {su, w};
+        rt_fused(&p, label, GG_FUSED_ADD_RMSNORM, in, 3, out, 2, &a);
+        rt_op(&p, label, GG_OP_ADD, xr, 2, su, NULL, 0);
+        rt_op(&p, label, GG_OP_RMSNORM, sw, 2, yu, "round_x", 1);
+        rt_op(&p, label, GG_OP_RMSNORM, sw, 2, yq, "round_x", 0);
+        rt_check(&p, label, "y", yf, yu, yq);
+    }
+    rt_free(&p);
+    memset(&p, 0, sizeof p);
+    p.dt = dt;
+    snprintf(label, sizeof label, "norm_act rmsnorm round_x -> silu [%lld, %lld] %s vs unfused",
+             (long long)R, (long long)C, dtn(dt));
+    {
+        const int x = rt_new(&p, xd, true), w = rt_new(&p, wd, true);
+        const int yf = rt_new(&p, xd, false), hf = rt_new(&p, xd, false);
+        const int hu = rt_new(&p, xd, false), yu = rt_new(&p, xd, false);
+        const int hq = rt_new(&p, xd, false), yq = rt_new(&p, xd, false);
+        memset(&a, 0, sizeof a);
+        a.v[0] = 1e-6;
+        a.v[1] = 2;   /* rmsnorm with round_x */
+        a.v[2] = GG_ACT_SILU;
+        const int in[2] = {x, w}, out[2] = {yf, hf};
+        rt_fused(&p, label, GG_FUSED_NORM_ACT, in, 2, out, 2, &a);
+        rt_op(&p, label, GG_OP_RMSNORM, in, 2, hu, "round_x", 1);
+        rt_op(&p, label, GG_OP_SILU, &hu, 1, yu, NULL, 0);
+        rt_op(&p, label, GG_OP_RMSNORM, in, 2, hq, "round_x", 0);
+        rt_op(&p, label, GG_OP_SILU, &hq, 1, yq, NULL, 0);
+        rt_check(&p, label, "h", hf, hu, hq);
+        rt_check(&p, label, "y", yf, yu, yq);
+    }
+    rt_free(&p);
+}
+
+/* gate_up(round_act): linear, linear, silu_mul(round_act). */
+static void rt_gate_up(gg_dtype dt, int64_t M, int64_t K, int64_t N)
+{
+    char label[160];
+    snprintf(label, sizeof label, "gate_up round_act M%lld K%lld N%lld %s vs unfused",
+             (long long)M, (long long)K, (long long)N, dtn(dt));
+    rt_pool p = {.dt = dt};
+    const gg_tensor_desc xd = d2(dt, M, K), wd = d2(dt, N, K), yd = d2(dt, M, N);
+    const int x = rt_new(&p, xd, true), wg = rt_new(&p, wd, true), wu = rt_new(&p, wd, true);
+    const int yf = rt_new(&p, yd, false), gf = rt_new(&p, yd, false), uf = rt_new(&p, yd, false);
+    const int gu = rt_new(&p, yd, false), uu = rt_new(&p, yd, false);
+    const int yu = rt_new(&p, yd, false), yq = rt_new(&p, yd, false);
+    gg_op_attrs a;
+    memset(&a, 0, sizeof a);
+    a.v[1] = 1;   /* round_act */
+    const int in[3] = {x, wg, wu}, out[3] = {yf, gf, uf};
+    const int lg[2] = {x, wg}, lu[2] = {x, wu}, sm[2] = {gu, uu};
+    rt_fused(&p, label, GG_FUSED_GATE_UP, in, 3, out, 3, &a);
+    rt_op(&p, label, GG_OP_LINEAR, lg, 2, gu, NULL, 0);
+    rt_op(&p, label, GG_OP_LINEAR, lu, 2, uu, NULL, 0);
+    rt_op(&p, label, GG_OP_SILU_MUL, sm, 2, yu, "round_act", 1);
+    rt_op(&p, label, GG_OP_SILU_MUL, sm, 2, yq, "round_act", 0);
+    rt_check(&p, label, "y", yf, yu, yq);
+    rt_free(&p);
+}
+
+/* ew_chain: silu_mul(x, e) then silu_mul(e, that), both with round_act. */
+static void rt_chain(gg_dtype dt, int64_t R, int64_t C)
+{
+    char label[160];
+    snprintf(label, sizeof label, "ew_chain round_act [%lld, %lld] %s vs unfused", (long long)R,
+             (long long)C, dtn(dt));
+    rt_pool p = {.dt = dt};
+    const gg_tensor_desc xd = d2(dt, R, C);
+    const int x = rt_new(&p, xd, true), e = rt_new(&p, xd, true), yf = rt_new(&p, xd, false);
+    const int tu = rt_new(&p, xd, false), yu = rt_new(&p, xd, false);
+    const int tq = rt_new(&p, xd, false), yq = rt_new(&p, xd, false);
+    gg_ew_steps st = {2, {GG_EW_SILU_MUL_RND, GG_EW_SILU_MUL_R_RND}, {1, 1}};
+    gg_op_attrs a;
+    memset(&a, 0, sizeof a);
+    a.v[0] = gg_ew_pack(&st);
+    const int in[2] = {x, e}, xe[2] = {x, e}, etu[2] = {e, tu}, etq[2] = {e, tq};
+    rt_fused(&p, label, GG_FUSED_EW_CHAIN, in, 2, &yf, 1, &a);
+    rt_op(&p, label, GG_OP_SILU_MUL, xe, 2, tu, "round_act", 1);
+    rt_op(&p, label, GG_OP_SILU_MUL, etu, 2, yu, "round_act", 1);
+    rt_op(&p, label, GG_OP_SILU_MUL, xe, 2, tq, "round_act", 0);
+    rt_op(&p, label, GG_OP_SILU_MUL, etq, 2, yq, "round_act", 0);
+    rt_check(&p, label, "y", yf, yu, yq);
+    rt_free(&p);
+}
+
+/* A row chain of three rmsnorm(round_x) stages, the second with silu, only
+ * the last y written: against rmsnorm, rmsnorm, silu, rmsnorm node by node. */
+static void rt_rowchain(gg_dtype dt, int64_t R, int64_t C)
+{
+    char label[160];
+    snprintf(label, sizeof label, "row_chain 3 rmsnorm round_x stages [%lld, %lld] %s vs unfused",
+             (long long)R, (long long)C, dtn(dt));
+    rt_pool p = {.dt = dt};
+    const gg_tensor_desc xd = d2(dt, R, C), wd = d2(dt, C, 0);
+    int w[3], u[4], q[4];
+    const int x = rt_new(&p, xd, true), yf = rt_new(&p, xd, false);
+    for (int k = 0; k < 3; k++)
+        w[k] = rt_new(&p, wd, true);
+    for (int k = 0; k < 4; k++) {
+        u[k] = rt_new(&p, xd, false);
+        q[k] = rt_new(&p, xd, false);
+    }
+    if (!p.failed) {
+        gg_rowchain c;
+        memset(&c, 0, sizeof c);
+        c.x = p.t[x];
+        c.n = 3;
+        for (int k = 0; k < 3; k++) {
+            c.st[k].w = p.t[w[k]];
+            c.st[k].eps = 1e-6;
+            c.st[k].rms = 1;
+            c.st[k].round_x = 1;
+            c.st[k].act = k == 1 ? GG_ACT_SILU : GG_ACT_NONE;
+        }
+        c.st[2].y = p.t[yf];
+        int rc = gg_gpu_rowchain_launch(g_ctx, &c);
+        if (rc) {
+            printf("FAIL: %s: %d %s\n", label, rc, gg_gpu_last_error());
+            g_fail++;
+            p.failed = true;
+        }
+    }
+    /* u: with the rounding, q: without; [0] stage 0's y, [1] stage 1's normed
+     * value, [2] its silu, [3] stage 2's y */
+    for (int r = 0; r < 2; r++) {
+        const int *o = r ? q : u;
+        const int i0[2] = {x, w[0]}, i1[2] = {o[0], w[1]}, i2[2] = {o[2], w[2]};
+        rt_op(&p, label, GG_OP_RMSNORM, i0, 2, o[0], "round_x", r == 0);
+        rt_op(&p, label, GG_OP_RMSNORM, i1, 2, o[1], "round_x", r == 0);
+        rt_op(&p, label, GG_OP_SILU, &o[1], 1, o[2], NULL, 0);
+        rt_op(&p, label, GG_OP_RMSNORM, i2, 2, o[3], "round_x", r == 0);
+    }
+    rt_check(&p, label, "y", yf, u[3], q[3]);
+    rt_free(&p);
+}
+
+static void round_cases(gg_dtype dt)
+{
+    /* decode d in 16-byte units, odd d with enough rows for the counts, a
+     * row the norm kernels stream */
+    rt_norms(dt, 1, 2048);
+    rt_norms(dt, 9, 37);
+    rt_norms(dt, 2, 20011);
+    /* the one-pass decode kernel, and the split above decode sizes */
+    rt_gate_up(dt, 1, 1024, 2816);
+    rt_gate_up(dt, 16, 256, 96);
+    rt_chain(dt, 3, 1024);
+    rt_chain(dt, 7, 37);
+    rt_rowchain(dt, 1, 2048);
+    rt_rowchain(dt, 9, 37);
+    rt_rowchain(dt, 2, 20011);
+}
+
 int main(void)
 {
     int n = 0;
@@ -463,6 +816,7 @@ int main(void)
         linear_cases(dts[i]);
         chain_cases(dts[i]);
         rowchain_cases(dts[i]);
+        round_cases(dts[i]);
     }
     gg_gpu_ctx_destroy(g_ctx);
     (void)hipStreamDestroy(g_stream);

@@ -21,6 +21,11 @@ to the step's dtype as PyTorch stores it).
                    down mm -> residual add), [1, 1, D], f32: 12 nodes ->
                    7 (rmsnorm, gate_up, linear, add_rmsnorm, gate_up,
                    linear, add)
+    hf_block f16, bf16  the same in half precision, where HF rounds the
+                   normed x to the dtype before the weight (rmsnorm round_x)
+                   and silu(gate) before the multiply (silu_mul round_act):
+                   the same 7 launches, and the outputs the same bytes as
+                   a daemon started with GFXGRAPH_FUSE=0 gives (12 launches)
 
 Exit 0 when all passed, 1 otherwise, 77 without numpy.
 """
@@ -164,11 +169,14 @@ def hf_block(layers=2, D=64, I=160, dt="f32"):
     return s
 
 
-# name, make, nodes before fusion, launches per replay, rel-L2 tolerance
+# name, make, nodes before fusion, launches per replay, rel-L2 tolerance,
+# compared byte for byte with an unfused daemon
 WORKLOADS = [
-    ("decode_chain", decode_chain, 64, 2, 1e-2),
-    ("mlp", mlp, 3, 2, 1e-5),
-    ("hf_block", hf_block, 12, 7, 1e-5),
+    ("decode_chain", decode_chain, 64, 2, 1e-2, False),
+    ("mlp", mlp, 3, 2, 1e-5, False),
+    ("hf_block", hf_block, 12, 7, 1e-5, True),
+    ("hf_block f16", lambda: hf_block(dt="f16"), 12, 7, 1e-2, True),
+    ("hf_block bf16", lambda: hf_block(dt="bf16"), 12, 7, 2e-2, True),
 ]
 
 
@@ -179,6 +187,7 @@ def kernels_of(sock, prog):
 
 
 def run(client, sock, name, s, nodes, kernels, tol):
+    """Define, replay once, check; the outputs' storage bytes by tensor id."""
     import numpy as np
     import gfxgraph
     from gfxgraph import frontend
@@ -199,14 +208,17 @@ def run(client, sock, name, s, nodes, kernels, tol):
     ks = kernels_of(sock, prog)
     check(ks == [(nodes, kernels)], "%s: %d nodes run as %d launches per replay (cache rows "
           "(nodes, kernels): %s)" % (name, nodes, kernels, ks))
+    out = {}
     for tid in g.outputs:
         t = g.tensors[tid]
+        out[tid] = arrays[t.storage.id].tobytes()
         got = shmrun.tensor_values(arrays[t.storage.id], t)
         ref = shmrun.tensor_values(np.frombuffer(s.after[t.storage.id], dtype=np.uint8), t)
         e = rel_l2(got, ref)
         check(e <= tol and np.isfinite(got).all(), "%s: output %s rel-L2 %.3g <= %g"
               % (name, t.describe(), e, tol))
     prog.release()
+    return out
 
 
 def main():
@@ -223,17 +235,30 @@ def main():
     for k in ("GFXGRAPH_SOCKET", "GFXGRAPH_FASTPATH"):
         os.environ.pop(k, None)
     import gfxgraph
-    tmp = tempfile.mkdtemp(prefix="ggff.")
+    tmp, tmp_off = tempfile.mkdtemp(prefix="ggff."), tempfile.mkdtemp(prefix="ggff0.")
     d = tp.Daemon(args.daemon, tmp)
+    os.environ["GFXGRAPH_FUSE"] = "0"
     try:
-        with gfxgraph.Client(d.sock) as c:
-            for name, make, nodes, kernels, tol in WORKLOADS:
-                run(c, d.sock, name, make(), nodes, kernels, tol)
+        d_off = tp.Daemon(args.daemon, tmp_off)
     finally:
-        rc = d.stop()
+        del os.environ["GFXGRAPH_FUSE"]
+    try:
+        with gfxgraph.Client(d.sock) as c, gfxgraph.Client(d_off.sock) as c_off:
+            for name, make, nodes, kernels, tol, pair in WORKLOADS:
+                got = run(c, d.sock, name, make(), nodes, kernels, tol)
+                if not pair:
+                    continue
+                # the same program on the unfused daemon: one launch a node
+                plain = run(c_off, d_off.sock, name + " (GFXGRAPH_FUSE=0)", make(), nodes,
+                            nodes, tol)
+                check(got == plain, "%s: outputs the same bytes fused (%d launches) and "
+                      "unfused (%d)" % (name, kernels, nodes))
+    finally:
+        rc, rc_off = d.stop(), d_off.stop()
         if tp.FAILS:
             d.dump()
-    check(rc == 0, "daemon stopped cleanly (%r)" % rc)
+            d_off.dump()
+    check(rc == 0 and rc_off == 0, "daemons stopped cleanly (%r, %r)" % (rc, rc_off))
     print("%d passed, %d failed, %d skipped" % (tp.PASSES, tp.FAILS, tp.SKIPS))
     return 1 if tp.FAILS else 0
 
