@@ -15,6 +15,20 @@
 
 /* ---- lifetime ------------------------------------------------------------ */
 
+/* The connection was dropped: its tickets and its region go with it. */
+static void client_lost(gg_client *c)
+{
+    client_sticket_reset(c);
+    client_fp_drop(c);
+}
+
+static const client_io_events client_events = {
+    .lost = client_lost,
+    .response = client_sticket_offer,
+    /* the daemon takes the region's submissions before a socket call's */
+    .before_call = client_fp_drain,
+};
+
 gg_client *gg_client_new(void)
 {
     gg_client *c = calloc(1, sizeof *c);
@@ -24,6 +38,7 @@ gg_client *gg_client_new(void)
         free(c);
         return NULL;
     }
+    c->io_ev = &client_events;
     c->fd = -1;
     c->next_msgid = 1;
     c->max_recv = GG_PROTO_DEFAULT_MAX_MSG;
@@ -46,28 +61,12 @@ static void client_forget_server(gg_client *c)
     c->max_send = GG_PROTO_DEFAULT_MAX_MSG;
 }
 
-void client_drop(gg_client *c)
-{
-    if (c->fd >= 0)
-        close(c->fd);
-    c->fd = -1;
-    c->rlen = 0;
-    c->msg_len = 0;
-    proto_frame_reset(&c->frame);
-    if (c->fd_received >= 0)
-        close(c->fd_received);
-    c->fd_received = -1;
-    c->fd_wanted = false;
-    client_sticket_reset(c);
-    client_fp_drop(c);
-}
-
 void gg_client_disconnect(gg_client *c)
 {
     if (!c)
         return;
     pthread_mutex_lock(&c->mu);
-    client_drop(c);
+    client_io_drop(c);
     client_forget_server(c);
     pthread_mutex_unlock(&c->mu);
 }
@@ -76,7 +75,7 @@ void gg_client_close(gg_client *c)
 {
     if (!c)
         return;
-    client_drop(c);
+    client_io_drop(c);
     msgpack_zone_destroy(&c->zone);
     msgpack_sbuffer_destroy(&c->sb);
     free(c->rbuf);
@@ -366,7 +365,7 @@ int gg_client_connect(gg_client *c, const char *socket_path, const char *client_
     c->fd = fd;
     rc = client_hello(c, client_name && *client_name ? client_name : GG_CLIENT_DEFAULT_NAME);
     if (rc < 0) {
-        client_drop(c);
+        client_io_drop(c);
         client_forget_server(c);
     }
 out:

@@ -102,10 +102,25 @@ static void io_note_notify(gg_client *c, const proto_msg *m)
                      strlen(c->notify_msg));
 }
 
+void client_io_drop(gg_client *c)
+{
+    if (c->fd >= 0)
+        close(c->fd);
+    c->fd = -1;
+    c->rlen = 0;
+    c->msg_len = 0;
+    proto_frame_reset(&c->frame);
+    if (c->fd_received >= 0)
+        close(c->fd_received);
+    c->fd_received = -1;
+    c->fd_wanted = false;
+    c->io_ev->lost(c);
+}
+
 /* The connection is gone (EOF, reset or a failed write). */
 static int io_lost(gg_client *c, int err, const char *method)
 {
-    client_drop(c);
+    client_io_drop(c);
     if (c->notified) {
         client_fail(c, -ECONNRESET, "gfxgraphd closed the connection: %s", c->notify_msg);
         /* the daemon's reason is the more useful code */
@@ -227,7 +242,7 @@ static int io_next(gg_client *c, const char *method, int64_t deadline, bool nonb
             msgpack_unpack_return ur =
                 msgpack_unpack((const char *)c->rbuf, (size_t)n, &off, &c->zone, &c->obj);
             if (ur != MSGPACK_UNPACK_SUCCESS || off != (size_t)n) {
-                client_drop(c);
+                client_io_drop(c);
                 return client_fail(c, -EPROTO, "gfxgraphd sent a message that does not "
                                    "unpack (during '%s'); connection closed", method);
             }
@@ -236,7 +251,7 @@ static int io_next(gg_client *c, const char *method, int64_t deadline, bool nonb
             return 0;
         }
         if (n < 0) {
-            client_drop(c);
+            client_io_drop(c);
             if (n == -EMSGSIZE)
                 return client_fail(c, -EMSGSIZE, "gfxgraphd sent a message over %zu bytes "
                                    "(during '%s'); connection closed", c->max_recv, method);
@@ -333,7 +348,7 @@ int client_req_send(gg_client *c, const char *method, int64_t deadline)
     }
     if (rc == -ETIMEDOUT) {
         /* part of a request may be on the wire: the stream is unusable */
-        client_drop(c);
+        client_io_drop(c);
         return client_fail(c, -ETIMEDOUT, "gfxgraphd did not take the '%s' request within "
                            "%d ms; connection closed", method, c->timeout_ms);
     }
@@ -352,7 +367,7 @@ static int io_dispatch(gg_client *c, const msgpack_object *o, uint32_t msgid, pr
     bool idok;
     char why[160];
     if (proto_msg_decode(o, m, &idok, why, sizeof why) < 0) {
-        client_drop(c);
+        client_io_drop(c);
         return client_fail(c, -EPROTO, "gfxgraphd sent a malformed message (%s); "
                            "connection closed", why);
     }
@@ -364,7 +379,7 @@ static int io_dispatch(gg_client *c, const msgpack_object *o, uint32_t msgid, pr
         return 0;   /* a request to us: nothing asks the client anything */
     if (msgid && m->msgid == msgid)
         return 1;
-    client_sticket_offer(c, m);
+    c->io_ev->response(c, m);
     return 0;
 }
 
@@ -452,7 +467,7 @@ int client_call_locked_fd(gg_client *c, const char *method, const void *params, 
     if (rc < 0)
         return rc;
     int64_t deadline = client_deadline(c);
-    client_fp_drain(c, deadline);
+    c->io_ev->before_call(c, deadline);
     msgpack_packer pk;
     uint32_t msgid = client_req_begin(c, &pk, method);
     msgpack_pack_array(&pk, 1);
@@ -460,7 +475,7 @@ int client_call_locked_fd(gg_client *c, const char *method, const void *params, 
         return client_fail(c, -ENOMEM, "out of memory packing '%s'", method);
     rc = io_write_fd(c, fd, deadline);
     if (rc == -ETIMEDOUT) {
-        client_drop(c);
+        client_io_drop(c);
         return client_fail(c, -ETIMEDOUT, "gfxgraphd did not take the '%s' request within "
                            "%d ms; connection closed", method, c->timeout_ms);
     }
@@ -479,7 +494,7 @@ int client_call_locked(gg_client *c, const char *method, const void *params, siz
     if (rc < 0)
         return rc;
     int64_t deadline = client_deadline(c);
-    client_fp_drain(c, deadline);
+    c->io_ev->before_call(c, deadline);
     msgpack_packer pk;
     uint32_t msgid = client_req_begin(c, &pk, method);
     if (params && len) {

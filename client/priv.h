@@ -73,7 +73,17 @@ typedef struct {
     char msg[256];
 } client_sticket;
 
+/* What the connection (io.c) tells the layers above it, which set the table
+ * at gg_client_new (client.c): io.c calls up only through it, so the I/O
+ * layer knows nothing of tickets or the fast path. */
+typedef struct client_io_events {
+    void (*lost)(gg_client *c);                      /* the connection was dropped */
+    void (*response)(gg_client *c, const proto_msg *m);   /* no call waits for it */
+    void (*before_call)(gg_client *c, int64_t deadline_ms);   /* a call is to be written */
+} client_io_events;
+
 struct gg_client {
+    const client_io_events *io_ev;
     pthread_mutex_t mu;
     int fd;                         /* -1 when not connected */
     bool reached;                   /* last connect() reached the socket */
@@ -156,8 +166,6 @@ int client_fail_locked(gg_client *c, int neg, const char *fmt, ...)
 /* Call with c->mu held (io.c).  params: bytes of one map, or NULL. */
 int client_call_locked(gg_client *c, const char *method, const void *params, size_t len,
                        const msgpack_object **result);
-/* Drop the connection and the receive state (client.c, mutex held). */
-void client_drop(gg_client *c);
 
 /* Tickets: bit 63 says fast path; bits 48..62 the connection (gen); bits
  * 0..47 the fast path's seq or the socket path's ticket number. */
@@ -190,12 +198,15 @@ int client_req_send(gg_client *c, const char *method, int64_t deadline);
 int client_call_locked_fd(gg_client *c, const char *method, const void *params, size_t len,
                           int fd, const msgpack_object **result);
 /* Read until the response to msgid (mutex held); answers to outstanding
- * socket tickets met on the way are kept (client_sticket_offer). */
+ * socket tickets met on the way are kept (io_ev->response). */
 int client_req_await(gg_client *c, uint32_t msgid, const char *method, int64_t deadline,
                      const msgpack_object **result);
 /* Read whatever the socket holds now without waiting: notifications noted,
  * ticket answers kept, end of stream noticed.  0, or -ECONNRESET (dropped). */
 int client_pump(gg_client *c, const char *method);
+/* Drop the connection and the receive state, then tell io_ev->lost
+ * (mutex held). */
+void client_io_drop(gg_client *c);
 /* Copy a str object into dst (truncating), "" when o is not a str. */
 void client_copy_str(const msgpack_object *o, char *dst, size_t cap);
 

@@ -738,8 +738,11 @@ def call_json(c, method, params="{}"):
 
 
 def dev_shm_names():
+    """This process's names in /dev/shm (the package's: gfxgraph-py-<pid>-...);
+    other tests running beside this one make and remove names of their own."""
+    mine = "gfxgraph-py-%d-" % os.getpid()
     try:
-        return set(os.listdir("/dev/shm"))
+        return {n for n in os.listdir("/dev/shm") if n.startswith(mine)}
     except OSError:
         return set()
 
