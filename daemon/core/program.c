@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Programs once parsed (program_parse.c parses and checks a define): their
+/* Programs once built (program_build.c builds and checks a define): their
  * lifetime, the scratch layout and the binding of tensors for a launch, the
  * commit of a define into the core, and program.rebind. */
 #include "core/program_int.h"
@@ -315,24 +315,25 @@ static int prog_core_program(const gg_define_env *env, uint64_t id, gg_program *
     return gg_program_lookup(env->ctx, env->s, id, out, e);
 }
 
-int gg_program_define(gg_core *core, gg_session *s, const msgpack_object *params,
+int gg_program_define(gg_core *core, gg_session *s, const gg_program_spec *spec,
                       gg_program **out, proto_errbuf *e)
 {
     gg_define_env env = {.s = s, .buckets = core->cfg->buckets, .nbuckets = core->cfg->nbuckets,
                          .fuse = core->cfg->fuse,
                          .lookup = prog_core_lookup, .program = prog_core_program,
                          .ctx = core};
-    int rc = gg_program_parse(&env, params, out, e);
+    int rc = gg_program_build(&env, spec, out, e);
     return rc < 0 ? rc : gg_program_commit(core, *out, e);
 }
 
-int gg_program_rebind(gg_core *core, gg_program *p, const msgpack_object *tensors, int *count,
+int gg_program_rebind(gg_core *core, gg_program *p, const gg_rebind_spec *spec, int *count,
                       proto_errbuf *e)
 {
     if (p->pins)
         return proto_fail(e, -EBUSY, "program %llu has replays in flight; rebind once they are "
                           "answered", (unsigned long long)p->id);
-    if (!tensors || tensors->type != MSGPACK_OBJECT_MAP || tensors->via.map.size == 0)
+    const gg_spec_val *tensors = &spec->tensors;
+    if (tensors->kind != GG_SPEC_MAP || tensors->len == 0)
         return proto_fail(e, -EINVAL, "argument 'tensors' must be a non-empty map of "
                           "name: {buffer, offset}");
     gg_ptensor *nt = malloc(sizeof(*nt) * (size_t)p->ntensors);
@@ -340,9 +341,9 @@ int gg_program_rebind(gg_core *core, gg_program *p, const msgpack_object *tensor
         return proto_fail(e, -ENOMEM, "out of memory");
     memcpy(nt, p->tensors, sizeof(*nt) * (size_t)p->ntensors);
     int top = p->buckets[p->nbuckets - 1], rc = 0;
-    for (uint32_t i = 0; i < tensors->via.map.size && rc == 0; i++) {
-        const msgpack_object_kv *kv = &tensors->via.map.ptr[i];
-        int t = gg_program_find_tensor(p, &kv->key);
+    for (uint32_t i = 0; i < tensors->len && rc == 0; i++) {
+        const gg_rebind_tensor *kv = &spec->tensor[tensors->u + i];
+        int t = gg_program_find_tensor(p, &kv->name);
         if (t < 0) {
             rc = proto_fail(e, -EINVAL, "tensors: no tensor of that name in program %llu",
                             (unsigned long long)p->id);
@@ -362,10 +363,8 @@ int gg_program_rebind(gg_core *core, gg_program *p, const msgpack_object *tensor
         char sub[160] = "";
         proto_errbuf se = {sub, sizeof(sub)};
         uint64_t bid, off = 0;
-        if (kv->val.type != MSGPACK_OBJECT_MAP ||
-            (rc = proto_get_u64(&kv->val, "buffer", true, UINT64_MAX, &bid, &se)) < 0 ||
-            ((rc = proto_get_u64(&kv->val, "offset", false, UINT64_MAX, &off, &se)) < 0 &&
-             rc != -ENOENT) ||
+        if (!kv->is_map || (rc = gg_spec_u64(&kv->buffer, "buffer", true, &bid, &se)) < 0 ||
+            ((rc = gg_spec_u64(&kv->offset, "offset", false, &off, &se)) < 0 && rc != -ENOENT) ||
             (rc = gg_buffer_lookup(core, p->sess, bid, &nt[t].buf, &se)) < 0) {
             rc = proto_fail(e, rc < 0 ? rc : -EINVAL, "tensor '%s': %s", nt[t].name,
                             sub[0] ? sub : "give {buffer, offset}");

@@ -11,6 +11,7 @@
 #include "base/config.h"
 #include "ops.h"
 #include "core/session.h"
+#include "core/program_spec.h"
 
 #define GG_MAX_TENSORS 4096
 #define GG_MAX_NODES 4096
@@ -95,16 +96,16 @@ typedef struct gg_program {
 
 int gg_program_lookup(struct gg_core *core, gg_session *s, uint64_t id, gg_program **out,
                       proto_errbuf *e);
-/* Parse and check a program.define params map, and commit it (loop, core
+/* Build and check a program from its define, and commit it (loop, core
  * lock). */
-int gg_program_define(struct gg_core *core, gg_session *s, const msgpack_object *params,
+int gg_program_define(struct gg_core *core, gg_session *s, const gg_program_spec *spec,
                       gg_program **out, proto_errbuf *e);
 
 /* program.define in two halves, so that a large one is checked off the
- * loop: gg_program_parse reads only params and env (no core state, no
+ * loop: gg_program_build reads only the spec and env (no core state, no
  * lock; any thread), gg_program_commit (loop, core lock) counts the
  * program against its uid's quotas, gives it its id and lists it.  On a
- * commit failure the program is freed; a parsed program that is never
+ * commit failure the program is freed; a built program that is never
  * committed goes with gg_program_discard. */
 typedef struct gg_define_env {
     gg_session *s;
@@ -119,7 +120,7 @@ typedef struct gg_define_env {
                    proto_errbuf *e);
     void *ctx;
 } gg_define_env;
-int gg_program_parse(const gg_define_env *env, const msgpack_object *params, gg_program **out,
+int gg_program_build(const gg_define_env *env, const gg_program_spec *spec, gg_program **out,
                      proto_errbuf *e);
 int gg_program_commit(struct gg_core *core, gg_program *p, proto_errbuf *e);
 void gg_program_discard(gg_program *p);
@@ -130,7 +131,7 @@ void gg_program_unpin(gg_program *p);
 void gg_program_park_all(gg_session *s);
 /* program.rebind: point buffer tensors elsewhere; cached graphs are updated
  * on their next use. */
-int gg_program_rebind(struct gg_core *core, gg_program *p, const msgpack_object *tensors,
+int gg_program_rebind(struct gg_core *core, gg_program *p, const gg_rebind_spec *spec,
                       int *count, proto_errbuf *e);
 /* A batch above the largest bucket runs eager at its own row count, where
  * define never checked the op rules: a batch dim that met a fixed one at the

@@ -1,16 +1,19 @@
 /* SPDX-License-Identifier: MIT */
-/* program.define parsing and checking.
+/* A program built from its define (core/program_spec.h) and checked.
  *
  * Everything a replay will touch is decided here: each tensor's buffer,
  * offset, dtype and shape, each node's op, operands and attributes, and the
  * nodes call nodes copy in.  A program is accepted only if every node
  * passes its op's shape rule at every bucket and every buffer tensor lies
  * inside its buffer at the largest bucket, so the executor never re-checks.
- * It runs on the loop or, for a large define, on a pool thread: it reads
- * the core only through its gg_define_env. */
+ * The spec is what the client sent, faults included: the checks run here
+ * in one fixed order, so the first fault found is the one reported.  It
+ * runs on the loop or, for a large define, on a pool thread: it reads the
+ * core only through its gg_define_env. */
 #include "core/program_int.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,37 +21,132 @@
 #include "core/fuse.h"
 #include "core/quota.h"
 
-static int prog_name(const msgpack_object *o, char *dst, size_t cap, const char *what,
+/* ---- the spec's values, read as the request's arguments ---------------- */
+
+bool gg_spec_str_eq(const gg_spec_val *v, const char *s)
+{
+    size_t n = strlen(s);
+    return v->kind == GG_SPEC_STR && v->len == n && memcmp(v->s, s, n) == 0;
+}
+
+static bool spec_f64(const gg_spec_val *v, double *out)
+{
+    switch (v->kind) {
+    case GG_SPEC_FLOAT:
+        *out = v->f;
+        return isfinite(*out);
+    case GG_SPEC_UINT:
+        *out = (double)v->u;
+        return true;
+    case GG_SPEC_INT:
+        *out = (double)v->i;
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* An argument's presence, as every typed read below sees it: absent (or
+ * nil where it may be left out) is -ENOENT, or the error of a required
+ * one. */
+static int spec_find(const gg_spec_val *v, const char *key, bool required, proto_errbuf *e)
+{
+    if (v->kind == GG_SPEC_ABSENT || (v->kind == GG_SPEC_NIL && !required))
+        return required ? proto_fail(e, -EINVAL, "missing required argument '%s'", key)
+                        : -ENOENT;
+    return 0;
+}
+
+static int spec_str(const gg_spec_val *v, const char *key, bool required, const char **s,
+                    size_t *len, proto_errbuf *e)
+{
+    int rc = spec_find(v, key, required, e);
+    if (rc < 0)
+        return rc;
+    if (v->kind != GG_SPEC_STR)
+        return proto_fail(e, -EINVAL, "argument '%s' must be a string", key);
+    *s = v->s;
+    *len = v->len;
+    return 0;
+}
+
+int gg_spec_u64(const gg_spec_val *v, const char *key, bool required, uint64_t *out,
+                proto_errbuf *e)
+{
+    int rc = spec_find(v, key, required, e);
+    if (rc < 0)
+        return rc;
+    if (v->kind != GG_SPEC_UINT)
+        return proto_fail(e, -EINVAL, "argument '%s' must be a non-negative integer", key);
+    *out = v->u;
+    return 0;
+}
+
+static int spec_bool(const gg_spec_val *v, const char *key, bool required, bool *out,
+                     proto_errbuf *e)
+{
+    int rc = spec_find(v, key, required, e);
+    if (rc < 0)
+        return rc;
+    if (v->kind != GG_SPEC_BOOL)
+        return proto_fail(e, -EINVAL, "argument '%s' must be true or false", key);
+    *out = v->b;
+    return 0;
+}
+
+/* A container argument of kind `kind` (GG_SPEC_ARRAY or GG_SPEC_MAP). */
+static int spec_container(const gg_spec_val *v, const char *key, bool required, int kind,
+                          proto_errbuf *e)
+{
+    int rc = spec_find(v, key, required, e);
+    if (rc < 0)
+        return rc;
+    if (v->kind != kind)
+        return proto_fail(e, -EINVAL, "argument '%s' must be %s", key,
+                          kind == GG_SPEC_MAP ? "a map" : "an array");
+    return 0;
+}
+
+/* A str value into a NUL-terminated buffer; -EINVAL if it does not fit. */
+static int spec_strdup(const gg_spec_val *v, char *dst, size_t cap)
+{
+    if (v->kind != GG_SPEC_STR || v->len >= cap)
+        return -EINVAL;
+    memcpy(dst, v->s, v->len);
+    dst[v->len] = '\0';
+    return 0;
+}
+
+static int prog_name(const gg_spec_val *o, char *dst, size_t cap, const char *what,
                      proto_errbuf *e)
 {
     /* names come back in program.list and stats: only valid UTF-8 */
-    if (o->type != MSGPACK_OBJECT_STR || o->via.str.size == 0 || o->via.str.size >= cap ||
-        !proto_utf8_valid(o->via.str.ptr, o->via.str.size))
+    if (o->kind != GG_SPEC_STR || o->len == 0 || o->len >= cap || !proto_utf8_valid(o->s, o->len))
         return proto_fail(e, -EINVAL, "%s must be a UTF-8 string of 1 to %zu bytes", what,
                           cap - 1);
-    memcpy(dst, o->via.str.ptr, o->via.str.size);
-    dst[o->via.str.size] = '\0';
+    memcpy(dst, o->s, o->len);
+    dst[o->len] = '\0';
     return 0;
 }
 
 /* base: NULL, or (for a {view: name, shape} spec) the tensor viewed, with
  * index base_idx: same dtype, same bytes, same element count at every
  * bucket, "batch" dim 0 in both or in neither. */
-static int prog_tensor(const gg_define_env *env, const char *name,
-                       const msgpack_object *spec, gg_ptensor *t, const gg_ptensor *base,
+static int prog_tensor(const gg_define_env *env, const gg_program_spec *ps, const char *name,
+                       const gg_spec_tensor *spec, gg_ptensor *t, const gg_ptensor *base,
                        int base_idx, proto_errbuf *e)
 {
     int rc;
-    if (spec->type != MSGPACK_OBJECT_MAP)
+    if (!spec->is_map)
         return proto_fail(e, -EINVAL, "tensor '%s' must be a map {buffer, offset, dtype, shape}, "
                           "{scratch: true, dtype, shape} or {view: name, shape}", name);
     snprintf(t->name, sizeof(t->name), "%s", name);
     t->view_of = -1;
-    const char *dt;
-    size_t dtlen;
+    const char *dt = NULL;
+    size_t dtlen = 0;
     char sub[160] = "";
     proto_errbuf se = {sub, sizeof(sub)};
-    if ((rc = proto_get_str(spec, "dtype", base == NULL, &dt, &dtlen, &se)) < 0 &&
+    if ((rc = spec_str(&spec->dtype, "dtype", base == NULL, &dt, &dtlen, &se)) < 0 &&
         (base == NULL || rc != -ENOENT))
         return proto_fail(e, rc, "tensor '%s': %s", name, sub);
     if (rc == -ENOENT)
@@ -59,19 +157,18 @@ static int prog_tensor(const gg_define_env *env, const char *name,
     if (base && t->desc.dtype != base->desc.dtype)
         return proto_fail(e, -EINVAL, "tensor '%s': a view has the dtype of the tensor it views "
                           "('%s' is %s)", name, base->name, gg_dtype_name(base->desc.dtype));
-    const msgpack_object *shape;
-    if ((rc = proto_get_array(spec, "shape", true, &shape, &se)) < 0)
+    const gg_spec_val *shape = &spec->shape;
+    if ((rc = spec_container(shape, "shape", true, GG_SPEC_ARRAY, &se)) < 0)
         return proto_fail(e, rc, "tensor '%s': %s", name, sub);
-    uint32_t nd = shape->via.array.size;
+    uint32_t nd = shape->len;
     if (nd < 1 || nd > GG_MAX_DIMS)
         return proto_fail(e, -EINVAL, "tensor '%s': shape must have 1 to %d dims, got %u", name,
                           GG_MAX_DIMS, nd);
     t->desc.ndim = (int)nd;
     t->batch_dim = -1;
     for (uint32_t i = 0; i < nd; i++) {
-        const msgpack_object *d = &shape->via.array.ptr[i];
-        uint64_t v;
-        if (proto_str_eq(d, "batch")) {
+        const gg_spec_val *d = &ps->vals[shape->u + i];
+        if (gg_spec_str_eq(d, "batch")) {
             /* Only a leading batch dim keeps the layout of the real rows the
              * same at every bucket, and keeps padding out of every reduction. */
             if (i != 0)
@@ -79,8 +176,8 @@ static int prog_tensor(const gg_define_env *env, const char *name,
                                   name);
             t->batch_dim = (int)i;
             t->desc.dims[i] = 1;
-        } else if (proto_obj_u64(d, &v) && v >= 1 && v <= (1u << 30)) {
-            t->desc.dims[i] = (int64_t)v;
+        } else if (d->kind == GG_SPEC_UINT && d->u >= 1 && d->u <= (1u << 30)) {
+            t->desc.dims[i] = (int64_t)d->u;
         } else {
             return proto_fail(e, -EINVAL, "tensor '%s': dim %u must be an integer from 1 to 2^30 "
                               "or \"batch\"", name, i);
@@ -96,8 +193,8 @@ static int prog_tensor(const gg_define_env *env, const char *name,
     }
     if (base) {
         gg_tensor_desc d1 = gg_program_desc_at(t, 1), b1 = gg_program_desc_at(base, 1);
-        if (proto_map_get(spec, "buffer") || proto_map_get(spec, "offset") ||
-            proto_map_get(spec, "scratch"))
+        if (spec->buffer.kind != GG_SPEC_ABSENT || spec->offset.kind != GG_SPEC_ABSENT ||
+            spec->scratch.kind != GG_SPEC_ABSENT)
             return proto_fail(e, -EINVAL, "tensor '%s': a view takes only view, shape and "
                               "dtype; it lies where '%s' does", name, base->name);
         if ((t->batch_dim >= 0) != (base->batch_dim >= 0) ||
@@ -111,18 +208,18 @@ static int prog_tensor(const gg_define_env *env, const char *name,
         return 0;
     }
     bool scratch = false;
-    rc = proto_get_bool(spec, "scratch", false, &scratch, &se);
+    rc = spec_bool(&spec->scratch, "scratch", false, &scratch, &se);
     if (rc < 0 && rc != -ENOENT)
         return proto_fail(e, rc, "tensor '%s': %s", name, sub);
     if (scratch) {
-        if (proto_map_get(spec, "buffer"))
+        if (spec->buffer.kind != GG_SPEC_ABSENT)
             return proto_fail(e, -EINVAL, "tensor '%s': a scratch tensor has no buffer", name);
         return 0;
     }
     uint64_t bid, off = 0;
-    if ((rc = proto_get_u64(spec, "buffer", true, UINT64_MAX, &bid, &se)) < 0)
+    if ((rc = gg_spec_u64(&spec->buffer, "buffer", true, &bid, &se)) < 0)
         return proto_fail(e, rc, "tensor '%s': %s (or scratch: true)", name, sub);
-    if ((rc = proto_get_u64(spec, "offset", false, UINT64_MAX, &off, &se)) < 0 && rc != -ENOENT)
+    if ((rc = gg_spec_u64(&spec->offset, "offset", false, &off, &se)) < 0 && rc != -ENOENT)
         return proto_fail(e, rc, "tensor '%s': %s", name, sub);
     if ((rc = env->lookup(env, bid, &t->buf, &se)) < 0)
         return proto_fail(e, rc, "tensor '%s': %s", name, sub);
@@ -171,12 +268,12 @@ static void prog_index_add(gg_program *p, int t)
     p->tindex[i] = t + 1;
 }
 
-int gg_program_find_tensor(const gg_program *p, const msgpack_object *o)
+int gg_program_find_tensor(const gg_program *p, const gg_spec_val *o)
 {
-    if (o->type != MSGPACK_OBJECT_STR || !p->tindex)
+    if (o->kind != GG_SPEC_STR || !p->tindex)
         return -1;
-    const char *s = o->via.str.ptr;
-    size_t n = o->via.str.size;
+    const char *s = o->s;
+    size_t n = o->len;
     for (uint32_t i = prog_name_hash(s, n) & p->tindex_mask; p->tindex[i];
          i = (i + 1) & p->tindex_mask) {
         const char *name = p->tensors[p->tindex[i] - 1].name;
@@ -186,15 +283,16 @@ int gg_program_find_tensor(const gg_program *p, const msgpack_object *o)
     return -1;
 }
 
-static int prog_operands(const gg_program *p, const msgpack_object *arr, int *idx, int min,
-                         int max, const char *what, int ni, const char *opname, proto_errbuf *e)
+static int prog_operands(const gg_program *p, const gg_program_spec *ps, const gg_spec_val *arr,
+                         int *idx, int min, int max, const char *what, int ni, const char *opname,
+                         proto_errbuf *e)
 {
-    if (!arr && min == 0) /* an op of no inputs (fill, arange) may leave them out */
+    if (arr->kind == GG_SPEC_ABSENT && min == 0) /* an op of no inputs (fill, arange) may leave them out */
         return 0;
-    if (!arr || arr->type != MSGPACK_OBJECT_ARRAY)
+    if (arr->kind != GG_SPEC_ARRAY)
         return proto_fail(e, -EINVAL, "node %d (%s): '%s' must be an array of tensor names", ni,
                           opname, what);
-    int n = (int)arr->via.array.size;
+    int n = (int)arr->len;
     if (n < min || n > max) {
         if (min == max)
             return proto_fail(e, -EINVAL, "node %d (%s): takes %d %s, got %d", ni, opname, min,
@@ -203,13 +301,12 @@ static int prog_operands(const gg_program *p, const msgpack_object *arr, int *id
                           max, what, n);
     }
     for (int i = 0; i < n; i++) {
-        idx[i] = gg_program_find_tensor(p, &arr->via.array.ptr[i]);
+        const gg_spec_val *o = &ps->vals[arr->u + (uint32_t)i];
+        idx[i] = gg_program_find_tensor(p, o);
         if (idx[i] < 0) {
-            const msgpack_object *o = &arr->via.array.ptr[i];
-            if (o->type == MSGPACK_OBJECT_STR)
+            if (o->kind == GG_SPEC_STR)
                 return proto_fail(e, -EINVAL, "node %d (%s): unknown tensor '%.*s' in %s", ni,
-                                  opname, (int)(o->via.str.size > 64 ? 64 : o->via.str.size),
-                                  o->via.str.ptr, what);
+                                  opname, (int)(o->len > 64 ? 64 : o->len), o->s, what);
             return proto_fail(e, -EINVAL, "node %d (%s): %s must be tensor names", ni, opname,
                               what);
         }
@@ -217,19 +314,19 @@ static int prog_operands(const gg_program *p, const msgpack_object *arr, int *id
     return n;
 }
 
-static int prog_attrs(const gg_op_def *op, const msgpack_object *attrs, gg_op_attrs *out, int ni,
-                      proto_errbuf *e)
+static int prog_attrs(const gg_op_def *op, const gg_program_spec *ps, const gg_spec_val *attrs,
+                      gg_op_attrs *out, int ni, proto_errbuf *e)
 {
     gg_ops_attr_defaults(op, out);
-    if (!attrs || attrs->type == MSGPACK_OBJECT_NIL)
+    if (attrs->kind == GG_SPEC_ABSENT || attrs->kind == GG_SPEC_NIL)
         return 0;
-    if (attrs->type != MSGPACK_OBJECT_MAP)
+    if (attrs->kind != GG_SPEC_MAP)
         return proto_fail(e, -EINVAL, "node %d (%s): attrs must be a map", ni, op->name);
-    for (uint32_t i = 0; i < attrs->via.map.size; i++) {
-        const msgpack_object *k = &attrs->via.map.ptr[i].key;
-        const msgpack_object *v = &attrs->via.map.ptr[i].val;
+    for (uint32_t i = 0; i < attrs->len; i++) {
+        const gg_spec_val *k = &ps->vals[attrs->u + 2 * i];
+        const gg_spec_val *v = k + 1;
         char key[32];
-        if (proto_strdup_obj(k, key, sizeof(key)) < 0)
+        if (spec_strdup(k, key, sizeof(key)) < 0)
             return proto_fail(e, -EINVAL, "node %d (%s): attribute names are short strings", ni,
                               op->name);
         int a = gg_ops_attr_index(op, key);
@@ -239,17 +336,15 @@ static int prog_attrs(const gg_op_def *op, const msgpack_object *attrs, gg_op_at
         const gg_attr_spec *spec = &op->attrs[a];
         if (spec->kind == GG_ATTR_FLOAT) {
             /* fill's value and a scalar operand may be +-inf or NaN */
-            const bool any = spec->nonfinite && (v->type == MSGPACK_OBJECT_FLOAT32 ||
-                                                 v->type == MSGPACK_OBJECT_FLOAT64);
-            if (any)
-                out->v[a] = v->via.f64;
-            else if (!proto_obj_f64(v, &out->v[a]))
+            if (spec->nonfinite && v->kind == GG_SPEC_FLOAT)
+                out->v[a] = v->f;
+            else if (!spec_f64(v, &out->v[a]))
                 return proto_fail(e, -EINVAL, "node %d (%s): attribute '%s' must be a finite "
                                   "number", ni, op->name, key);
         } else {
             int found = -1;
             for (int c = 0; spec->choices[c]; c++)
-                if (proto_str_eq(v, spec->choices[c]))
+                if (gg_spec_str_eq(v, spec->choices[c]))
                     found = c;
             if (found < 0)
                 return proto_fail(e, -EINVAL, "node %d (%s): attribute '%s' must be one of the "
@@ -340,29 +435,32 @@ int gg_program_padding_overlaps(const gg_program *p, proto_errbuf *e)
  * whole.  The callee keeps its own cache entries; the caller adds none for
  * it.  The copy is taken as the callee is bound now: a later program.rebind
  * of the callee changes the callee alone. */
-static bool prog_is_call(const msgpack_object *no)
+static bool prog_is_call(const gg_spec_node *no)
 {
-    return no->type == MSGPACK_OBJECT_MAP && proto_str_eq(proto_map_get(no, "op"), "call");
+    return no->is_map && gg_spec_str_eq(&no->op, "call");
 }
 
 /* The callee of call node ni, checked: this session's, same buckets,
  * branch in range. */
-static int prog_callee(const gg_define_env *env, const gg_program *p,
-                       const msgpack_object *no, int ni, gg_program **out, int *branch,
-                       proto_errbuf *e)
+static int prog_callee(const gg_define_env *env, const gg_program *p, const gg_spec_node *no,
+                       int ni, gg_program **out, int *branch, proto_errbuf *e)
 {
     static const char *const not_call[] = {"inputs", "outputs", "attrs", NULL};
+    const gg_spec_val *given[] = {&no->inputs, &no->outputs, &no->attrs};
     for (int i = 0; not_call[i]; i++)
-        if (proto_map_get(no, not_call[i]))
+        if (given[i]->kind != GG_SPEC_ABSENT)
             return proto_fail(e, -EINVAL, "node %d (call): a call takes 'program' and 'branch', "
                               "not '%s': its operands are the called program's tensors", ni,
                               not_call[i]);
-    const msgpack_object *po = proto_map_get(no, "program"), *bo = proto_map_get(no, "branch");
     uint64_t id, b = 0;
-    if (!po || !proto_obj_u64(po, &id))
+    if (no->program.kind != GG_SPEC_UINT)
         return proto_fail(e, -EINVAL, "node %d (call): 'program' must be a program id", ni);
-    if (bo && !proto_obj_u64(bo, &b))
-        return proto_fail(e, -EINVAL, "node %d (call): 'branch' must be a branch index", ni);
+    id = no->program.u;
+    if (no->branch.kind != GG_SPEC_ABSENT) {
+        if (no->branch.kind != GG_SPEC_UINT)
+            return proto_fail(e, -EINVAL, "node %d (call): 'branch' must be a branch index", ni);
+        b = no->branch.u;
+    }
     char sub[160] = "";
     proto_errbuf se = {sub, sizeof(sub)};
     int rc = env->program(env, id, out, &se);
@@ -385,14 +483,14 @@ static int prog_callee(const gg_define_env *env, const gg_program *p,
 /* Tensors and nodes the calls of one node list add (a call node itself
  * adds its callee's nodes less one). */
 static int prog_calls_count(const gg_define_env *env, const gg_program *p,
-                            const msgpack_object *arr, uint32_t *tensors, uint32_t *nodes,
-                            proto_errbuf *e)
+                            const gg_program_spec *ps, const gg_spec_val *arr, uint32_t *tensors,
+                            uint32_t *nodes, proto_errbuf *e)
 {
     *nodes = 0;
-    if (arr->type != MSGPACK_OBJECT_ARRAY)
+    if (arr->kind != GG_SPEC_ARRAY)
         return 0;
-    for (uint32_t i = 0; i < arr->via.array.size; i++) {
-        const msgpack_object *no = &arr->via.array.ptr[i];
+    for (uint32_t i = 0; i < arr->len; i++) {
+        const gg_spec_node *no = &ps->node[arr->u + i];
         if (!prog_is_call(no))
             continue;
         gg_program *c;
@@ -437,16 +535,16 @@ static int prog_call_expand(gg_program *p, const gg_program *c, int b, gg_branch
     return 0;
 }
 
-static int prog_nodes(const gg_define_env *env, gg_program *p, const msgpack_object *arr,
-                      gg_branch *br, int bi, proto_errbuf *e)
+static int prog_nodes(const gg_define_env *env, gg_program *p, const gg_program_spec *ps,
+                      const gg_spec_val *arr, gg_branch *br, int bi, proto_errbuf *e)
 {
-    if (arr->type != MSGPACK_OBJECT_ARRAY || arr->via.array.size == 0)
+    if (arr->kind != GG_SPEC_ARRAY || arr->len == 0)
         return proto_fail(e, -EINVAL, "branch %d: nodes must be a non-empty array", bi);
     uint32_t ct = 0, cn = 0;
-    int rc = prog_calls_count(env, p, arr, &ct, &cn, e);
+    int rc = prog_calls_count(env, p, ps, arr, &ct, &cn, e);
     if (rc < 0)
         return rc;
-    uint64_t total = (uint64_t)arr->via.array.size + cn;
+    uint64_t total = (uint64_t)arr->len + cn;
     if (total > GG_MAX_NODES)
         return proto_fail(e, -EINVAL, "branch %d: at most %d nodes (calls count the nodes of "
                           "the programs they call)", bi, GG_MAX_NODES);
@@ -454,13 +552,13 @@ static int prog_nodes(const gg_define_env *env, gg_program *p, const msgpack_obj
     br->nodes = calloc((size_t)total, sizeof(*br->nodes));
     if (!br->nodes)
         return proto_fail(e, -ENOMEM, "out of memory");
-    /* the tensor table has room for every branch's calls (gg_program_define) */
+    /* the tensor table has room for every branch's calls (gg_program_build) */
     bool *written = calloc((size_t)p->ntensors + ct, sizeof(bool));
     if (!written)
         return proto_fail(e, -ENOMEM, "out of memory");
-    for (int ni = 0; ni < (int)arr->via.array.size && rc == 0; ni++) {
-        const msgpack_object *no = &arr->via.array.ptr[ni];
-        if (no->type != MSGPACK_OBJECT_MAP) {
+    for (int ni = 0; ni < (int)arr->len && rc == 0; ni++) {
+        const gg_spec_node *no = &ps->node[arr->u + (uint32_t)ni];
+        if (!no->is_map) {
             rc = proto_fail(e, -EINVAL, "node %d must be a map {op, inputs, outputs, attrs?}", ni);
             break;
         }
@@ -473,8 +571,7 @@ static int prog_nodes(const gg_define_env *env, gg_program *p, const msgpack_obj
         }
         gg_pnode *n = &br->nodes[br->nnodes++];
         char opname[32];
-        const msgpack_object *opo = proto_map_get(no, "op");
-        if (!opo || proto_strdup_obj(opo, opname, sizeof(opname)) < 0) {
+        if (spec_strdup(&no->op, opname, sizeof(opname)) < 0) {
             rc = proto_fail(e, -EINVAL, "node %d: 'op' must be an op name", ni);
             break;
         }
@@ -484,20 +581,20 @@ static int prog_nodes(const gg_define_env *env, gg_program *p, const msgpack_obj
                             opname);
             break;
         }
-        if (proto_map_get(no, "program") || proto_map_get(no, "branch")) {
+        if (no->program.kind != GG_SPEC_ABSENT || no->branch.kind != GG_SPEC_ABSENT) {
             rc = proto_fail(e, -EINVAL, "node %d (%s): 'program' and 'branch' belong to a call "
                             "node only", ni, opname);
             break;
         }
-        int k = prog_operands(p, proto_map_get(no, "inputs"), n->in, n->op->nin_min,
+        int k = prog_operands(p, ps, &no->inputs, n->in, n->op->nin_min,
                               n->op->nin_max, "inputs", ni, opname, e);
         if (k < 0) { rc = k; break; }
         n->nin = k;
-        k = prog_operands(p, proto_map_get(no, "outputs"), n->out, n->op->nout, n->op->nout,
+        k = prog_operands(p, ps, &no->outputs, n->out, n->op->nout, n->op->nout,
                           "outputs", ni, opname, e);
         if (k < 0) { rc = k; break; }
         n->nout = k;
-        if ((rc = prog_attrs(n->op, proto_map_get(no, "attrs"), &n->attrs, ni, e)) < 0)
+        if ((rc = prog_attrs(n->op, ps, &no->attrs, &n->attrs, ni, e)) < 0)
             break;
         for (int i = 0; i < n->nin && rc == 0; i++)
             if (!p->tensors[n->in[i]].buf && !written[gg_program_root(p, n->in[i])])
@@ -590,7 +687,7 @@ static int prog_signature(gg_program *p)
     return 0;
 }
 
-int gg_program_parse(const gg_define_env *env, const msgpack_object *params, gg_program **out,
+int gg_program_build(const gg_define_env *env, const gg_program_spec *ps, gg_program **out,
                      proto_errbuf *e)
 {
     int rc;
@@ -600,32 +697,31 @@ int gg_program_parse(const gg_define_env *env, const msgpack_object *params, gg_
     p->sess = env->s;
     gg_list_init(&p->sess_link);
 
-    const msgpack_object *o = proto_map_get(params, "name");
-    if (!o) {
+    if (ps->name.kind == GG_SPEC_ABSENT) {
         rc = proto_fail(e, -EINVAL, "missing required argument 'name'");
         goto fail;
     }
-    if ((rc = prog_name(o, p->name, sizeof(p->name), "argument 'name'", e)) < 0)
+    if ((rc = prog_name(&ps->name, p->name, sizeof(p->name), "argument 'name'", e)) < 0)
         goto fail;
 
     /* buckets: the program's own, else the daemon's */
-    const msgpack_object *bk;
-    rc = proto_get_array(params, "buckets", false, &bk, e);
+    const gg_spec_val *bk = &ps->buckets;
+    rc = spec_container(bk, "buckets", false, GG_SPEC_ARRAY, e);
     if (rc == 0) {
-        uint32_t nb = bk->via.array.size;
+        uint32_t nb = bk->len;
         if (nb < 1 || nb > GG_MAX_BUCKETS) {
             rc = proto_fail(e, -EINVAL, "buckets: give 1 to %d buckets", GG_MAX_BUCKETS);
             goto fail;
         }
         for (uint32_t i = 0; i < nb; i++) {
-            uint64_t v;
-            if (!proto_obj_u64(&bk->via.array.ptr[i], &v) || v < 1 || v > GG_MAX_BATCH ||
-                (i && (int)v <= p->buckets[i - 1])) {
+            const gg_spec_val *v = &ps->vals[bk->u + i];
+            if (v->kind != GG_SPEC_UINT || v->u < 1 || v->u > GG_MAX_BATCH ||
+                (i && (int)v->u <= p->buckets[i - 1])) {
                 rc = proto_fail(e, -EINVAL, "buckets must be strictly increasing integers from 1 "
                                 "to %d", GG_MAX_BATCH);
                 goto fail;
             }
-            p->buckets[i] = (int)v;
+            p->buckets[i] = (int)v->u;
         }
         p->nbuckets = (int)nb;
     } else if (rc == -ENOENT) {
@@ -635,24 +731,25 @@ int gg_program_parse(const gg_define_env *env, const msgpack_object *params, gg_
         goto fail;
     }
 
-    const msgpack_object *tensors;
-    if ((rc = proto_get_map(params, "tensors", true, &tensors, e)) < 0)
+    const gg_spec_val *tensors = &ps->tensors;
+    if ((rc = spec_container(tensors, "tensors", true, GG_SPEC_MAP, e)) < 0)
         goto fail;
-    if (tensors->via.map.size == 0 || tensors->via.map.size > GG_MAX_TENSORS) {
+    if (tensors->len == 0 || tensors->len > GG_MAX_TENSORS) {
         rc = proto_fail(e, -EINVAL, "tensors: give 1 to %d tensors", GG_MAX_TENSORS);
         goto fail;
     }
-    const msgpack_object *nodes = proto_map_get(params, "nodes");
-    const msgpack_object *branches = proto_map_get(params, "branches");
+    const gg_spec_tensor *tspec = &ps->tensor[tensors->u];
+    const gg_spec_val *nodes = ps->nodes.kind != GG_SPEC_ABSENT ? &ps->nodes : NULL;
+    const gg_spec_val *branches = ps->branches.kind != GG_SPEC_ABSENT ? &ps->branches : NULL;
     /* calls copy their callees' tensors into this program's table */
     uint32_t call_tensors = 0, call_nodes, call_nodes_all = 0;
-    if (nodes && (rc = prog_calls_count(env, p, nodes, &call_tensors, &call_nodes, e)) < 0)
+    if (nodes && (rc = prog_calls_count(env, p, ps, nodes, &call_tensors, &call_nodes, e)) < 0)
         goto fail;
     if (nodes)
         call_nodes_all = call_nodes;
-    if (branches && branches->type == MSGPACK_OBJECT_ARRAY)
-        for (uint32_t b = 0; b < branches->via.array.size && b < GG_MAX_BRANCHES; b++) {
-            if ((rc = prog_calls_count(env, p, &branches->via.array.ptr[b], &call_tensors,
+    if (branches && branches->kind == GG_SPEC_ARRAY)
+        for (uint32_t b = 0; b < branches->len && b < GG_MAX_BRANCHES; b++) {
+            if ((rc = prog_calls_count(env, p, ps, &ps->vals[branches->u + b], &call_tensors,
                                        &call_nodes, e)) < 0)
                 goto fail;
             call_nodes_all += call_nodes;
@@ -662,13 +759,13 @@ int gg_program_parse(const gg_define_env *env, const msgpack_object *params, gg_
                         "branches; at most %d", call_nodes_all, GG_MAX_CALL_NODES);
         goto fail;
     }
-    if (tensors->via.map.size + call_tensors > GG_MAX_TENSORS) {
+    if (tensors->len + call_tensors > GG_MAX_TENSORS) {
         rc = proto_fail(e, -EINVAL, "with the tensors of the programs it calls this program has "
-                        "%u tensors; at most %d", tensors->via.map.size + call_tensors,
+                        "%u tensors; at most %d", tensors->len + call_tensors,
                         GG_MAX_TENSORS);
         goto fail;
     }
-    p->tensors = calloc(tensors->via.map.size + call_tensors, sizeof(*p->tensors));
+    p->tensors = calloc(tensors->len + call_tensors, sizeof(*p->tensors));
     if (!p->tensors) {
         rc = proto_fail(e, -ENOMEM, "out of memory");
         goto fail;
@@ -677,7 +774,7 @@ int gg_program_parse(const gg_define_env *env, const msgpack_object *params, gg_
     p->max_batch = GG_MAX_BATCH;
     /* Tensors first, then views (of tensors or of views already placed), in
      * as many rounds as the chains of views need. */
-    uint32_t ntens = tensors->via.map.size;
+    uint32_t ntens = tensors->len;
     bool *done = calloc(ntens, sizeof(bool));
     if (!done || prog_index_init(p, ntens) < 0) {
         free(done);
@@ -688,27 +785,25 @@ int gg_program_parse(const gg_define_env *env, const msgpack_object *params, gg_
         int before = p->ntensors;
         for (uint32_t i = 0; i < ntens; i++) {
             char name[64];
-            const msgpack_object_kv *kv = &tensors->via.map.ptr[i];
+            const gg_spec_tensor *ts = &tspec[i];
             if (done[i])
                 continue;
-            const msgpack_object *vw = kv->val.type == MSGPACK_OBJECT_MAP
-                                           ? proto_map_get(&kv->val, "view") : NULL;
             int bidx = -1;
-            if (vw) {
+            if (ts->view.kind != GG_SPEC_ABSENT) {
                 if (round == 0)
                     continue;
-                bidx = gg_program_find_tensor(p, vw);
+                bidx = gg_program_find_tensor(p, &ts->view);
                 if (bidx < 0)
                     continue;   /* a later round, or never: said below */
             }
-            if ((rc = prog_name(&kv->key, name, sizeof(name), "a tensor name", e)) < 0)
+            if ((rc = prog_name(&ts->name, name, sizeof(name), "a tensor name", e)) < 0)
                 break;
-            if (gg_program_find_tensor(p, &kv->key) >= 0) {
+            if (gg_program_find_tensor(p, &ts->name) >= 0) {
                 rc = proto_fail(e, -EINVAL, "tensor '%s' is defined twice", name);
                 break;
             }
             gg_ptensor *t = &p->tensors[p->ntensors];
-            if ((rc = prog_tensor(env, name, &kv->val, t, bidx >= 0 ? &p->tensors[bidx] : NULL,
+            if ((rc = prog_tensor(env, ps, name, ts, t, bidx >= 0 ? &p->tensors[bidx] : NULL,
                                   bidx, e)) < 0)
                 break;
             done[i] = true;
@@ -735,14 +830,13 @@ int gg_program_parse(const gg_define_env *env, const msgpack_object *params, gg_
         if (round > 0 && p->ntensors == before) {
             for (uint32_t i = 0; i < ntens; i++)
                 if (!done[i]) {
-                    const msgpack_object *vw = proto_map_get(&tensors->via.map.ptr[i].val, "view");
+                    const gg_spec_val *vw = &tspec[i].view;
                     char name[64] = "?";
-                    prog_name(&tensors->via.map.ptr[i].key, name, sizeof(name), "a tensor name", e);
+                    prog_name(&tspec[i].name, name, sizeof(name), "a tensor name", e);
                     rc = proto_fail(e, -EINVAL, "tensor '%s': view of '%.*s', which is not a "
                                     "tensor of this program (or the views form a cycle)", name,
-                                    vw && vw->type == MSGPACK_OBJECT_STR
-                                        ? (int)(vw->via.str.size > 64 ? 64 : vw->via.str.size) : 0,
-                                    vw && vw->type == MSGPACK_OBJECT_STR ? vw->via.str.ptr : "");
+                                    vw->kind == GG_SPEC_STR ? (int)(vw->len > 64 ? 64 : vw->len) : 0,
+                                    vw->kind == GG_SPEC_STR ? vw->s : "");
                     break;
                 }
             break;
@@ -759,13 +853,13 @@ int gg_program_parse(const gg_define_env *env, const msgpack_object *params, gg_
         goto fail;
     }
     if (branches) {
-        if (branches->type != MSGPACK_OBJECT_ARRAY || branches->via.array.size == 0 ||
-            branches->via.array.size > GG_MAX_BRANCHES) {
+        if (branches->kind != GG_SPEC_ARRAY || branches->len == 0 ||
+            branches->len > GG_MAX_BRANCHES) {
             rc = proto_fail(e, -EINVAL, "branches must be an array of 1 to %d node lists",
                             GG_MAX_BRANCHES);
             goto fail;
         }
-        p->nbranches = (int)branches->via.array.size;
+        p->nbranches = (int)branches->len;
     } else {
         p->nbranches = 1;
     }
@@ -775,7 +869,7 @@ int gg_program_parse(const gg_define_env *env, const msgpack_object *params, gg_
         goto fail;
     }
     for (int b = 0; b < p->nbranches; b++)
-        if ((rc = prog_nodes(env, p, branches ? &branches->via.array.ptr[b] : nodes,
+        if ((rc = prog_nodes(env, p, ps, branches ? &ps->vals[branches->u + (uint32_t)b] : nodes,
                              &p->branches[b], b, e)) < 0)
             goto fail;
     if (call_tensors)   /* the callees' buffer tensors may share buffers with ours */

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* What program.c (a program's layout, binding, rebind) and program_parse.c
- * (program.define's parsing and checks) share; not for other modules. */
+/* What program.c (a program's layout, binding, rebind) and program_build.c
+ * (a program built from its define, and checked) share; not for other
+ * modules. */
 #ifndef GG_PROGRAM_INT_H
 #define GG_PROGRAM_INT_H
 
@@ -22,8 +23,14 @@ int gg_program_node_check_rows(const gg_program *p, const gg_pnode *n, int rows,
  * device's address space (false).  Two tensors overlap only where both
  * lie in the same place. */
 bool gg_program_span(const gg_ptensor *t, int rows, uint64_t obj[2], uint64_t *lo, uint64_t *hi);
-/* The tensor named by string object o, or -1. */
-int gg_program_find_tensor(const gg_program *p, const msgpack_object *o);
+/* The tensor named by string value o, or -1. */
+int gg_program_find_tensor(const gg_program *p, const gg_spec_val *o);
+/* v is the string s. */
+bool gg_spec_str_eq(const gg_spec_val *v, const char *s);
+/* v as the argument `key`: 0 with *out, -ENOENT when absent (or nil) and
+ * not required, or -EINVAL with the message a client gets for it. */
+int gg_spec_u64(const gg_spec_val *v, const char *key, bool required, uint64_t *out,
+                proto_errbuf *e);
 /* Define-time rules 5 and 6 (PROTOCOL.md, program.define): a node's outputs
  * against its inputs; batch outputs' padding rows against every other
  * buffer tensor.  0, or -EINVAL with the message. */

@@ -2,7 +2,8 @@
 /* program.define, program.release, program.list, program.prepare, replay.
  *
  * Happy path: each handler checks its arguments and answers from the core;
- * a replay that is a plain cache hit with a cheap launch is launched from
+ * program.define and program.rebind are decoded into the core's spec
+ * (rpc/program_decode.c) and built and checked by the core; a replay that is a plain cache hit with a cheap launch is launched from
  * the loop (gg_exec_hit), any other goes to the executor as a job.
  *
  * Failure modes: an argument that is missing, of the wrong type or names
@@ -25,120 +26,7 @@
 #include "rpc/reply.h"
 #include "core/core.h"
 #include "rpc/conn.h"
-
-/* The keys a tensor and a node of program.define may hold: any other is
- * refused, naming it, rather than ignored (a misspelt "ofset" would place
- * the tensor at 0). */
-static const char *const define_tensor_keys[] = {"buffer", "offset", "dtype", "shape", "scratch",
-                                                 "view", NULL};
-static const char *const define_node_keys[] = {"op", "inputs", "outputs", "attrs", "program",
-                                               "branch", NULL};
-static const char *const rebind_tensor_keys[] = {"buffer", "offset", NULL};
-
-/* A list of names into buf: "a, b, c" ("none" when empty). */
-static const char *define_names(char *buf, size_t len, const char *const *names, int n)
-{
-    size_t k = 0;
-    buf[0] = '\0';
-    for (int i = 0; (n < 0 ? names[i] != NULL : i < n) && k < len; i++)
-        k += (size_t)snprintf(buf + k, len - k, "%s%s", i ? ", " : "", names[i]);
-    if (!buf[0])
-        snprintf(buf, len, "none");
-    return buf;
-}
-
-static int define_check_tensors(const msgpack_object *tensors, const char *const *keys,
-                                proto_errbuf *e)
-{
-    if (!tensors || tensors->type != MSGPACK_OBJECT_MAP)
-        return 0;                   /* the define says what is wrong with it */
-    for (uint32_t i = 0; i < tensors->via.map.size; i++) {
-        const msgpack_object_kv *kv = &tensors->via.map.ptr[i];
-        char name[65] = "?", what[96];
-        if (kv->key.type == MSGPACK_OBJECT_STR)
-            proto_utf8_clean(name, sizeof(name), kv->key.via.str.ptr, kv->key.via.str.size);
-        snprintf(what, sizeof(what), "tensor '%s'", name);
-        int rc = proto_check_keys(&kv->val, keys, what, e);
-        if (rc < 0)
-            return rc;
-    }
-    return 0;
-}
-
-/* A node's keys, and its attributes' names and choices against its op's,
- * each error listing what is accepted. */
-static int define_check_node(const msgpack_object *no, int bi, int ni, bool branches,
-                             proto_errbuf *e)
-{
-    if (no->type != MSGPACK_OBJECT_MAP)
-        return 0;
-    char where[48], what[96], list[512];
-    if (branches)
-        snprintf(where, sizeof(where), "branch %d node %d", bi, ni);
-    else
-        snprintf(where, sizeof(where), "node %d", ni);
-    int rc = proto_check_keys(no, define_node_keys, where, e);
-    if (rc < 0)
-        return rc;
-    char opname[32];
-    const msgpack_object *opo = proto_map_get(no, "op");
-    const msgpack_object *attrs = proto_map_get(no, "attrs");
-    const gg_op_def *op;
-    if (!opo || proto_strdup_obj(opo, opname, sizeof(opname)) < 0 || !(op = gg_ops_find(opname)) ||
-        !attrs || attrs->type != MSGPACK_OBJECT_MAP)
-        return 0;
-    const char *names[GG_MAX_ATTRS];
-    for (int a = 0; a < op->nattrs; a++)
-        names[a] = op->attrs[a].name;
-    for (uint32_t i = 0; i < attrs->via.map.size; i++) {
-        const msgpack_object *k = &attrs->via.map.ptr[i].key;
-        const msgpack_object *v = &attrs->via.map.ptr[i].val;
-        char key[65] = "";
-        if (k->type == MSGPACK_OBJECT_STR)
-            proto_utf8_clean(key, sizeof(key), k->via.str.ptr, k->via.str.size);
-        int a = k->type == MSGPACK_OBJECT_STR && k->via.str.size < 32
-                    ? gg_ops_attr_index(op, key) : -1;
-        if (a < 0) {
-            snprintf(what, sizeof(what), "%s (%s)", where, op->name);
-            return proto_fail(e, -EINVAL, "%s: unknown attribute '%s' (%s's attributes: %s)",
-                              what, key, op->name, define_names(list, sizeof(list), names,
-                                                                op->nattrs));
-        }
-        const gg_attr_spec *spec = &op->attrs[a];
-        if (spec->kind != GG_ATTR_CHOICE)
-            continue;               /* a number: the define checks it */
-        bool found = false;
-        for (int ch = 0; spec->choices[ch] && !found; ch++)
-            found = proto_str_eq(v, spec->choices[ch]);
-        if (!found)
-            return proto_fail(e, -EINVAL, "%s (%s): attribute '%s' must be one of: %s", where,
-                              op->name, key, define_names(list, sizeof(list), spec->choices, -1));
-    }
-    return 0;
-}
-
-static int define_check(const msgpack_object *params, proto_errbuf *e)
-{
-    int rc = define_check_tensors(proto_map_get(params, "tensors"), define_tensor_keys, e);
-    if (rc < 0)
-        return rc;
-    const msgpack_object *nodes = proto_map_get(params, "nodes");
-    const msgpack_object *branches = proto_map_get(params, "branches");
-    if (nodes && nodes->type == MSGPACK_OBJECT_ARRAY)
-        for (uint32_t i = 0; i < nodes->via.array.size; i++)
-            if ((rc = define_check_node(&nodes->via.array.ptr[i], 0, (int)i, false, e)) < 0)
-                return rc;
-    if (branches && branches->type == MSGPACK_OBJECT_ARRAY)
-        for (uint32_t b = 0; b < branches->via.array.size; b++) {
-            const msgpack_object *arr = &branches->via.array.ptr[b];
-            if (arr->type != MSGPACK_OBJECT_ARRAY)
-                continue;
-            for (uint32_t i = 0; i < arr->via.array.size; i++)
-                if ((rc = define_check_node(&arr->via.array.ptr[i], (int)b, (int)i, true, e)) < 0)
-                    return rc;
-        }
-    return 0;
-}
+#include "rpc/program_decode.h"
 
 /* A define's state between its halves: the snapshot it reads instead of
  * the core, and the program it made. */
@@ -183,10 +71,12 @@ static int define_work(void *state, const msgpack_object *params, proto_errbuf *
     define_job *j = state;
     if (!params)
         return proto_fail(e, -EINVAL, "program.define needs {name, tensors, nodes}");
-    int rc = define_check(params, e);
-    if (rc < 0)
-        return rc;
-    return gg_program_parse(&j->env, params, &j->p, e);
+    gg_program_spec spec;
+    int rc = gg_decode_define(params, &spec, e);
+    if (rc == 0)
+        rc = gg_program_build(&j->env, &spec, &j->p, e);
+    gg_decode_define_free(&spec);
+    return rc;
 }
 
 static int define_answer(gg_call *c, gg_program *p);
@@ -219,7 +109,8 @@ static uint64_t define_cost_nodes(gg_call *c, const msgpack_object *arr)
     for (uint32_t i = 0; i < arr->via.array.size; i++) {
         const msgpack_object *no = &arr->via.array.ptr[i];
         units++;
-        if (no->type != MSGPACK_OBJECT_MAP || !proto_str_eq(proto_map_get(no, "op"), "call"))
+        const msgpack_object *op = proto_map_get(no, "op");  /* NULL: not a map, or no op */
+        if (!op || !proto_str_eq(op, "call"))
             continue;
         const msgpack_object *po = proto_map_get(no, "program"), *bo = proto_map_get(no, "branch");
         uint64_t id, b = 0;
@@ -261,11 +152,13 @@ int gg_method_program_define(gg_call *c)
 {
     if (!c->params)
         return proto_fail(&c->err, -EINVAL, "program.define needs {name, tensors, nodes}");
-    int rc = define_check(c->params, &c->err);
-    if (rc < 0)
-        return rc;
+    gg_program_spec spec;
     gg_program *p;
-    if ((rc = gg_program_define(c->core, c->sess, c->params, &p, &c->err)) < 0)
+    int rc = gg_decode_define(c->params, &spec, &c->err);
+    if (rc == 0)
+        rc = gg_program_define(c->core, c->sess, &spec, &p, &c->err);
+    gg_decode_define_free(&spec);
+    if (rc < 0)
         return rc;
     return define_answer(c, p);
 }
@@ -352,10 +245,12 @@ int gg_method_program_rebind(gg_call *c)
     if (rc < 0)
         return rc;
     int n = 0;
-    if ((rc = define_check_tensors(proto_map_get(c->params, "tensors"), rebind_tensor_keys,
-                                   &c->err)) < 0)
-        return rc;
-    if ((rc = gg_program_rebind(c->core, p, proto_map_get(c->params, "tensors"), &n, &c->err)) < 0)
+    gg_rebind_spec spec;
+    rc = gg_decode_rebind(proto_map_get(c->params, "tensors"), &spec, &c->err);
+    if (rc == 0)
+        rc = gg_program_rebind(c->core, p, &spec, &n, &c->err);
+    gg_decode_rebind_free(&spec);
+    if (rc < 0)
         return rc;
     msgpack_pack_map(c->pk, 3);
     proto_pack_kv_u64(c->pk, "id", p->id);
