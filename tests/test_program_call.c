@@ -299,6 +299,21 @@ static void test_refusals(const h_daemon *d)
                                  : "belong to a call node only");
     }
     msgpack_sbuffer_destroy(&sb);
+    /* a node without 'op' (the cost estimate and the call check both look
+     * for one): refused, and the daemon goes on */
+    static const char *const no_op[] = {
+        "{\"name\": \"bad\", \"buckets\": [1, 2, 4], \"tensors\": {\"s\": {\"scratch\": true, \"dtype\": \"f32\", \"shape\": [\"batch\", 4]}}, \"nodes\": [{}]}",
+        "{\"name\": \"bad\", \"buckets\": [1, 2, 4], \"tensors\": {\"s\": {\"scratch\": true, \"dtype\": \"f32\", \"shape\": [\"batch\", 4]}}, \"nodes\": [{\"a\": 1}]}",
+        "{\"name\": \"bad\", \"buckets\": [1, 2, 4], \"tensors\": {\"s\": {\"scratch\": true, \"dtype\": \"f32\", \"shape\": [\"batch\", 4]}}, \"branches\": [[{}], [7]]}",
+    };
+    for (size_t i = 0; i < sizeof no_op / sizeof no_op[0]; i++) {
+        char *out = NULL;
+        int rc = gg_client_call_json(c, "program.define", no_op[i], &out);
+        CHECKF(rc == -EINVAL, "a node without op (%zu) refused with EINVAL (got %d: %s)", i, rc,
+               gg_client_last_error(c));
+        CHECK_CONTAINS(gg_client_last_error(c), "node 0");
+        gg_client_free_json(out);
+    }
     /* the session is still fine */
     uint64_t id = 0;
     CHECK(define_model(c, &k, k.layer, 0, &id) == 0);

@@ -133,7 +133,7 @@ static uint64_t define_cost(gg_call *c)
     if (!params || params->type != MSGPACK_OBJECT_MAP)
         return 0;
     const msgpack_object *t = proto_map_get(params, "tensors");
-    uint64_t units = t && t->type == MSGPACK_OBJECT_ARRAY ? t->via.array.size : 0;
+    uint64_t units = t && t->type == MSGPACK_OBJECT_MAP ? t->via.map.size : 0;
     units += define_cost_nodes(c, proto_map_get(params, "nodes"));
     const msgpack_object *br = proto_map_get(params, "branches");
     if (br && br->type == MSGPACK_OBJECT_ARRAY)
