@@ -10,6 +10,7 @@
 #include "gpu_ops.h"
 #include "ops.h"
 #include "../decode_refs.h"
+#include "gpu_compare.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -20,27 +21,55 @@ static int g_pass, g_fail;
 static hipStream_t g_stream;
 static gg_gpu_ctx *g_ctx;
 
+/* Why a case failed: under exact the first element that differs, else the
+ * farthest from the reference, with both values and the count that differ. */
+static void print_diff(const char *label, const void *h_gpu, const void *h_cpu, gg_dtype dt,
+                       int64_t n, int exact, double e)
+{
+    const size_t es = gg_dtype_size(dt);
+    int64_t nbad = 0;
+    for (int64_t i = 0; i < n; i++)
+        nbad += memcmp((const char *)h_gpu + (size_t)i * es, (const char *)h_cpu + (size_t)i * es,
+                       es) != 0;
+    const int64_t at =
+        exact ? gt_first_diff(h_gpu, h_cpu, dt, n) : gt_farthest(h_gpu, h_cpu, dt, n);
+    char d[192];
+    printf("FAIL: %s: differs (rel err %g): %lld of %lld elements differ in their bits; %s %s\n",
+           label, e, (long long)nbad, (long long)n, exact ? "the first at" : "the farthest at",
+           at < 0 ? "none" : gt_diff_str(d, sizeof d, h_gpu, h_cpu, dt, at));
+}
+
 /* Run op on the GPU and on the CPU from the same inputs (and the same
- * initial output, for in-place cache_write) and compare. */
+ * initial output, for in-place cache_write) and compare.
+ *
+ * Every copy and memset of a case is queued on the context's stream, the
+ * one the kernel runs on: that stream is non-blocking, so a plain hipMemcpy
+ * or hipMemset (the legacy default stream) is not ordered before the kernel
+ * (a pageable hipMemcpy may return with its last DMA in flight, hipMemset
+ * returns at once).  An op that writes all of y gets y as 0xff bytes (NaN
+ * in every floating dtype, -1 in argmax's i32), not the host's zeros, so an
+ * element it left unwritten fails the exact and the rel-L2 compare alike. */
 static void run_case(const char *label, const gg_op_def *op, gg_tensor *in, int nin,
                      gg_tensor *out, const gg_op_attrs *attrs, int exact, int32_t word)
 {
     void *d_in[GG_MAX_OPERANDS] = {0}, *d_out = NULL, *h_gpu = NULL, *h_cpu = NULL;
     gg_tensor din[GG_MAX_OPERANDS], dout = *out;
     size_t ob = gg_desc_bytes(&out->desc);
+    const int update = op->id == GG_OP_CACHE_WRITE; /* y holds the cache it writes rows into */
     int ok = 1;
     for (int i = 0; i < nin; i++) {
         size_t b = gg_desc_bytes(&in[i].desc);
         din[i] = in[i];
         if (hipMalloc(&d_in[i], b) != hipSuccess ||
-            hipMemcpy(d_in[i], in[i].data, b, hipMemcpyHostToDevice) != hipSuccess)
+            hipMemcpyAsync(d_in[i], in[i].data, b, hipMemcpyHostToDevice, g_stream) != hipSuccess)
             ok = 0;
         din[i].data = d_in[i];
     }
     h_gpu = malloc(ob);
     h_cpu = malloc(ob);
     if (hipMalloc(&d_out, ob) != hipSuccess ||
-        hipMemcpy(d_out, out->data, ob, hipMemcpyHostToDevice) != hipSuccess)
+        (update ? hipMemcpyAsync(d_out, out->data, ob, hipMemcpyHostToDevice, g_stream)
+                : hipMemsetAsync(d_out, 0xff, ob, g_stream)) != hipSuccess)
         ok = 0;
     dout.data = d_out;
     int rc = -1;
@@ -48,8 +77,9 @@ static void run_case(const char *label, const gg_op_def *op, gg_tensor *in, int 
         rc = gg_gpu_write_u32(g_stream, d_in[2], (uint32_t)word, NULL);
     if (ok)
         rc = gg_gpu_op_launch(g_ctx, op, din, nin, &dout, 1, attrs);
-    if (rc == 0 && (hipStreamSynchronize(g_stream) != hipSuccess ||
-                    hipMemcpy(h_gpu, d_out, ob, hipMemcpyDeviceToHost) != hipSuccess))
+    if (rc == 0 &&
+        (hipMemcpyAsync(h_gpu, d_out, ob, hipMemcpyDeviceToHost, g_stream) != hipSuccess ||
+         hipStreamSynchronize(g_stream) != hipSuccess))
         rc = -1;
     memcpy(h_cpu, out->data, ob);
     gg_tensor cout = *out;
@@ -71,11 +101,15 @@ static void run_case(const char *label, const gg_op_def *op, gg_tensor *in, int 
             free(ref);
         }
     }
-    if (rc == 0 && ok)
+    if (rc == 0 && ok) {
         g_pass++;
-    else {
+    } else if (rc != 0) {
         g_fail++;
-        printf("FAIL: %s: %s (rel err %g)\n", label, rc ? gg_gpu_last_error() : "differs", e);
+        printf("FAIL: %s: %s\n", label, gg_gpu_last_error());
+    } else {
+        g_fail++;
+        print_diff(label, h_gpu, h_cpu, out->desc.dtype, gg_desc_numel(&out->desc),
+                   exact || out->desc.dtype == GG_DT_I32, e);
     }
     for (int i = 0; i < nin; i++)
         hipFree(d_in[i]);
@@ -169,7 +203,8 @@ static void attn_graph_case(gg_dtype dt, uint64_t *seed)
         din[i] = in[i];
         din[i].data = NULL;
         if (hipMalloc(&din[i].data, b) != hipSuccess ||
-            hipMemcpy(din[i].data, in[i].data, b, hipMemcpyHostToDevice) != hipSuccess)
+            hipMemcpyAsync(din[i].data, in[i].data, b, hipMemcpyHostToDevice, g_stream) !=
+                hipSuccess)
             ok = 0;
     }
     size_t ob = gg_desc_bytes(&out.desc);
@@ -179,7 +214,10 @@ static void attn_graph_case(gg_dtype dt, uint64_t *seed)
     hipGraph_t g = NULL;
     hipGraphExec_t ge = NULL;
     int rc = -1;
-    if (ok && hipStreamBeginCapture(g_stream, hipStreamCaptureModeThreadLocal) == hipSuccess) {
+    /* the copies done before the capture begins: the graph holds only the
+     * kernel, and nothing queued ahead of it is left to the capture */
+    if (ok && hipStreamSynchronize(g_stream) == hipSuccess &&
+        hipStreamBeginCapture(g_stream, hipStreamCaptureModeThreadLocal) == hipSuccess) {
         rc = gg_gpu_op_launch(g_ctx, op, din, 4, &dout, 1, NULL);
         if (hipStreamEndCapture(g_stream, &g) != hipSuccess ||
             hipGraphInstantiate(&ge, g, NULL, NULL, 0) != hipSuccess)
@@ -189,17 +227,22 @@ static void attn_graph_case(gg_dtype dt, uint64_t *seed)
     for (int r = 0; r < 4; r++) {
         memcpy(lens, lens_run[r], sizeof lens);
         int rr = rc;
-        if (rr == 0 && (hipMemcpy(din[3].data, lens, sizeof lens, hipMemcpyHostToDevice) != hipSuccess ||
-                        hipGraphLaunch(ge, g_stream) != hipSuccess ||
-                        hipStreamSynchronize(g_stream) != hipSuccess ||
-                        hipMemcpy(y, dout.data, ob, hipMemcpyDeviceToHost) != hipSuccess))
+        /* lens and y's NaN poison on the graph's stream, ahead of the replay
+         * (the last one synchronized: lens is free to change) */
+        if (rr == 0 &&
+            (hipMemcpyAsync(din[3].data, lens, sizeof lens, hipMemcpyHostToDevice, g_stream) !=
+                 hipSuccess ||
+             hipMemsetAsync(dout.data, 0xff, ob, g_stream) != hipSuccess ||
+             hipGraphLaunch(ge, g_stream) != hipSuccess ||
+             hipMemcpyAsync(y, dout.data, ob, hipMemcpyDeviceToHost, g_stream) != hipSuccess ||
+             hipStreamSynchronize(g_stream) != hipSuccess))
             rr = -1;
         gg_tensor cout = out;
         cout.data = yc;
         gg_ops_run_cpu(op, in, 4, &cout, 1, NULL);
         double e = 0;
+        const int64_t n = gg_desc_numel(&out.desc);
         if (rr == 0) {
-            int64_t n = gg_desc_numel(&out.desc);
             double *ref = malloc(sizeof(double) * (size_t)n);
             for (int64_t i = 0; i < n; i++)
                 ref[i] = gg_load(yc, dt, i);
@@ -208,11 +251,14 @@ static void attn_graph_case(gg_dtype dt, uint64_t *seed)
         }
         snprintf(label, sizeof label, "attention_decode %s graph replay %d lens %d %d",
                  gg_dtype_name(dt), r, (int)lens[0], (int)lens[1]);
-        if (rr == 0 && e <= dref_tol(dt))
+        if (rr == 0 && e <= dref_tol(dt)) {
             g_pass++;
-        else {
+        } else if (rr != 0) {
             g_fail++;
-            printf("FAIL: %s: %s (rel err %g)\n", label, rr ? gg_gpu_last_error() : "differs", e);
+            printf("FAIL: %s: %s\n", label, gg_gpu_last_error());
+        } else {
+            g_fail++;
+            print_diff(label, y, yc, dt, n, 0, e);
         }
     }
     if (ge)
@@ -245,9 +291,16 @@ static int attn_time(void)
     uint16_t *h = malloc(B * S_max * Hkv * Dh * 2);
     uint64_t seed = 99;
     dref_fill(h, NULL, GG_DT_F16, B * S_max * Hkv * Dh, &seed, 1.0);
-    hipMemcpy(dk, h, B * S_max * Hkv * Dh * 2, hipMemcpyHostToDevice);
-    hipMemcpy(dv, h, B * S_max * Hkv * Dh * 2, hipMemcpyHostToDevice);
-    hipMemcpy(dq, h, B * Hq * Dh * 2, hipMemcpyHostToDevice);
+    /* on the kernels' stream, as in the tests: h is freed once they landed */
+    if (hipMemcpyAsync(dk, h, B * S_max * Hkv * Dh * 2, hipMemcpyHostToDevice, g_stream) !=
+            hipSuccess ||
+        hipMemcpyAsync(dv, h, B * S_max * Hkv * Dh * 2, hipMemcpyHostToDevice, g_stream) !=
+            hipSuccess ||
+        hipMemcpyAsync(dq, h, B * Hq * Dh * 2, hipMemcpyHostToDevice, g_stream) != hipSuccess ||
+        hipStreamSynchronize(g_stream) != hipSuccess) {
+        free(h);
+        return 1;
+    }
     free(h);
     for (int mode = 0; mode < 2; mode++) {
         gg_gpu_ctx *ctx = NULL;
@@ -260,7 +313,9 @@ static int attn_time(void)
         for (size_t si = 0; si < sizeof Ss / sizeof Ss[0]; si++) {
             const int64_t S = Ss[si];
             int32_t len = (int32_t)S;
-            hipMemcpy(dl, &len, 4, hipMemcpyHostToDevice);
+            if (hipMemcpyAsync(dl, &len, 4, hipMemcpyHostToDevice, g_stream) != hipSuccess ||
+                hipStreamSynchronize(g_stream) != hipSuccess)
+                return 1;
             gg_tensor in[4] = {T(dq, GG_DT_F16, 3, B, Hq, Dh, 0), T(dk, GG_DT_F16, 4, B, S, Hkv, Dh),
                                T(dv, GG_DT_F16, 4, B, S, Hkv, Dh), T(dl, GG_DT_I32, 1, B, 0, 0, 0)};
             gg_tensor out = T(dy, GG_DT_F16, 3, B, Hq, Dh, 0);

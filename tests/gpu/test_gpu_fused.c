@@ -25,7 +25,15 @@
  *
  * Tolerance, rel-L2 against the reference: f32 1e-5, f16 3e-3, bf16 1.5e-2
  * (the references round each intermediate as the unfused nodes do; the
- * kernels keep the same roundings, so what differs is summation order). */
+ * kernels keep the same roundings, so what differs is summation order).  A
+ * failure names the element farthest from the reference (the first that
+ * differs in its bits, against the unfused ops), with both values.
+ *
+ * Every copy and memset is queued on the context's stream, the one the
+ * kernels run on: that stream is non-blocking, so a plain hipMemcpy or
+ * hipMemset (the legacy default stream) is not ordered before the kernels
+ * (a pageable hipMemcpy may return with its last DMA still in flight,
+ * hipMemset returns at once). */
 #include "gg_hip.h"
 #include "gpu_compare.h"
 #include "gpu_ops.h"
@@ -114,14 +122,16 @@ static void run(fcase *c)
             for (int i = 0; i < c->nin; i++) {
                 for (int64_t k = 0; k < gg_desc_numel(&c->in[i]); k++)
                     gg_store(hin[i], c->dt, k, frand(-1.5f, 1.5f));
-                OK(hipMemcpy(din[i], hin[i], gg_desc_bytes(&c->in[i]), hipMemcpyHostToDevice),
+                OK(hipMemcpyAsync(din[i], hin[i], gg_desc_bytes(&c->in[i]),
+                                  hipMemcpyHostToDevice, g_stream),
                    "copy in");
             }
             gg_ops_run_cpu(op, ti, c->nin, to, c->nout, &c->attrs);
         }
         for (int o = 0; o < c->nout; o++)
-            OK(hipMemset(dout[o], 0xff, gg_desc_bytes(&c->out[o])), "poison");
-        OK(hipDeviceSynchronize(), "sync");
+            OK(hipMemsetAsync(dout[o], 0xff, gg_desc_bytes(&c->out[o]), g_stream), "poison");
+        if (r == 1) /* done before the capture begins: the graph holds only the op */
+            OK(hipStreamSynchronize(g_stream), "sync");
         if (r == 0) {
             int rc = gg_gpu_op_launch(g_ctx, op, gi, c->nin, go, c->nout, &c->attrs);
             if (rc) {
@@ -144,23 +154,31 @@ static void run(fcase *c)
             }
             OK(hipGraphLaunch(exec, g_stream), "graph launch");
         }
+        for (int o = 0; o < c->ncheck; o++)
+            OK(hipMemcpyAsync(hout[o], dout[o], gg_desc_bytes(&c->out[o]),
+                              hipMemcpyDeviceToHost, g_stream),
+               "copy out");
         OK(hipStreamSynchronize(g_stream), "sync");
         for (int o = 0; o < c->ncheck; o++) {
-            OK(hipMemcpy(hout[o], dout[o], gg_desc_bytes(&c->out[o]), hipMemcpyDeviceToHost),
-               "copy out");
+            const int64_t n = gg_desc_numel(&c->out[o]);
             int64_t bad;
-            double err = gt_rel_l2(hout[o], href[o], c->dt, gg_desc_numel(&c->out[o]), &bad);
+            double err = gt_rel_l2(hout[o], href[o], c->dt, n, &bad);
             static const char *const ph[3] = {"eager", "graph", "graph, new inputs"};
             if (err <= tolerance(c->dt)) {
                 g_pass++;
             } else {
-                printf("FAIL: %s [%s] output %d: rel-L2 %.3g (first non-finite %lld)\n",
-                       c->label, ph[r], o, err, (long long)bad);
+                char d[192];
+                printf("FAIL: %s [%s] output %d: rel-L2 %.3g (first non-finite %lld); the "
+                       "farthest at %s\n",
+                       c->label, ph[r], o, err, (long long)bad,
+                       gt_diff_str(d, sizeof d, hout[o], href[o], c->dt,
+                                   gt_farthest(hout[o], href[o], c->dt, n)));
                 g_fail++;
             }
         }
     }
 out:
+    (void)hipStreamSynchronize(g_stream); /* no copy left on the host buffers freed here */
     if (exec)
         (void)hipGraphExecDestroy(exec);
     if (graph)
@@ -363,16 +381,18 @@ static void rowchain_run(gg_dtype dt, int64_t R, int64_t C, int n)
                     continue;
                 for (int64_t k = 0; k < gg_desc_numel(&ht[i]->desc); k++)
                     gg_store(host[i], dt, k, frand(-1.5f, 1.5f));
-                if (hipMemcpy(dev[i], host[i], gg_desc_bytes(&ht[i]->desc),
-                              hipMemcpyHostToDevice) != hipSuccess)
+                if (hipMemcpyAsync(dev[i], host[i], gg_desc_bytes(&ht[i]->desc),
+                                   hipMemcpyHostToDevice, g_stream) != hipSuccess)
                     goto hip_fail;
             }
             gg_rowchain_run_cpu(&hc);
         }
         for (int i = 0; i < nb; i++)
-            if (out[i] && hipMemset(dev[i], 0xff, gg_desc_bytes(&ht[i]->desc)) != hipSuccess)
+            if (out[i] &&
+                hipMemsetAsync(dev[i], 0xff, gg_desc_bytes(&ht[i]->desc), g_stream) != hipSuccess)
                 goto hip_fail;
-        if (hipDeviceSynchronize() != hipSuccess)
+        /* before a capture: done, so the graph holds only the chain */
+        if (r == 1 && hipStreamSynchronize(g_stream) != hipSuccess)
             goto hip_fail;
         int rc = 0;
         if (r == 0) {
@@ -400,15 +420,22 @@ static void rowchain_run(gg_dtype dt, int64_t R, int64_t C, int n)
         for (int i = 0; i < nb; i++) {
             if (!out[i])
                 continue;
-            if (hipMemcpy(got, dev[i], gg_desc_bytes(&xd), hipMemcpyDeviceToHost) != hipSuccess)
+            if (hipMemcpyAsync(got, dev[i], gg_desc_bytes(&xd), hipMemcpyDeviceToHost,
+                               g_stream) != hipSuccess ||
+                hipStreamSynchronize(g_stream) != hipSuccess)
                 goto hip_fail;
+            const int64_t n = gg_desc_numel(&xd);
             int64_t bad;
-            double err = gt_rel_l2(got, host[i], dt, gg_desc_numel(&xd), &bad);
+            double err = gt_rel_l2(got, host[i], dt, n, &bad);
             if (err <= tolerance(dt)) {
                 g_pass++;
             } else {
-                printf("FAIL: %s [%s] output buffer %d: rel-L2 %.3g (first non-finite %lld)\n",
-                       label, ph[r], i, err, (long long)bad);
+                char d[192];
+                printf("FAIL: %s [%s] output buffer %d: rel-L2 %.3g (first non-finite %lld); "
+                       "the farthest at %s\n",
+                       label, ph[r], i, err, (long long)bad,
+                       gt_diff_str(d, sizeof d, got, host[i], dt,
+                                   gt_farthest(got, host[i], dt, n)));
                 g_fail++;
             }
         }
@@ -418,6 +445,7 @@ hip_fail:
     printf("FAIL: %s: HIP call failed\n", label);
     g_fail++;
 out:
+    (void)hipStreamSynchronize(g_stream); /* no copy left on the host buffers freed here */
     if (exec)
         (void)hipGraphExecDestroy(exec);
     if (graph)
@@ -502,7 +530,10 @@ static int rt_new(rt_pool *p, gg_tensor_desc d, bool input)
     } else {
         memset(p->host, 0xff, b);   /* NaN in every float dtype */
     }
-    if (hipMemcpy(dev, p->host, b, hipMemcpyHostToDevice) != hipSuccess) {
+    /* on the kernels' stream, and landed before p->host is refilled for the
+     * next tensor */
+    if (hipMemcpyAsync(dev, p->host, b, hipMemcpyHostToDevice, g_stream) != hipSuccess ||
+        hipStreamSynchronize(g_stream) != hipSuccess) {
         (void)hipFree(dev);
         return rt_fail(p, "copy in");
     }
@@ -548,7 +579,8 @@ static void *rt_get(rt_pool *p, int i)
 {
     size_t b = gg_desc_bytes(&p->t[i].desc);
     void *h = malloc(b);
-    if (h && hipMemcpy(h, p->t[i].data, b, hipMemcpyDeviceToHost) != hipSuccess) {
+    if (h && (hipMemcpyAsync(h, p->t[i].data, b, hipMemcpyDeviceToHost, g_stream) != hipSuccess ||
+              hipStreamSynchronize(g_stream) != hipSuccess)) {
         free(h);
         h = NULL;
     }
@@ -570,7 +602,7 @@ static void rt_check(rt_pool *p, const char *label, const char *what, int f, int
 {
     if (p->failed)
         return;   /* counted where it failed */
-    if (hipDeviceSynchronize() != hipSuccess) {
+    if (hipStreamSynchronize(g_stream) != hipSuccess) {
         printf("FAIL: %s: HIP call failed\n", label);
         rt_fail(p, "sync");
         return;
@@ -589,11 +621,18 @@ static void rt_check(rt_pool *p, const char *label, const char *what, int f, int
         if (err <= tolerance(dt) && (!half || (df * 20 <= n && dq * 8 >= n))) {
             g_pass++;
         } else {
+            const int64_t at = gt_first_diff(hf, hu, dt, n);
+            char gf[48] = "-", gu[48] = "-";
+            if (at >= 0) {
+                gt_elem_str(gf, sizeof gf, hf, dt, at);
+                gt_elem_str(gu, sizeof gu, hu, dt, at);
+            }
             printf("FAIL: %s: %s against the unfused GPU ops: rel-L2 %.3g (first non-finite "
-                   "%lld), %lld of %lld values differ in their bits (at most 1 in 20); "
-                   "without the rounding %lld differ (at least 1 in 8)\n",
+                   "%lld), %lld of %lld values differ in their bits (at most 1 in 20), the "
+                   "first at %lld: fused %s, unfused %s; without the rounding %lld differ (at "
+                   "least 1 in 8)\n",
                    label, what, err, (long long)bad, (long long)df, (long long)n,
-                   (long long)dq);
+                   (long long)at, gf, gu, (long long)dq);
             g_fail++;
         }
     }

@@ -105,11 +105,14 @@ static int compare(const tcase *c, const char *phase, const void *got, const voi
         g_pass++;
         return 0;
     }
+    char d[192];
     if (bad >= 0)
         failf("%s [%s]: non-finite output at %lld (%g, reference %g)", c->label, phase,
               (long long)bad, gg_load(got, c->dt, bad), gg_load(ref, c->dt, bad));
     else
-        failf("%s [%s]: rel-L2 %.3g > %.1g", c->label, phase, err, tolerance(c->dt));
+        failf("%s [%s]: rel-L2 %.3g > %.1g; the farthest at %s", c->label, phase, err,
+              tolerance(c->dt),
+              gt_diff_str(d, sizeof d, got, ref, c->dt, gt_farthest(got, ref, c->dt, n)));
     return -1;
 }
 
@@ -158,18 +161,24 @@ static void run_case(tcase *c)
     dout.data = (char *)d_out + off;
     dout.desc = c->out;
 
-    /* Three runs: eager, graph replay, graph replay on new inputs. */
+    /* Three runs: eager, graph replay, graph replay on new inputs.  Every
+     * copy and memset is queued on the context's stream, the one the kernel
+     * runs on: that stream is non-blocking, so a plain hipMemcpy or hipMemset
+     * (the legacy default stream) is not ordered before the kernel, and a
+     * pageable hipMemcpy may return with its last DMA still in flight.  The
+     * host inputs are refilled only after the previous run's synchronize. */
     for (int run = 0; run < 3; run++) {
         if (run != 1) { /* fresh inputs and their reference */
             for (int i = 0; i < c->nin; i++) {
                 fill_random(h_in[i], c->dt, gg_desc_numel(&c->in[i]), c->lo, c->hi);
-                HIP_OK(hipMemcpy(din[i].data, h_in[i], gg_desc_bytes(&c->in[i]),
-                                 hipMemcpyHostToDevice));
+                HIP_OK(hipMemcpyAsync(din[i].data, h_in[i], gg_desc_bytes(&c->in[i]),
+                                      hipMemcpyHostToDevice, g_stream));
             }
             gg_ops_run_cpu(c->op, hin, c->nin, &hout, 1, &c->attrs);
         }
-        HIP_OK(hipMemset(d_out, 0xff, out_bytes + 16)); /* NaN in every dtype */
-        HIP_OK(hipDeviceSynchronize());
+        HIP_OK(hipMemsetAsync(d_out, 0xff, out_bytes + 16, g_stream)); /* NaN in every dtype */
+        if (run == 1) /* done before the capture begins: the graph holds only the op */
+            HIP_OK(hipStreamSynchronize(g_stream));
         if (run == 0) {
             int rc = gg_gpu_op_launch(g_ctx, c->op, din, c->nin, &dout, 1, &c->attrs);
             if (rc) {
@@ -196,14 +205,15 @@ static void run_case(tcase *c)
             }
             HIP_OK(hipGraphLaunch(exec, g_stream));
         }
+        HIP_OK(hipMemcpyAsync(h_out, dout.data, out_bytes, hipMemcpyDeviceToHost, g_stream));
         HIP_OK(hipStreamSynchronize(g_stream));
-        HIP_OK(hipMemcpy(h_out, dout.data, out_bytes, hipMemcpyDeviceToHost));
         static const char *const phase[3] = {"eager", "graph", "graph, new inputs"};
         if (compare(c, phase[run], h_out, h_ref))
             break;
     }
 
 out:
+    (void)hipStreamSynchronize(g_stream); /* no copy left reading the host buffers freed here */
     (void)hipGetLastError();
     if (exec)
         (void)hipGraphExecDestroy(exec);
@@ -441,11 +451,13 @@ static void check_special_values(void)
         hx[i] = vals[i % nv];
         hb[i] = 1.0f;
     }
+    /* x and b on the kernels' stream (non-blocking: a plain hipMemcpy is not
+     * ordered before them) */
     if (hipMalloc(&dx, n * sizeof(float)) != hipSuccess ||
         hipMalloc(&db, n * sizeof(float)) != hipSuccess ||
         hipMalloc(&dy, n * sizeof(float)) != hipSuccess ||
-        hipMemcpy(dx, hx, n * sizeof(float), hipMemcpyHostToDevice) != hipSuccess ||
-        hipMemcpy(db, hb, n * sizeof(float), hipMemcpyHostToDevice) != hipSuccess) {
+        hipMemcpyAsync(dx, hx, n * sizeof(float), hipMemcpyHostToDevice, g_stream) != hipSuccess ||
+        hipMemcpyAsync(db, hb, n * sizeof(float), hipMemcpyHostToDevice, g_stream) != hipSuccess) {
         failf("special values: device memory");
         goto out;
     }
@@ -466,9 +478,13 @@ static void check_special_values(void)
         hout.data = href;
         dout.data = dy;
         gg_ops_run_cpu(op, hin, nin, &hout, 1, &attrs);
-        int rc = gg_gpu_op_launch(g_ctx, op, din, nin, &dout, 1, &attrs);
-        if (rc || hipStreamSynchronize(g_stream) != hipSuccess ||
-            hipMemcpy(hy, dy, n * sizeof(float), hipMemcpyDeviceToHost) != hipSuccess) {
+        /* y as NaN first: the previous op's output left in it is no result */
+        int rc = hipMemsetAsync(dy, 0xff, n * sizeof(float), g_stream) != hipSuccess
+                     ? -1
+                     : gg_gpu_op_launch(g_ctx, op, din, nin, &dout, 1, &attrs);
+        if (rc || hipMemcpyAsync(hy, dy, n * sizeof(float), hipMemcpyDeviceToHost, g_stream) !=
+                      hipSuccess ||
+            hipStreamSynchronize(g_stream) != hipSuccess) {
             failf("special values %s: launch %d %s", cases[k].op, rc, gg_gpu_last_error());
             continue;
         }
@@ -489,6 +505,7 @@ static void check_special_values(void)
             g_pass++;
     }
 out:
+    (void)hipStreamSynchronize(g_stream); /* no copy left reading hx and hb */
     (void)hipFree(dx);
     (void)hipFree(db);
     (void)hipFree(dy);

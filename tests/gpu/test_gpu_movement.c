@@ -9,6 +9,7 @@
  * fully masked row, keys past one tile, M past one 64-row tile).  SKIP (77)
  * without a device. */
 #include "gg_hip.h"
+#include "gpu_compare.h"
 #include "gpu_ops.h"
 #include "ops.h"
 
@@ -58,7 +59,18 @@ static gg_tensor T(void *p, gg_dtype dt, int nd, int64_t d0, int64_t d1, int64_t
 
 /* Run op on the GPU and on the CPU from the same inputs and the same initial
  * output (index_copy writes into it), and compare: bytes when exact, else
- * the relative L2 of the GPU's values against the CPU's. */
+ * the relative L2 of the GPU's values against the CPU's.  A failure names
+ * an element: under exact the first that differs, else the first that fails
+ * the NaN and zero checks or, with none, the farthest from the reference.
+ *
+ * Every copy and memset of a case is queued on the context's stream, the
+ * one the kernel runs on: that stream is non-blocking, so a plain hipMemcpy
+ * or hipMemset (the legacy default stream) is not ordered before the
+ * kernel: a pageable hipMemcpy may return with its last DMA still in flight
+ * and hipMemset returns at once.  An op that writes all of y gets y as 0xff
+ * bytes on the device (NaN in the floating dtypes, no bool), so an element
+ * it left unwritten fails either compare; index_copy, which writes rows
+ * into y, starts from y's values as the CPU does. */
 static void run_case(const char *label, const gg_op_def *op, const gg_tensor *in, int nin,
                      const gg_tensor *out, const gg_op_attrs *attrs, int exact)
 {
@@ -71,51 +83,66 @@ static void run_case(const char *label, const gg_op_def *op, const gg_tensor *in
         const size_t b = gg_desc_bytes(&in[i].desc);
         din[i] = in[i];
         if (hipMalloc(&d_in[i], b) != hipSuccess ||
-            hipMemcpy(d_in[i], in[i].data, b, hipMemcpyHostToDevice) != hipSuccess)
+            hipMemcpyAsync(d_in[i], in[i].data, b, hipMemcpyHostToDevice, g_stream) != hipSuccess)
             ok = 0;
         din[i].data = d_in[i];
     }
+    const int update = op->id == GG_OP_INDEX_COPY;
     if (hipMalloc(&d_out, ob) != hipSuccess ||
-        hipMemcpy(d_out, out->data, ob, hipMemcpyHostToDevice) != hipSuccess)
+        (update ? hipMemcpyAsync(d_out, out->data, ob, hipMemcpyHostToDevice, g_stream)
+                : hipMemsetAsync(d_out, 0xff, ob, g_stream)) != hipSuccess)
         ok = 0;
     dout.data = d_out;
     int rc = ok ? gg_gpu_op_launch(g_ctx, op, din, nin, &dout, 1, attrs) : -1;
-    if (rc == 0 && (hipStreamSynchronize(g_stream) != hipSuccess ||
-                    hipMemcpy(h_gpu, d_out, ob, hipMemcpyDeviceToHost) != hipSuccess))
+    if (rc == 0 &&
+        (hipMemcpyAsync(h_gpu, d_out, ob, hipMemcpyDeviceToHost, g_stream) != hipSuccess ||
+         hipStreamSynchronize(g_stream) != hipSuccess))
         rc = -1;
     memcpy(h_cpu, out->data, ob);
     gg_tensor cout = *out;
     cout.data = h_cpu;
     gg_ops_run_cpu(op, in, nin, &cout, 1, attrs);
+    const gg_dtype dt = out->desc.dtype;
+    const int64_t n = gg_desc_numel(&out->desc);
     double e = 0;
+    int64_t at = -1;
     if (rc == 0) {
         if (exact) {
             ok = !memcmp(h_gpu, h_cpu, ob);
+            at = gt_first_diff(h_gpu, h_cpu, dt, n);
         } else {
-            const int64_t n = gg_desc_numel(&out->desc);
             double num = 0, den = 0;
             int nan_ok = 1;
             for (int64_t i = 0; i < n; i++) {
-                const double g = gg_load(h_gpu, out->desc.dtype, i),
-                             c = gg_load(h_cpu, out->desc.dtype, i);
+                const double g = gg_load(h_gpu, dt, i), c = gg_load(h_cpu, dt, i);
                 if (isnan(c) || isnan(g)) {
                     nan_ok &= isnan(c) && isnan(g);
+                    if (!nan_ok && at < 0)
+                        at = i;
                     continue;
                 }
                 nan_ok &= (c == 0) == (g == 0) || fabs(c - g) < 1e-6;
+                if (!nan_ok && at < 0)
+                    at = i;
                 num += (g - c) * (g - c);
                 den += c * c;
             }
             e = sqrt(num / (den > 0 ? den : 1));
-            const gg_dtype dt = out->desc.dtype;
             ok = nan_ok && e <= (dt == GG_DT_F32 ? 1e-5 : dt == GG_DT_F16 ? 2e-3 : 1e-2);
+            if (at < 0)
+                at = gt_farthest(h_gpu, h_cpu, dt, n);
         }
     }
-    if (rc == 0 && ok)
+    if (rc == 0 && ok) {
         g_pass++;
-    else {
+    } else if (rc != 0) {
         g_fail++;
-        printf("FAIL: %s: %s (rel err %g)\n", label, rc ? gg_gpu_last_error() : "differs", e);
+        printf("FAIL: %s: %s\n", label, gg_gpu_last_error());
+    } else {
+        char d[192];
+        g_fail++;
+        printf("FAIL: %s: differs (rel err %g); %s\n", label, e,
+               at < 0 ? "no element differs" : gt_diff_str(d, sizeof d, h_gpu, h_cpu, dt, at));
     }
     for (int i = 0; i < nin; i++)
         hipFree(d_in[i]);
