@@ -49,8 +49,12 @@ static void client_pipeline(void)
         !HIPOK(hipMalloc((void **)&y, sizeof(float) * ONE)) ||
         !HIPOK(hipMalloc((void **)&xall, sizeof(float) * ONE * N)) ||
         !HIPOK(hipMalloc((void **)&ylog, sizeof(float) * ONE * N)) ||
-        !HIPOK(hipMemcpy(xall, hx, sizeof(float) * ONE * N, hipMemcpyHostToDevice)) ||
-        !HIPOK(hipMemset(ylog, 0xff, sizeof(float) * ONE * N)))   /* NaN: unsaved shows */
+        /* on cs, ahead of the copies that read xall and write ylog: cs is
+         * non-blocking, so a plain hipMemcpy or hipMemset (the legacy default
+         * stream) is not ordered before them (a pageable hipMemcpy may return
+         * with its last DMA in flight, hipMemset returns at once) */
+        !HIPOK(hipMemcpyAsync(xall, hx, sizeof(float) * ONE * N, hipMemcpyHostToDevice, cs)) ||
+        !HIPOK(hipMemsetAsync(ylog, 0xff, sizeof(float) * ONE * N, cs)))   /* NaN: unsaved shows */
         goto out;
     if (!CHECKF(gg_client_buffer_register_device(c, x, sizeof(float) * ONE, &bx) == 0 &&
                     gg_client_buffer_register_device(c, y, sizeof(float) * ONE, &by) == 0,
@@ -77,20 +81,24 @@ static void client_pipeline(void)
                              hipMemcpyDeviceToDevice, cs));
     }
     CHECKF(ok == N, "every replay ran as a graph (%d of %d)", ok, N);
+    HIPOK(hipMemcpyAsync(hy, ylog, sizeof(float) * ONE * N, hipMemcpyDeviceToHost, cs));
     HIPOK(hipStreamSynchronize(cs));
-    HIPOK(hipMemcpy(hy, ylog, sizeof(float) * ONE * N, hipMemcpyDeviceToHost));
-    int bad = 0, first = -1;
+    int bad = 0, first = -1, first_k = -1;
     for (int i = 0; i < N; i++)
         for (int k = 0; k < batch_of(i) * D; k++) {
             size_t at = (size_t)i * ONE + (size_t)k;
             if (!t_close(hy[at], t_silu2x_ref(hx[at]), 1e-4)) {
                 bad++;
-                if (first < 0)
+                if (first < 0) {
                     first = i;
+                    first_k = k;
+                }
             }
         }
+    const size_t fa = first < 0 ? 0 : (size_t)first * ONE + (size_t)first_k;
     CHECKF(bad == 0, "every replay read its own input and its output was saved before the "
-           "next (%d wrong values, first in replay %d)", bad, first);
+           "next (%d wrong values, first in replay %d at element %d: y %g, want %g for x %g)",
+           bad, first, first_k, (double)hy[fa], (double)t_silu2x_ref(hx[fa]), (double)hx[fa]);
     const msgpack_object *st;
     if (CHECK(gg_client_call(c, "stats", NULL, 0, &st) == 0)) {
         CHECK_EQ(h_getu(st, "fallback_count"), 0);

@@ -4,7 +4,14 @@
  * (cudaGraphExecUpdate on NVIDIA).  Each client runs in its own process
  * (IPC handles cannot be opened by the process that made them, and the GPU
  * runtime must not be touched before fork), against gfxgraphd --backend hip.
- * SKIP (77) when the hip backend does not start (no device). */
+ * SKIP (77) when the hip backend does not start (no device).
+ *
+ * The replays run on the daemon's stream, in another process: nothing
+ * orders them after this process's copies and memsets but the copies'
+ * completion.  A pageable hipMemcpy may return with its last DMA still in
+ * flight and hipMemset returns at once, so each is followed by a
+ * hipDeviceSynchronize before the daemon is asked to read or write the
+ * buffer (as gpu_daemon_prog.c and test_gpu_fastpath.c do). */
 #include <math.h>
 #include <stdlib.h>
 
@@ -27,6 +34,7 @@ static bool dbuf_new(gg_client *c, dbuf *b, float seed)
         host[i] = (float)((i * 13 + (int)(seed * 7)) % 23) / 5.0f - 2.0f + seed;
     return CHECK(hipMalloc((void **)&b->dev, sizeof(host)) == hipSuccess) &&
            CHECK(hipMemcpy(b->dev, host, sizeof(host), hipMemcpyHostToDevice) == hipSuccess) &&
+           CHECK(hipDeviceSynchronize() == hipSuccess) &&
            CHECKF(gg_client_buffer_register_device(c, b->dev, sizeof(host), &b->id) == 0,
                   "register_device: %s", gg_client_last_error(c));
 }
@@ -36,19 +44,32 @@ static void replay_check(gg_client *c, uint64_t prog, int batch, const dbuf *x, 
                          bool want_captured, const char *what)
 {
     float hx[ROWS * D], hy[ROWS * D];
-    hipMemset(y->dev, 0xff, sizeof(hy));   /* NaN: unwritten rows show */
+    /* NaN: unwritten rows show; landed before the replay writes y */
+    if (!CHECKF(hipMemset(y->dev, 0xff, sizeof(hy)) == hipSuccess &&
+                    hipDeviceSynchronize() == hipSuccess,
+                "%s: poison y", what))
+        return;
     gg_replay_result r;
     if (!CHECKF(gg_client_replay(c, prog, batch, -1, &r) == 0, "%s: replay: %s", what,
                 gg_client_last_error(c)))
         return;
     CHECKF(r.path == GG_PATH_GRAPH, "%s: path graph (%s)", what, r.reason);
     CHECKF(r.captured == want_captured, "%s: captured %d", what, r.captured);
-    hipMemcpy(hx, x->dev, sizeof(hx), hipMemcpyDeviceToHost);
-    hipMemcpy(hy, y->dev, sizeof(hy), hipMemcpyDeviceToHost);
-    int bad = 0;
+    /* the replay has completed (a synchronous answer): these read its result */
+    if (!CHECKF(hipMemcpy(hx, x->dev, sizeof(hx), hipMemcpyDeviceToHost) == hipSuccess &&
+                    hipMemcpy(hy, y->dev, sizeof(hy), hipMemcpyDeviceToHost) == hipSuccess,
+                "%s: copy x and y back", what))
+        return;
+    int bad = 0, first = -1;
     for (int i = 0; i < batch * D; i++)
-        bad += !t_close(hy[i], t_silu2x_ref(hx[i]), 1e-4);
-    CHECKF(bad == 0, "%s: %d wrong values", what, bad);
+        if (!t_close(hy[i], t_silu2x_ref(hx[i]), 1e-4)) {
+            bad++;
+            if (first < 0)
+                first = i;
+        }
+    const int fa = first < 0 ? 0 : first;
+    CHECKF(bad == 0, "%s: %d wrong values, the first at %d: y %g, want %g for x %g", what, bad,
+           first, (double)hy[fa], t_silu2x_ref(hx[fa]), (double)hx[fa]);
 }
 
 static uint64_t stat_u(gg_client *c, const char *key)
