@@ -680,7 +680,9 @@ static void conn_on_read_locked(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
     /* paused: the rest stays in rbuf until the peer reads (conn_on_write);
      * a stop answers it all (ESHUTDOWN) */
     unsigned max_inflight = c->rpc->core->cfg->max_inflight;
-    while (!c->closing && !c->held && !c->yielded && off < c->rlen &&
+    /* a stop answers what was read even when the slice was spent */
+    while (!c->closing && !c->held && (!c->yielded || c->rpc->core->stopping) &&
+           off < c->rlen &&
            ((!c->paused && c->inflight < max_inflight) || c->rpc->core->stopping)) {
         if (handled && !c->rpc->core->stopping && uv_hrtime() - t0 > CONN_SLICE_NS) {
             conn_yield(c);
