@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """Hugging Face decode steps, per family and dtype: HF eager, PyTorch's CUDA
 graph, Inductor (max-autotune, no cudagraphs) captured in a CUDA graph,
+torch.compile's default backend (compile-default: Inductor, no graph),
 gfxgraph.enable() and torch.compile(backend="gfxgraph"), in one run.
 
     python3 bench/bench_hf.py --build BUILD [--mps] [--families llama] [--dtypes f16]
@@ -49,7 +50,7 @@ FAMILIES = {
                                                      "layer_types": "full"}),
     "gpt2": ("GPT2LMHeadModel", "GPT2Config", None),
 }
-ALL_PATHS = ["eager", "graph", "inductor", "enable", "compile"]
+ALL_PATHS = ["eager", "graph", "inductor", "compile-default", "enable", "compile"]
 
 
 def start_daemon(build, mps):
@@ -80,9 +81,18 @@ def start_daemon(build, mps):
 
     def stop():
         p.terminate()
-        rc = p.wait(timeout=60)
+        try:
+            rc = p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            rc = "killed: no exit 30 s after SIGTERM"
         if mps_on:
-            subprocess.run(["nvidia-cuda-mps-control"], input=b"quit", env=env)
+            # this process is still an MPS client: quit is asked for, not
+            # waited on past a few seconds (the server goes when we exit)
+            try:
+                subprocess.run(["nvidia-cuda-mps-control"], input=b"quit", env=env, timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
         return rc, open(log.name).read()[-4000:]
     return stop
 
@@ -184,7 +194,17 @@ def pct(xs, q):
     return xs[min(len(xs) - 1, int(q * (len(xs) - 1) + 0.5))]
 
 
-def bench_case(args, torch, transformers, gfxgraph, family, dtn, ctx, batch, rate):
+def prog_note(rep):
+    """A routed capture's daemon program: its nodes and launches per replay."""
+    if not rep:
+        return ""
+    return "nodes %s, kernels %s" % (rep.get("nodes"), rep.get("kernels"))
+
+
+def bench_case(args, torch, transformers, gfxgraph, family, dtn, ctx, batch, rate, orig_graph):
+    # each case compiles its own model: nothing of the last case's Dynamo
+    # cache (its guards, its recompile count, a backend's code) carries over
+    torch._dynamo.reset()
     dtype = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[dtn]
     model, cfg = make_model(torch, transformers, family, args.size, dtype)
     wbytes = sum(p.numel() * p.element_size() for p in model.parameters())
@@ -197,7 +217,6 @@ def bench_case(args, torch, transformers, gfxgraph, family, dtn, ctx, batch, rat
     total_steps = (args.rounds + 1) * args.steps + 4
     max_len = ctx + total_steps + 8
     paths = []
-    orig_graph = torch.cuda.CUDAGraph
     for name in args.paths:
         p = Path(name, model, batch, ctx, max_len, torch, transformers)
         try:
@@ -213,12 +232,23 @@ def bench_case(args, torch, transformers, gfxgraph, family, dtn, ctx, batch, rat
                 f = torch.compile(p.eager, mode="max-autotune-no-cudagraphs", fullgraph=False)
                 p.capture(f, orig_graph)
                 p.routed = False
+            elif name == "compile-default":
+                # torch.compile's default backend (Inductor, no CUDA graph):
+                # what "compile is never a loss" is measured against
+                f = torch.compile(p.eager)
+                with torch.no_grad():
+                    for _ in range(2):
+                        f()
+                p.run = f
+                p.routed = False
             elif name == "enable":
                 gfxgraph.enable()          # stays on: its replay() goes to the daemon
                 before = dict(gfxgraph.stats()["local"].get("fallback_ops", {}))
                 g = p.capture(p.eager, torch.cuda.CUDAGraph)
                 p.routed = getattr(g, "gfxgraph_program", None) is not None
-                if not p.routed:
+                if p.routed:
+                    p.note = prog_note(getattr(g, "gfxgraph_report", None))
+                else:
                     now = gfxgraph.stats()["local"].get("fallback_ops", {})
                     p.note = "fell back: %s" % {k: v for k, v in now.items()
                                                 if v != before.get(k)}
@@ -233,11 +263,12 @@ def bench_case(args, torch, transformers, gfxgraph, family, dtn, ctx, batch, rat
                 lg = gfxgraph.stats()["local"].get("compile_log", [])[n0:]
                 p.routed = any((r.get("daemon_partitions") or 0) > 0 for r in lg)
                 miss = next((r for r in lg if r.get("op")), None)
-                p.note = "graphs %d, partitions %d (daemon %d, inductor %d; modes %s)%s" % (
+                p.note = "graphs %d, partitions %d (daemon %d, inductor %d; modes %s; %s)%s" % (
                     len(lg), sum(r.get("partitions") or 0 for r in lg),
                     sum(r.get("daemon_partitions") or 0 for r in lg),
                     sum(r.get("inductor_partitions") or 0 for r in lg),
                     ",".join(str(r.get("mode")) for r in lg),
+                    "; ".join(prog_note(r) for r in lg if r.get("nodes") is not None),
                     "; first uncovered: %s (%s)" % (miss["op"], str(miss.get("why"))[:200])
                     if miss else "")
         except Exception as e:   # noqa: BLE001 -- a path that cannot run is reported
@@ -305,6 +336,9 @@ def main():
     import torch
     import transformers
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+    # PyTorch's own class, before enable() replaces torch.cuda.CUDAGraph: the
+    # graph and inductor paths of every case capture with it
+    orig_graph = torch.cuda.CUDAGraph
     import gfxgraph
     rate = copy_rate(torch)
     out = {"bench": "bench_hf", "device": torch.cuda.get_device_name(), "mps": args.mps,
@@ -322,7 +356,8 @@ def main():
         for dtn in args.dtypes.split(","):
             for ctx in [int(c) for c in args.contexts.split(",")]:
                 for b in [int(x) for x in args.batches.split(",")]:
-                    case = bench_case(args, torch, transformers, gfxgraph, fam, dtn, ctx, b, rate)
+                    case = bench_case(args, torch, transformers, gfxgraph, fam, dtn, ctx, b, rate,
+                                      orig_graph)
                     out["cases"].append(case)
                     print(json.dumps({k: case[k] for k in ("family", "dtype", "context", "batch",
                                                            "floor_us")}))
@@ -330,6 +365,9 @@ def main():
                         print("   ", json.dumps(row))
                     sys.stdout.flush()
     gfxgraph.disable()
+    if args.json:       # written before the stop, which a stuck daemon could outlast
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
     rc, log = stop()
     out["daemon_exit"] = rc
     if args.json:
