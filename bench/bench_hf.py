@@ -9,11 +9,14 @@ gfxgraph.enable() and torch.compile(backend="gfxgraph"), in one run.
         [--steps 16] [--rounds 6] [--json OUT]
 
 Every path decodes the same model with a cache of its own, prefilled with
-the same prompt to the context, and the same static input ids, so at each
-step every path does the same work at the same position (transformers'
-static cache advances its position on the device at every step, so the
-attention extent grows by one a step on every path alike; the JSON states
-the extent).  Paths run in interleaved blocks (round r: `steps` steps of
+the same prompt to the context, and the same static input ids and
+position tensor (`cache_position`, advanced by one after every step,
+outside the step, as a CUDA-graph decode loop does), so at each step every
+path does the same work at the same position (the attention extent grows by
+one a step on every path alike; the JSON states the extent).  Each row
+counts the daemon's replays during its timed steps (the package's
+counters): a gfxgraph path whose replays went back to PyTorch is marked
+not routed.  Paths run in interleaved blocks (round r: `steps` steps of
 each path in turn), each step timed on the host from its launch to
 torch.cuda.synchronize() returning: the same completion wait for all.  The
 last step of each block's logits are compared with the CUDA graph's of the
@@ -46,7 +49,9 @@ FAMILIES = {
     "llama": ("LlamaForCausalLM", "LlamaConfig", {}),
     "qwen2": ("Qwen2ForCausalLM", "Qwen2Config", {}),
     "mistral": ("MistralForCausalLM", "MistralConfig", {"sliding_window": None}),
-    "gemma2": ("Gemma2ForCausalLM", "Gemma2Config", {"sliding_window": None,
+    # Gemma2 wants a window even when every layer is full attention: one
+    # wider than any context here
+    "gemma2": ("Gemma2ForCausalLM", "Gemma2Config", {"sliding_window": 8192,
                                                      "layer_types": "full"}),
     "gpt2": ("GPT2LMHeadModel", "GPT2Config", None),
 }
@@ -141,14 +146,23 @@ class Path:
                       cache_position=torch.arange(i, i + part.shape[1], device="cuda"),
                       use_cache=True)
         self.ids = torch.randint(0, model.config.vocab_size, (batch, 1), generator=g).cuda()
+        # the usual static decode inputs: ids and a position tensor, advanced
+        # between steps outside the step (so no path bakes a position in, and
+        # Dynamo sees a tensor, not a number to specialize on)
+        self.pos = torch.tensor([ctx], device="cuda")
         self.run = self.eager
         self.out = None
 
     def eager(self):
         with self.torch.no_grad():
             self.out = self.model(input_ids=self.ids, past_key_values=self.cache,
-                                  use_cache=True).logits
+                                  cache_position=self.pos, use_cache=True).logits
         return self.out
+
+    def step(self, fn=None):
+        out = (fn or self.run)()
+        self.pos.add_(1)
+        return out
 
     def capture(self, fn, graph_cls):
         torch = self.torch
@@ -156,7 +170,7 @@ class Path:
         s.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(s), torch.no_grad():
             for _ in range(2):
-                fn()
+                self.step(fn)
         torch.cuda.current_stream().wait_stream(s)
         torch.cuda.synchronize()
         g = graph_cls()
@@ -201,10 +215,25 @@ def prog_note(rep):
     return "nodes %s, kernels %s" % (rep.get("nodes"), rep.get("kernels"))
 
 
+def dynamo_summary(counters):
+    """What Dynamo did in a case (its compile paths): graphs, breaks, and
+    the most frequent break reasons, so a compile path that ran eagerly
+    says why."""
+    gb = counters.get("graph_break", {})
+    return {"unique_graphs": counters.get("stats", {}).get("unique_graphs", 0),
+            "frames": dict(counters.get("frames", {})),
+            "graph_breaks": sum(gb.values()),
+            "top_breaks": [[str(k)[:200], v] for k, v in
+                           sorted(gb.items(), key=lambda kv: -kv[1])[:3]],
+            "recompiles": sum(counters.get("recompiles", {}).values())}
+
+
 def bench_case(args, torch, transformers, gfxgraph, family, dtn, ctx, batch, rate, orig_graph):
     # each case compiles its own model: nothing of the last case's Dynamo
     # cache (its guards, its recompile count, a backend's code) carries over
     torch._dynamo.reset()
+    from torch._dynamo.utils import counters
+    counters.clear()
     dtype = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[dtn]
     model, cfg = make_model(torch, transformers, family, args.size, dtype)
     wbytes = sum(p.numel() * p.element_size() for p in model.parameters())
@@ -224,7 +253,7 @@ def bench_case(args, torch, transformers, gfxgraph, family, dtn, ctx, batch, rat
                 # the captures' two warm-up steps and compile's two calls
                 # advance the cache's position: eager takes the same two
                 for _ in range(2):
-                    p.eager()
+                    p.step(p.eager)
             elif name == "graph":
                 p.capture(p.eager, orig_graph)
                 p.routed = False
@@ -238,7 +267,7 @@ def bench_case(args, torch, transformers, gfxgraph, family, dtn, ctx, batch, rat
                 f = torch.compile(p.eager)
                 with torch.no_grad():
                     for _ in range(2):
-                        f()
+                        p.step(f)
                 p.run = f
                 p.routed = False
             elif name == "enable":
@@ -258,7 +287,7 @@ def bench_case(args, torch, transformers, gfxgraph, family, dtn, ctx, batch, rat
                 f = torch.compile(p.eager, backend="gfxgraph")
                 with torch.no_grad():
                     for _ in range(2):     # each graph's recording call, then its plan's first
-                        f()
+                        p.step(f)
                 p.run = f
                 lg = gfxgraph.stats()["local"].get("compile_log", [])[n0:]
                 p.routed = any((r.get("daemon_partitions") or 0) > 0 for r in lg)
@@ -277,18 +306,28 @@ def bench_case(args, torch, transformers, gfxgraph, family, dtn, ctx, batch, rat
         paths.append(p)
     times = {p.name: [] for p in paths}
     rels = {p.name: [] for p in paths}
+    # the daemon's replays per path, from the package's counters: a path
+    # routed at capture whose replays went back to PyTorch shows it here
+    replays = {p.name: 0 for p in paths}
+
+    def daemon_replays():
+        st = gfxgraph.stats()["local"]
+        return st.get("replays", 0) + st.get("compiled_replays", 0)
     torch.cuda.synchronize()
     for r in range(args.rounds + 1):          # round 0 warms every path up
         for p in paths:
             if p.run is None:
                 continue
             last = None
+            n0 = daemon_replays()
             for _ in range(args.steps):
                 t0 = time.perf_counter()
-                last = p.run()
+                last = p.step()
                 torch.cuda.synchronize()
                 if r:
                     times[p.name].append((time.perf_counter() - t0) * 1e6)
+            if r:
+                replays[p.name] += daemon_replays() - n0
             p.last = last.float().clone()
         ref = next((p.last for p in paths if p.name == "graph" and p.run is not None), None)
         if r and ref is not None:
@@ -300,7 +339,12 @@ def bench_case(args, torch, transformers, gfxgraph, family, dtn, ctx, batch, rat
     gp50 = statistics.median(times["graph"]) if times.get("graph") else None
     for p in paths:
         t = times[p.name]
-        row = {"path": p.name, "routed": p.routed, "note": p.note}
+        row = {"path": p.name, "routed": p.routed, "note": p.note,
+               "daemon_replays": replays[p.name], "steps_timed": len(t)}
+        if p.routed and replays[p.name] < len(t):
+            row["routed"] = False
+            row["note"] += "; only %d of %d timed steps replayed by the daemon" % (
+                replays[p.name], len(t))
         if t:
             p50 = statistics.median(t)
             row.update(p50_us=round(p50, 1), p99_us=round(pct(t, 0.99), 1),
@@ -314,7 +358,7 @@ def bench_case(args, torch, transformers, gfxgraph, family, dtn, ctx, batch, rat
     return {"family": family, "dtype": dtn, "context": ctx, "batch": batch, "size": args.size,
             "config": cfg, "weights_read_bytes": wbytes,
             "attention_extent": [ctx, ctx + total_steps],
-            "floor_us": round(floor_us, 1), "rows": rows}
+            "floor_us": round(floor_us, 1), "rows": rows, "dynamo": dynamo_summary(counters)}
 
 
 def main():
@@ -363,6 +407,7 @@ def main():
                                                            "floor_us")}))
                     for row in case["rows"]:
                         print("   ", json.dumps(row))
+                    print("    dynamo:", json.dumps(case["dynamo"]))
                     sys.stdout.flush()
     gfxgraph.disable()
     if args.json:       # written before the stop, which a stuck daemon could outlast
