@@ -16,7 +16,9 @@ path does the same work at the same position (the attention extent grows by
 one a step on every path alike; the JSON states the extent).  Each row
 counts the daemon's replays during its timed steps (the package's
 counters): a gfxgraph path whose replays went back to PyTorch is marked
-not routed.  Paths run in interleaved blocks (round r: `steps` steps of
+not routed.  Each case runs in a process of its own (one daemon serves
+them all), so nothing of one case's enable(), Dynamo caches or memory
+reaches the next.  Paths run in interleaved blocks (round r: `steps` steps of
 each path in turn), each step timed on the host from its launch to
 torch.cuda.synchronize() returning: the same completion wait for all.  The
 last step of each block's logits are compared with the CUDA graph's of the
@@ -164,7 +166,7 @@ class Path:
         self.pos.add_(1)
         return out
 
-    def capture(self, fn, graph_cls):
+    def capture(self, fn, graph_cls, graph_ctx):
         torch = self.torch
         s = torch.cuda.Stream()
         s.wait_stream(torch.cuda.current_stream())
@@ -174,7 +176,7 @@ class Path:
         torch.cuda.current_stream().wait_stream(s)
         torch.cuda.synchronize()
         g = graph_cls()
-        with torch.no_grad(), torch.cuda.graph(g):
+        with torch.no_grad(), graph_ctx(g):
             self.out = fn()
         self.graph = g
         self.run = self.replay
@@ -228,7 +230,7 @@ def dynamo_summary(counters):
             "recompiles": sum(counters.get("recompiles", {}).values())}
 
 
-def bench_case(args, torch, transformers, gfxgraph, family, dtn, ctx, batch, rate, orig_graph):
+def bench_case(args, torch, transformers, gfxgraph, family, dtn, ctx, batch, rate, orig):
     # each case compiles its own model: nothing of the last case's Dynamo
     # cache (its guards, its recompile count, a backend's code) carries over
     torch._dynamo.reset()
@@ -255,11 +257,11 @@ def bench_case(args, torch, transformers, gfxgraph, family, dtn, ctx, batch, rat
                 for _ in range(2):
                     p.step(p.eager)
             elif name == "graph":
-                p.capture(p.eager, orig_graph)
+                p.capture(p.eager, *orig)
                 p.routed = False
             elif name == "inductor":
                 f = torch.compile(p.eager, mode="max-autotune-no-cudagraphs", fullgraph=False)
-                p.capture(f, orig_graph)
+                p.capture(f, *orig)
                 p.routed = False
             elif name == "compile-default":
                 # torch.compile's default backend (Inductor, no CUDA graph):
@@ -273,7 +275,7 @@ def bench_case(args, torch, transformers, gfxgraph, family, dtn, ctx, batch, rat
             elif name == "enable":
                 gfxgraph.enable()          # stays on: its replay() goes to the daemon
                 before = dict(gfxgraph.stats()["local"].get("fallback_ops", {}))
-                g = p.capture(p.eager, torch.cuda.CUDAGraph)
+                g = p.capture(p.eager, torch.cuda.CUDAGraph, torch.cuda.graph)
                 p.routed = getattr(g, "gfxgraph_program", None) is not None
                 if p.routed:
                     p.note = prog_note(getattr(g, "gfxgraph_report", None))
@@ -361,6 +363,50 @@ def bench_case(args, torch, transformers, gfxgraph, family, dtn, ctx, batch, rat
             "floor_us": round(floor_us, 1), "rows": rows, "dynamo": dynamo_summary(counters)}
 
 
+def one_case(args):
+    """--one FAMILY,DTYPE,CONTEXT,BATCH: one case in this process (a fresh
+    one per case: nothing of a case's enable(), Dynamo caches or memory
+    reaches the next), its result as JSON in --json."""
+    import torch
+    import transformers
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+    # PyTorch's own graph class and capture context, before enable()
+    # replaces them (its torch.cuda.graph takes a PyTorch graph in too): the
+    # graph and inductor paths capture with these
+    orig = (torch.cuda.CUDAGraph, torch.cuda.graph)
+    import gfxgraph
+    fam, dtn, ctx, b = args.one.split(",")
+    rate = copy_rate(torch)
+    case = bench_case(args, torch, transformers, gfxgraph, fam, dtn, int(ctx), int(b), rate, orig)
+    case["copy_rate_bytes_per_s"] = rate
+    case["env"] = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                   "transformers": transformers.__version__}
+    gfxgraph.disable()
+    with open(args.json, "w") as f:
+        json.dump(case, f)
+    return 0
+
+
+def run_child(args, fam, dtn, ctx, b):
+    """One case in a fresh process; its result, or None (reported) when it
+    failed."""
+    fd, path = tempfile.mkstemp(prefix="ggbenchhf.", suffix=".json")
+    os.close(fd)
+    cmd = [sys.executable, os.path.abspath(__file__), "--build", args.build,
+           "--one", "%s,%s,%d,%d" % (fam, dtn, ctx, b), "--size", args.size,
+           "--paths", ",".join(args.paths), "--steps", str(args.steps),
+           "--rounds", str(args.rounds), "--json", path]
+    try:
+        rc = subprocess.run(cmd).returncode
+        if rc != 0:
+            print("case %s %s ctx %d batch %d: exit %d" % (fam, dtn, ctx, b, rc))
+            return None
+        with open(path) as f:
+            return json.load(f)
+    finally:
+        os.unlink(path)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", required=True)
@@ -374,34 +420,32 @@ def main():
     ap.add_argument("--steps", type=int, default=16)
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--json")
+    ap.add_argument("--one", help=argparse.SUPPRESS)
     args = ap.parse_args()
     args.paths = args.paths.split(",")
+    if args.one:
+        return one_case(args)
     stop = start_daemon(args.build, args.mps)
-    import torch
-    import transformers
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-    # PyTorch's own class, before enable() replaces torch.cuda.CUDAGraph: the
-    # graph and inductor paths of every case capture with it
-    orig_graph = torch.cuda.CUDAGraph
-    import gfxgraph
-    rate = copy_rate(torch)
-    out = {"bench": "bench_hf", "device": torch.cuda.get_device_name(), "mps": args.mps,
-           "torch": torch.__version__, "transformers": transformers.__version__,
+    out = {"bench": "bench_hf", "mps": args.mps,
            "commit": os.environ.get("GFXGRAPH_GIT_COMMIT", "unknown"),
            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-           "copy_rate_bytes_per_s": rate,
+           "isolation": "each case in a process of its own (one daemon for all)",
            "floor": "the weights a step reads (all but the unread embedding rows) over the copy rate",
            "sync": "every step: host launch/replay, then torch.cuda.synchronize()",
            "work": "the same step (model, cache state, position and inputs) on every path, "
                    "each warmed up by two steps; the kernels differ: PyTorch's (eager, graph), "
                    "Inductor's (inductor), the daemon's fused plan (enable, compile)",
            "cases": []}
+    failed = 0
     for fam in args.families.split(","):
         for dtn in args.dtypes.split(","):
             for ctx in [int(c) for c in args.contexts.split(",")]:
                 for b in [int(x) for x in args.batches.split(",")]:
-                    case = bench_case(args, torch, transformers, gfxgraph, fam, dtn, ctx, b, rate,
-                                      orig_graph)
+                    case = run_child(args, fam, dtn, ctx, b)
+                    if case is None:
+                        failed += 1
+                        continue
+                    out.update(case.pop("env"))
                     out["cases"].append(case)
                     print(json.dumps({k: case[k] for k in ("family", "dtype", "context", "batch",
                                                            "floor_us")}))
@@ -409,7 +453,6 @@ def main():
                         print("   ", json.dumps(row))
                     print("    dynamo:", json.dumps(case["dynamo"]))
                     sys.stdout.flush()
-    gfxgraph.disable()
     if args.json:       # written before the stop, which a stuck daemon could outlast
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)
@@ -419,8 +462,8 @@ def main():
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)
     if rc != 0:
-        print("daemon exited %d:\n%s" % (rc, log))
-    return 0 if rc == 0 else 1
+        print("daemon exited %s:\n%s" % (rc, log))
+    return 0 if rc == 0 and not failed else 1
 
 
 if __name__ == "__main__":
