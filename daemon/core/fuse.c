@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: MIT */
-/* The launch planner (fuse.h).  Each pattern looks at the nodes from i on
- * and, when they may run as one fused op, fills that op's node and says
- * how many nodes it replaces.  A pattern only ever takes consecutive nodes,
- * so the order of every read and write outside the run is kept. */
+/* The launch planner (fuse.h): fused ops found in a branch's nodes.
+ *
+ * Each pattern looks at the nodes from i on and, when they may run as one
+ * fused op, fills that op's node and says how many nodes it replaces.  A
+ * pattern only ever takes consecutive nodes, so the order of every read
+ * and write outside the run is kept.  The planner reads the program only
+ * through its layout (program_layout.c): the builder and program.rebind
+ * call it, it calls neither. */
 #include "core/fuse.h"
 
 #include <errno.h>

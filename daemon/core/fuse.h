@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* Program-level fusion: a checked branch's node list (the client's
- * contract: checks, errors, overlap rules and signatures stay on those
- * nodes) becomes the launch plan the executor runs, in which a run of
- * nodes may be one fused op (ops.h, "fused ops").
+/* The launch planner: a checked branch's nodes as the launches that run.
+ *
+ * A checked branch's node list (the client's contract: checks, errors,
+ * overlap rules and signatures stay on those nodes) becomes the launch plan
+ * the executor runs, in which a run of nodes may be one fused op (ops.h,
+ * "fused ops").
  *
  * Patterns: add -> rmsnorm; linear + linear -> silu_mul (gate and up);
  * layernorm/rmsnorm -> gelu/silu/scale; linear (-> add of a row vector)

@@ -1,7 +1,12 @@
 /* SPDX-License-Identifier: MIT */
-/* Programs: named tensors and a list of op nodes (or several branches of
- * them), checked completely at define time so that nothing downstream can
- * read or write outside the client's buffers. */
+/* Programs: what one is, and its lifetime in the core's registry.
+ *
+ * A program is named tensors and a list of op nodes (or several branches
+ * of them), checked completely at define time so that nothing downstream
+ * can read or write outside the client's buffers.  The layers below this
+ * one: program_build.h builds and checks a define, fuse.h plans its
+ * launches, program_layout.h answers what its tensors and nodes occupy;
+ * none of them calls back up. */
 #ifndef GG_PROGRAM_H
 #define GG_PROGRAM_H
 
@@ -12,6 +17,8 @@
 #include "ops.h"
 #include "core/session.h"
 #include "core/program_spec.h"
+#include "core/program_build.h"
+#include "core/program_layout.h"
 
 #define GG_MAX_TENSORS 4096
 #define GG_MAX_NODES 4096
@@ -22,7 +29,7 @@
  * a define of a few bytes is checked on the loop, and must stay cheap. */
 #define GG_MAX_CALL_NODES 8192
 
-typedef struct {
+typedef struct gg_ptensor {
     char name[64];
     gg_buffer *buf;          /* NULL: scratch (daemon-owned, in the program's arena) */
     uint64_t offset;         /* into buf */
@@ -32,7 +39,7 @@ typedef struct {
                               * one reads under another shape: buf/offset are its */
 } gg_ptensor;
 
-typedef struct {
+typedef struct gg_pnode {
     const gg_op_def *op;
     int nin, nout;
     int in[GG_MAX_OPERANDS];
@@ -101,29 +108,10 @@ int gg_program_lookup(struct gg_core *core, gg_session *s, uint64_t id, gg_progr
 int gg_program_define(struct gg_core *core, gg_session *s, const gg_program_spec *spec,
                       gg_program **out, proto_errbuf *e);
 
-/* program.define in two halves, so that a large one is checked off the
- * loop: gg_program_build reads only the spec and env (no core state, no
- * lock; any thread), gg_program_commit (loop, core lock) counts the
- * program against its uid's quotas, gives it its id and lists it.  On a
- * commit failure the program is freed; a built program that is never
- * committed goes with gg_program_discard. */
-typedef struct gg_define_env {
-    gg_session *s;
-    const int *buckets;                 /* the daemon's default buckets */
-    int nbuckets;
-    bool fuse;                          /* plan fused launches (core/fuse.h) */
-    /* the session's buffer id: the messages of gg_buffer_lookup */
-    int (*lookup)(const struct gg_define_env *env, uint64_t id, gg_buffer **out,
-                  proto_errbuf *e);
-    /* the session's program id (a call's callee): gg_program_lookup's */
-    int (*program)(const struct gg_define_env *env, uint64_t id, struct gg_program **out,
-                   proto_errbuf *e);
-    void *ctx;
-} gg_define_env;
-int gg_program_build(const gg_define_env *env, const gg_program_spec *spec, gg_program **out,
-                     proto_errbuf *e);
+/* The second half of program.define (core/program_build.h): counts the
+ * program against its uid's quotas, gives it its id and lists it (loop,
+ * core lock).  On a failure the program is freed. */
 int gg_program_commit(struct gg_core *core, gg_program *p, proto_errbuf *e);
-void gg_program_discard(gg_program *p);
 /* Release from the client's side: unlisted at once, freed when unpinned. */
 void gg_program_release(gg_program *p);
 void gg_program_unpin(gg_program *p);
@@ -133,30 +121,5 @@ void gg_program_park_all(gg_session *s);
  * on their next use. */
 int gg_program_rebind(struct gg_core *core, gg_program *p, const gg_rebind_spec *spec,
                       int *count, proto_errbuf *e);
-/* A batch above the largest bucket runs eager at its own row count, where
- * define never checked the op rules: a batch dim that met a fixed one at the
- * bucket sizes may not meet it here.  0, or -ERANGE saying which node. */
-int gg_program_check_rows(const gg_program *p, int branch, int rows, proto_errbuf *e);
-/* How tensors a and b share memory at `rows`: 0 apart, 1 partly, 2 the
- * same bytes (one tensor, views of one scratch tensor, or an exact alias). */
-int gg_program_overlap(const gg_program *p, int a, int b, int rows);
-/* The tensor whose bytes t names: t itself, or the tensor t is a view of. */
-int gg_program_root(const gg_program *p, int t);
-/* Index of the smallest bucket >= batch, or -1 when batch is above them all. */
-int gg_program_bucket_index(const gg_program *p, int batch);
-/* Bytes of scratch a run at `rows` needs, and the tensors bound for it:
- * in/out arrays for node n of branch b with scratch at base. */
-size_t gg_program_scratch_bytes(const gg_program *p, int rows);
-/* Returns the number of inputs to launch with: n->nin, plus one (the batch
- * word, i32 [1]) for an op that wants the real batch. */
-int gg_program_bind(const gg_program *p, const gg_pnode *n, int rows, uint8_t *scratch,
-                    gg_tensor *in, gg_tensor *out);
-/* Tensor t at `rows` with scratch at base. */
-void gg_program_bind_tensor(const gg_program *p, int t, int rows, uint8_t *scratch,
-                            gg_tensor *out);
-/* The batch word of a run at `rows` with scratch at base: where the daemon
- * stores the request's real batch before each launch (graph or eager) so
- * that padding rows have no side effects; NULL when no node reads it. */
-int32_t *gg_program_batch_word(const gg_program *p, int rows, uint8_t *scratch);
 
 #endif

@@ -1,16 +1,19 @@
 /* SPDX-License-Identifier: MIT */
-/* A program built from its define (core/program_spec.h) and checked.
+/* The program builder: a program built from its define and checked.
  *
- * Everything a replay will touch is decided here: each tensor's buffer,
- * offset, dtype and shape, each node's op, operands and attributes, and the
- * nodes call nodes copy in.  A program is accepted only if every node
- * passes its op's shape rule at every bucket and every buffer tensor lies
- * inside its buffer at the largest bucket, so the executor never re-checks.
+ * The define arrives as core/program_spec.h has it.  Everything a replay
+ * will touch is decided here: each tensor's buffer, offset, dtype and
+ * shape, each node's op, operands and attributes, and the nodes call nodes
+ * copy in.  A program is accepted only if every node passes its op's shape
+ * rule at every bucket and every buffer tensor lies inside its buffer at
+ * the largest bucket, so the executor never re-checks.
  * The spec is what the client sent, faults included: the checks run here
  * in one fixed order, so the first fault found is the one reported.  It
  * runs on the loop or, for a large define, on a pool thread: it reads the
- * core only through its gg_define_env. */
-#include "core/program_int.h"
+ * core only through its gg_define_env.  It calls down only, into the
+ * planner (fuse.c) and the layout queries (program_layout.c): the registry
+ * (program.c) commits what it builds. */
+#include "core/program.h"
 
 #include <errno.h>
 #include <math.h>
@@ -893,7 +896,7 @@ int gg_program_build(const gg_define_env *env, const gg_program_spec *ps, gg_pro
     }
     /* One arena, sized for the largest bucket: a run at a smaller bucket
      * lays its scratch tensors out in fewer bytes (the layout only grows
-     * with rows, prog_scratch_offset). */
+     * with rows, program_layout.c). */
     if (!(p->arena = gg_arena_new(gg_program_scratch_bytes(p, top), top))) {
         rc = proto_fail(e, -ENOMEM, "out of memory");
         goto fail;
@@ -905,4 +908,22 @@ int gg_program_build(const gg_define_env *env, const gg_program_spec *ps, gg_pro
 fail:
     gg_program_discard(p);
     return rc;
+}
+
+/* What the build made, of a program built in full or in part; for a
+ * committed one, program.c undoes the commit first. */
+void gg_program_discard(gg_program *p)
+{
+    free(p->entries);
+    gg_arena_unref(p->sess->core, p->arena);
+    for (int b = 0; b < p->nbranches; b++) {
+        free(p->branches[b].nodes);
+        free(p->branches[b].plan);
+        free(p->branches[b].stages);
+    }
+    free(p->branches);
+    free(p->tensors);
+    free(p->tindex);
+    free(p->sig);
+    free(p);
 }
