@@ -8,6 +8,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "core/cache.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "app/server.h"
 

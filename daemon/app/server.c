@@ -29,9 +29,11 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "core/cache.h"
 #include "core/exec.h"
+#include "core/lifecycle.h"
 #include "core/session.h"
 #include "fastpath/fp.h"
 
@@ -552,6 +554,7 @@ void gg_server_fini(gg_server *srv)
     }
     gg_fp_module_free(srv->fp);
     srv->fp = NULL;
+    gg_core_teardown(&srv->core);
     gg_core_fini(&srv->core);
     uv_loop_close(srv->loop);
 }

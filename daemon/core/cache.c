@@ -20,7 +20,7 @@
 #include <sys/types.h>
 
 #include "core/arena.h"
-#include "core/exec.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "core/program.h"
 #include "core/core.h"
@@ -135,7 +135,7 @@ static void cache_empty(gg_cache *c, gg_cache_entry *e)
         c->bytes -= e->footprint;
     }
     if (e->exec)
-        gg_exec_release_graph(c->core->exec, e->exec, NULL);
+        c->core->release(c->core, e->exec, NULL, NULL);
     e->exec = NULL;
     e->footprint = 0;
     e->updates = 0;
@@ -285,7 +285,7 @@ void gg_cache_fail(gg_cache *c, gg_cache_entry *e, const char *reason)
         c->bytes -= e->footprint;
     }
     if (e->exec)
-        gg_exec_release_graph(c->core->exec, e->exec, NULL);
+        c->core->release(c->core, e->exec, NULL, NULL);
     e->exec = NULL;
     e->footprint = 0;
     e->state = GG_ENTRY_FAILED;
@@ -346,7 +346,7 @@ void gg_cache_arena_gone(gg_cache *c, const gg_arena *a)
     c->arenas--;
     c->arena_bytes -= a->bytes;
     c->bytes -= a->bytes;
-    gg_exec_release_graph(c->core->exec, NULL, a->base);
+    c->core->release(c->core, NULL, a->base, NULL);
 }
 
 static void cache_parked_free(gg_cache *c, gg_parked *pk)

@@ -78,6 +78,7 @@ void gg_cache_park(gg_cache *c, struct gg_program *p, uid_t uid);
  * returns the number of graphs adopted. */
 int gg_cache_adopt(gg_cache *c, struct gg_program *p, uid_t uid);
 
+/* The graphs and arenas it lets go are freed through core->release. */
 int gg_cache_new(struct gg_core *core, gg_cache **out);
 void gg_cache_free(gg_cache *c);
 /* The entry for (p, branch, bucket index), created EMPTY on first use. */

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The core's state and its hand-offs to the owner (core.h). */
+/* The core's shared state, its lock and its hand-offs to the owner (core.h). */
 #include "core/core.h"
 
 #include <errno.h>
@@ -7,23 +7,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "base/log.h"
-#include "core/cache.h"
-#include "core/exec.h"
-
-uint64_t gg_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-uint64_t gg_now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
-}
 
 void gg_core_init(gg_core *core, uv_loop_t *loop, const gg_config *cfg)
 {
@@ -41,44 +26,8 @@ void gg_core_init(gg_core *core, uv_loop_t *loop, const gg_config *cfg)
     pthread_mutex_init(&core->lock, NULL);
 }
 
-int gg_core_start(gg_core *core, char *err, size_t errlen)
-{
-    int rc = gg_device_open(core->cfg, &core->dev, err, errlen);
-    if (rc < 0)
-        return rc;
-    snprintf(core->backend, sizeof(core->backend), "%s", core->dev->ops->name);
-    core->dev->ops->info(core->dev, &core->devinfo);
-    gg_info("device: %s (%s, %s), backend %s", core->devinfo.name, core->devinfo.arch,
-            core->devinfo.runtime, core->backend);
-
-    if ((rc = gg_cache_new(core, &core->cache)) < 0 || (rc = gg_exec_new(core, &core->exec)) < 0) {
-        snprintf(err, errlen, "cannot start the executor: %s", strerror(-rc));
-        return rc;
-    }
-    return 0;
-}
-
-void gg_core_close(gg_core *core)
-{
-    if (core->exec)
-        gg_exec_close(core->exec);
-}
-
-bool gg_core_idle(const gg_core *core)
-{
-    return !core->exec || gg_exec_idle(core->exec);
-}
-
 void gg_core_fini(gg_core *core)
 {
-    /* the cache first: freeing its graphs goes through the (closed) executor */
-    if (core->cache)
-        gg_cache_free(core->cache);
-    if (core->exec)
-        gg_exec_free(core->exec);
-    uv_run(core->loop, UV_RUN_NOWAIT);
-    if (core->dev)
-        gg_device_close(core->dev);
     gg_idmap_fini(&core->buffers);
     gg_idmap_fini(&core->programs);
     gg_idmap_fini(&core->events);

@@ -7,9 +7,10 @@
  *
  * Dependencies: device/, base/ (settings and logging), kernels/ops.h, libuv
  * (the executor's uv_async hand-back to the loop thread) and proto/proto.h,
- * the shared wire vocabulary: error codes, proto_errbuf/proto_fail for the
- * messages a client reads, and program.c's parsing of the program.define
- * map.  Nothing here packs a reply or writes to a socket. */
+ * the shared wire vocabulary: error codes and proto_errbuf/proto_fail for the
+ * messages a client reads.  Requests arrive as C structs (rpc/ decodes
+ * them); nothing here packs a reply or writes to a socket.  Bringing the
+ * device, the cache and the executor up and down: lifecycle.h. */
 #ifndef GG_CORE_H
 #define GG_CORE_H
 
@@ -58,6 +59,12 @@ struct gg_core {
     uint64_t started_ms;
     double started_unix;            /* the wall clock then (enabled_at), read once */
 
+    /* Frees device objects off the loop (freeing may wait for the whole
+     * device): the executor's release queue, set by gg_core_start.  The
+     * parts below the executor (the cache, sessions) hand theirs here; any
+     * of the three may be NULL. */
+    void (*release)(struct gg_core *core, gg_dev_exec *graph, uint8_t *scratch,
+                    gg_dev_stream *stream);
     bool stopping;                  /* set by the owner when a stop begins */
     bool device_lost;
     char unhealthy_reason[256];
@@ -74,16 +81,8 @@ struct gg_core {
 /* The state alone: ids, maps, the lock.  Cannot fail, so the owner may
  * refuse to start (another daemon) before touching the device. */
 void gg_core_init(gg_core *core, uv_loop_t *loop, const gg_config *cfg);
-/* Open the device and start the cache and the executor on the loop.  On
- * failure err says why in one line; gg_core_fini undoes what was done. */
-int gg_core_start(gg_core *core, char *err, size_t errlen);
-/* After the loop has ended: free the cache, the executor and the device
- * (whatever gg_core_start got to). */
+/* The state's maps and lock, after gg_core_teardown (lifecycle.h). */
 void gg_core_fini(gg_core *core);
-/* The executor's async handle and workers go, so the loop can end. */
-void gg_core_close(gg_core *core);
-/* No job queued or running. */
-bool gg_core_idle(const gg_core *core);
 /* Mark the device lost (once) and tell the owner. */
 void gg_core_device_lost(gg_core *core, const char *why);
 /* A device error seen on this thread by any entry: the same as above. */
@@ -95,8 +94,5 @@ void gg_core_lock(gg_core *core);
 void gg_core_unlock(gg_core *core);
 /* true when taken; false at once when another thread holds it */
 bool gg_core_trylock(gg_core *core);
-
-uint64_t gg_now_ms(void);
-uint64_t gg_now_us(void);
 
 #endif

@@ -37,7 +37,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/log.h"
+#include "core/account.h"
 #include "core/arena.h"
 #include "core/core.h"
 
@@ -391,14 +393,9 @@ static void exec_release_push(gg_exec *x, gg_dev_exec *g, uint8_t *scratch, gg_d
     pthread_cond_signal(&x->cond);
 }
 
-void gg_exec_release_graph(gg_exec *x, gg_dev_exec *g, uint8_t *scratch)
+void gg_exec_release(gg_exec *x, gg_dev_exec *g, uint8_t *scratch, gg_dev_stream *s)
 {
-    exec_release_push(x, g, scratch, NULL);
-}
-
-void gg_exec_release_stream(gg_exec *x, gg_dev_stream *s)
-{
-    exec_release_push(x, NULL, NULL, s);
+    exec_release_push(x, g, scratch, s);
 }
 
 int gg_exec_new(gg_core *core, gg_exec **out)
@@ -575,7 +572,7 @@ static void exec_job_end(gg_exec *x, gg_job *j)
     if (j->signal_ev)
         j->signal_ev->users--;
     if (j->tmp_scratch)
-        gg_exec_release_graph(x, NULL, j->tmp_scratch);
+        exec_release_push(x, NULL, j->tmp_scratch, NULL);
     gg_session *s = j->sess;
     gg_list_del(&j->live_link);
     j->lane->live--;
@@ -616,6 +613,13 @@ void gg_exec_cancel_session(gg_exec *x, gg_session *s)
     exec_job_end(x, j);
 }
 
+void gg_exec_detach_session(gg_exec *x, gg_session *s)
+{
+    s->transport = NULL;
+    gg_exec_cancel_session(x, s);
+    gg_session_unref(s);
+}
+
 /* Apply a worker's findings to the entry (loop thread only). */
 static void exec_apply(gg_exec *x, gg_job *j, gg_cache_entry *e, gg_job_result *r)
 {
@@ -637,7 +641,7 @@ static void exec_apply(gg_exec *x, gg_job *j, gg_cache_entry *e, gg_job_result *
         core->stats.instantiations++;
         if (r->replaced) {
             gg_cache_unready(core->cache, e);
-            gg_exec_release_graph(x, r->replaced, NULL);
+            exec_release_push(x, r->replaced, NULL, NULL);
         }
         e->exec = r->exec;
         e->footprint = r->footprint;
@@ -751,25 +755,6 @@ static void exec_enqueued(gg_exec *x, gg_job *j)
         exec_answer(x, j, 0.0);
 }
 
-/* replay-mode adaptive: j, a replay of e that ran, is one more run of the
- * path it took.  Its time is a sample of that path only when that is the
- * path it was picked for and it did nothing else (a validated run does the
- * work twice; a fallback says nothing about the graph). */
-static void exec_adapt(gg_core *core, const gg_job *j, gg_cache_entry *e, double us)
-{
-    const gg_config *cfg = core->cfg;
-    int ran = j->graph ? GG_ADAPT_RUN_GRAPH : GG_ADAPT_RUN_EAGER;
-    bool timed = ran == j->adapt_run && !j->fallback && !j->results[0].validated;
-    if (!gg_adapt_record(&e->adapt, j->adapt_round, ran, timed, gg_adapt_clock(cfg, ran, us),
-                         cfg->adaptive_samples, cfg->adaptive_recheck))
-        return;
-    gg_cache_adapt_decided(core->cache, e);
-    gg_log_fields f = {.session = j->sess->id, .program = j->prog->id, .bucket = e->bucket};
-    GG_LOG(GG_LOG_DEBUG, &f, "adaptive: branch %d runs %s (graph %.1f us, eager %.1f us, "
-           "median of %u)", e->branch, gg_adapt_choice_name((gg_adapt_choice)e->adapt.choice),
-           e->adapt.us[0], e->adapt.us[1], cfg->adaptive_samples);
-}
-
 /* Loop: the device is done with j (or it never started). */
 static void exec_finish(gg_exec *x, gg_job *j)
 {
@@ -781,32 +766,17 @@ static void exec_finish(gg_exec *x, gg_job *j)
         gg_core_device_lost(core, j->reason);
     exec_apply_job(x, j);
     if (j->kind == GG_JOB_REPLAY && j->rc == 0) {
-        gg_cache_entry *e = j->nentries ? j->entries[0] : NULL;
-        s->replays++;
-        s->replay_us_sum += us;
-        if (j->graph) {
-            core->stats.replay_count++;
-            core->stats.replay_us_sum += us;
-            s->graph_replays++;
-            e->replays++;
-            e->replay_us_sum += us;
-        } else {
-            core->stats.eager_count++;
-            core->stats.eager_us_sum += us;
-            s->eager_replays++;
-            if (j->fallback) {
-                core->stats.fallback_count++;
-                e->fallbacks++;
-            }
-            if (!e)
-                core->stats.oversize_count++;
-        }
-        /* round trip: the request taken to its completion seen */
-        gg_metrics_replay(&core->stats.metrics, j->graph ? GG_PATH_GRAPH : GG_PATH_EAGER,
-                          j->prog->name, e ? e->bucket : 0,
-                          (double)(j->t_done_us - j->t_new_us), us);
-        if (j->adapt_run && e)
-            exec_adapt(core, j, e, us);
+        gg_replay_ran ran = {
+            .path = j->graph ? GG_PATH_GRAPH : GG_PATH_EAGER,
+            .graph = j->graph,
+            .fallback = j->fallback,
+            .validated = j->nentries && j->results[0].validated,
+            .adapt_run = j->adapt_run,
+            .adapt_round = j->adapt_round,
+            .device_us = us,
+            .round_trip_us = (double)(j->t_done_us - j->t_new_us),
+        };
+        gg_account_replay(core, s, j->prog, j->nentries ? j->entries[0] : NULL, &ran);
     }
     if (!j->replied)
         exec_answer(x, j, us);

@@ -139,6 +139,9 @@ bool gg_exec_should_validate(const gg_core *core, const gg_cache_entry *e);
 /* Drop a session's jobs that no worker has taken yet: its client has
  * gone.  One that has started runs to its end, counted to the uid. */
 void gg_exec_cancel_session(gg_exec *x, gg_session *s);
+/* The client is going: detach the session from its transport, drop its
+ * queued jobs (gg_exec_cancel_session) and the transport's reference. */
+void gg_exec_detach_session(gg_exec *x, gg_session *s);
 /* Jobs of uid submitted and not yet ended, its departed sessions' too
  * (max-jobs-per-uid).  Core lock. */
 unsigned gg_exec_uid_jobs(const gg_exec *x, uid_t uid);
@@ -188,14 +191,39 @@ int gg_exec_run_hit(gg_core *core, gg_job *j, gg_dev_stream *s);
  * node that reads it).  0 or the device's error. */
 int gg_exec_write_batch(gg_core *core, gg_dev_stream *s, const gg_program *p, int rows,
                         uint8_t *scratch, int batch);
+/* A ready graph's launch: its real batch, then the graph.  0, or the
+ * device's error (-ENODEV, -EFAULT: the graph may have run in part). */
+int gg_exec_launch_graph(gg_core *core, gg_dev_stream *s, const gg_program *p, int rows,
+                         uint8_t *scratch, int batch, gg_dev_exec *graph);
+
+/* A cache hit: a ready graph launched as it is, on the session's stream. */
+typedef struct gg_hit {
+    const gg_program *prog;
+    int rows;                       /* its bucket */
+    uint8_t *scratch;               /* the program's arena */
+    int batch;
+    gg_dev_exec *graph;
+    gg_event *wait_ev, *signal_ev;  /* the client's; NULL: none */
+} gg_hit;
+
+/* The launch of every cache hit, whichever thread makes it (the loop's
+ * gg_exec_hit, a fast-path ring thread): the client's event waited for, the
+ * graph (gg_exec_launch_graph), the client's event recorded; *t_start_us
+ * when the batch and the graph were queued.  GG_HIT_LAUNCHED;
+ * GG_HIT_NOT_RUN when nothing of the graph is on the stream (the caller may
+ * run it another way: the executor, with its eager fallback); GG_HIT_FAILED
+ * when the graph may have run in part (a lost device, a fault in a client's
+ * memory) or ran without its event recorded: the replay fails with *rc,
+ * why says it. */
+int gg_exec_launch_hit(gg_core *core, gg_dev_stream *s, const gg_hit *h, uint64_t *t_start_us,
+                       int *rc, char *why, size_t whylen);
 /* Worker: j's work is on the stream (takes the core lock). */
 void gg_exec_job_enqueued(gg_job *j);
 void gg_exec_job_await(gg_job *j, bool want);
-/* Free a graph and scratch on a worker: a device free may wait for the
- * whole device, and the loop must not. */
-void gg_exec_release_graph(gg_exec *x, gg_dev_exec *g, uint8_t *scratch);
-/* Loop: destroy a session's stream (and its kernel context) on a worker. */
-void gg_exec_release_stream(gg_exec *x, gg_dev_stream *s);
+/* Free a graph, scratch memory and a session's stream (and its kernel
+ * context) on a worker (any may be NULL): a device free may wait for the
+ * whole device, and the loop must not.  Once closed: here, at once. */
+void gg_exec_release(gg_exec *x, gg_dev_exec *g, uint8_t *scratch, gg_dev_stream *s);
 void gg_exec_job_done(void *job, int status);
 
 #endif

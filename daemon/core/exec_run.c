@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/exec.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "core/arena.h"
 #include "core/core.h"
@@ -33,6 +34,44 @@ int gg_exec_write_batch(gg_core *core, gg_dev_stream *s, const gg_program *p, in
     if (!w)
         return 0;
     return core->dev->ops->stream_write_u32(core->dev, s, w, (uint32_t)batch);
+}
+
+int gg_exec_launch_graph(gg_core *core, gg_dev_stream *s, const gg_program *p, int rows,
+                         uint8_t *scratch, int batch, gg_dev_exec *graph)
+{
+    int rc = gg_exec_write_batch(core, s, p, rows, scratch, batch);
+    return rc < 0 ? rc : core->dev->ops->graph_launch(core->dev, graph, s);
+}
+
+int gg_exec_launch_hit(gg_core *core, gg_dev_stream *s, const gg_hit *h, uint64_t *t_start_us,
+                       int *rc, char *why, size_t whylen)
+{
+    gg_device *dev = core->dev;
+    /* a stream wait done twice (here, then by the executor) waits for
+     * nothing more */
+    if (h->wait_ev && (*rc = dev->ops->stream_wait_event(dev, s, h->wait_ev->dev)) < 0) {
+        snprintf(why, whylen, "cannot wait for event %llu: %s",
+                 (unsigned long long)h->wait_ev->id, dev->ops->last_error(dev));
+        return GG_HIT_NOT_RUN;
+    }
+    *t_start_us = gg_now_us();
+    *rc = gg_exec_launch_graph(core, s, h->prog, h->rows, h->scratch, h->batch, h->graph);
+    if (*rc == -ENODEV || *rc == -EFAULT) {
+        /* as gg_exec_run: the graph may have run in part, so it is not run
+         * again; a lost device ends the daemon */
+        snprintf(why, whylen, "%s", dev->ops->last_error(dev));
+        return GG_HIT_FAILED;
+    }
+    if (*rc < 0) {
+        snprintf(why, whylen, "launch failed: %s", dev->ops->last_error(dev));
+        return GG_HIT_NOT_RUN;
+    }
+    if (h->signal_ev && (*rc = dev->ops->event_record(dev, h->signal_ev->dev, s)) < 0) {
+        snprintf(why, whylen, "cannot record event %llu: %s",
+                 (unsigned long long)h->signal_ev->id, dev->ops->last_error(dev));
+        return GG_HIT_FAILED;
+    }
+    return GG_HIT_LAUNCHED;
 }
 
 /* The client's nodes one by one: what validation compares the graph with,
@@ -406,16 +445,17 @@ static int exec_validate(gg_core *core, gg_job *j, gg_cache_entry *e, gg_dev_str
     return 0;
 }
 
-/* j's work is on stream s: record its event and ask the device to call
- * back when it is done.  0, or the completion has been given
- * (gg_exec_job_done) with j->rc set.  inline_hit: gg_exec_hit's launch,
- * which holds every completion back until its thread has handled the
- * enqueued news itself. */
+/* j's work is on stream s: record its event (unless the hit's launch has)
+ * and ask the device to call back when it is done.  0, or the completion
+ * has been given (gg_exec_job_done) with j->rc set.  inline_hit:
+ * gg_exec_hit's launch, which holds every completion back until its thread
+ * has handled the enqueued news itself. */
 static int exec_submitted(gg_core *core, gg_job *j, gg_dev_stream *s, bool inline_hit)
 {
     gg_device *dev = core->dev;
     int rc;
-    if (j->signal_ev && (rc = dev->ops->event_record(dev, j->signal_ev->dev, s)) < 0) {
+    if (!inline_hit && j->signal_ev &&
+        (rc = dev->ops->event_record(dev, j->signal_ev->dev, s)) < 0) {
         j->rc = rc;
         snprintf(j->reason, sizeof(j->reason), "cannot record event %llu: %s",
                  (unsigned long long)j->signal_ev->id, dev->ops->last_error(dev));
@@ -587,9 +627,7 @@ void gg_exec_run(gg_core *core, gg_job *j)
             r->failed = true;
         } else {
             j->t_start_us = gg_now_us();   /* device time excludes the capture */
-            rc = gg_exec_write_batch(core, s, j->prog, j->rows, j->scratch, j->batch);
-            if (rc == 0)
-                rc = dev->ops->graph_launch(dev, r->exec, s);
+            rc = gg_exec_launch_graph(core, s, j->prog, j->rows, j->scratch, j->batch, r->exec);
             /* A lost device ends the daemon; a fault in a client's own
              * memory fails this request only: the graph itself is sound. */
             if (rc == -ENODEV || rc == -EFAULT) {
@@ -630,26 +668,21 @@ submitted:
 
 int gg_exec_run_hit(gg_core *core, gg_job *j, gg_dev_stream *s)
 {
-    gg_device *dev = core->dev;
+    gg_hit h = {.prog = j->prog, .rows = j->rows, .scratch = j->scratch, .batch = j->batch,
+                .graph = j->results[0].exec, .wait_ev = j->wait_ev, .signal_ev = j->signal_ev};
     int rc;
+    char why[sizeof(j->reason)];
     /* A failure before the graph is on the stream is left to a worker,
-     * which gives it the same answer (or the eager fallback) as any job:
-     * a stream wait done twice waits for nothing more. */
-    if (j->wait_ev && dev->ops->stream_wait_event(dev, s, j->wait_ev->dev) < 0)
-        return GG_HIT_NOT_RUN;
-    j->t_start_us = gg_now_us();
-    if (gg_exec_write_batch(core, s, j->prog, j->rows, j->scratch, j->batch) < 0)
-        return GG_HIT_NOT_RUN;
-    rc = dev->ops->graph_launch(dev, j->results[0].exec, s);
-    if (rc == -ENODEV || rc == -EFAULT) {
-        /* as gg_exec_run: the graph may have run in part */
+     * which gives it the same answer (or the eager fallback) as any job. */
+    int how = gg_exec_launch_hit(core, s, &h, &j->t_start_us, &rc, why, sizeof(why));
+    if (how == GG_HIT_NOT_RUN)
+        return how;
+    if (how == GG_HIT_FAILED) {
         j->rc = rc;
-        snprintf(j->reason, sizeof(j->reason), "%s", dev->ops->last_error(dev));
+        snprintf(j->reason, sizeof(j->reason), "%s", why);
         gg_exec_job_done(j, rc);
-        return GG_HIT_FAILED;
+        return how;
     }
-    if (rc < 0)
-        return GG_HIT_NOT_RUN;
     j->graph = true;
     return exec_submitted(core, j, s, true) == 0 ? GG_HIT_LAUNCHED : GG_HIT_FAILED;
 }

@@ -14,7 +14,6 @@
 #include "core/buffer.h"
 #include "core/cache.h"
 #include "core/core.h"
-#include "core/exec.h"
 #include "core/program.h"
 
 static uint64_t quota_add(uint64_t a, uint64_t b)
@@ -169,10 +168,9 @@ int gg_quota_regions(gg_core *core, uid_t uid, uint64_t open, proto_errbuf *e)
     return 0;
 }
 
-int gg_quota_jobs(gg_core *core, uid_t uid, proto_errbuf *e)
+int gg_quota_jobs(gg_core *core, uid_t uid, unsigned have, proto_errbuf *e)
 {
     uint64_t lim = core->cfg->quota_jobs;
-    unsigned have = lim ? gg_exec_uid_jobs(core->exec, uid) : 0;
     if (lim && have + 1 > lim)
         return gg_quota_fail(e, uid, "replays and prepares in the executor", have, 1, lim,
                              "max-jobs-per-uid",

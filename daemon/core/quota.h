@@ -56,9 +56,10 @@ uint64_t gg_quota_program_bytes(const struct gg_program *p);
 uint64_t gg_quota_program_bytes_limit(const struct gg_core *core);
 /* fastpath.open: `open` regions of uid are open now. */
 int gg_quota_regions(struct gg_core *core, uid_t uid, uint64_t open, proto_errbuf *e);
-/* One more job (a replay, a prepare) for uid in the executor: those of
- * its departed sessions still running count (max-jobs-per-uid). */
-int gg_quota_jobs(struct gg_core *core, uid_t uid, proto_errbuf *e);
+/* One more job (a replay, a prepare) for uid, which has `have` in the
+ * executor now (gg_exec_uid_jobs: those of its departed sessions still
+ * running count) (max-jobs-per-uid). */
+int gg_quota_jobs(struct gg_core *core, uid_t uid, unsigned have, proto_errbuf *e);
 /* The EDQUOT message: "uid U: WHAT would be HAVE + ADD, over the limit of
  * LIMIT (SETTING); release ... ". */
 int gg_quota_fail(proto_errbuf *e, uid_t uid, const char *what, uint64_t have, uint64_t add,

@@ -29,7 +29,7 @@ gg_job *gg_replay_job(gg_core *core, gg_session *s, const gg_replay_target *t,
                       const gg_job_ops *ops, uint64_t tag, void *ctx, int *rc,
                       proto_errbuf *err)
 {
-    if ((*rc = gg_quota_jobs(core, s->uid, err)) < 0)
+    if ((*rc = gg_quota_jobs(core, s->uid, gg_exec_uid_jobs(core->exec, s->uid), err)) < 0)
         return NULL;
     gg_job *j = gg_job_new(GG_JOB_REPLAY, s, ops, tag, t->prog, t->bi < 0 ? 0 : 1);
     if (!j) {

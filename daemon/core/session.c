@@ -5,10 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "core/buffer.h"
 #include "core/core.h"
 #include "core/event.h"
-#include "core/exec.h"
 #include "base/log.h"
 #include "core/program.h"
 
@@ -44,7 +44,7 @@ static void session_destroy(gg_session *s)
     gg_event_release_all(s);
     gg_buffer_release_all(s);
     if (s->stream)
-        gg_exec_release_stream(core->exec, s->stream);
+        core->release(core, NULL, NULL, s->stream);
     gg_log_fields f = {.session = s->id};
     GG_LOG(GG_LOG_DEBUG, &f, "session ended");
     free(s);
@@ -54,13 +54,6 @@ void gg_session_unref(gg_session *s)
 {
     if (--s->refs == 0)
         session_destroy(s);
-}
-
-void gg_session_detach(gg_session *s)
-{
-    s->transport = NULL;
-    gg_exec_cancel_session(s->core->exec, s);
-    gg_session_unref(s);
 }
 
 int gg_session_stream(gg_session *s, gg_dev_stream **out)

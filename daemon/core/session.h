@@ -54,9 +54,6 @@ gg_session *gg_session_new(struct gg_core *core, void *transport, pid_t pid, uid
                            gid_t gid);
 void gg_session_ref(gg_session *s);
 void gg_session_unref(gg_session *s);
-/* The client is going: detach from its transport, drop its queued jobs
- * and the transport's reference. */
-void gg_session_detach(gg_session *s);
 int gg_session_stream(gg_session *s, gg_dev_stream **out);
 
 #endif

@@ -89,6 +89,5 @@ void gg_fp_region_end(gg_fp_region *r);
  * maps the same memfd). */
 int gg_fp_futex_wait(uint32_t *word, uint32_t val, const struct timespec *timeout);
 void gg_fp_futex_wake(uint32_t *word, int n);
-uint64_t gg_fp_now_us(void);
 
 #endif

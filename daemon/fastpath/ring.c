@@ -30,17 +30,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/log.h"
+#include "core/account.h"
 #include "core/arena.h"
 #include "core/replay.h"
 #include "fp_internal.h"
-
-uint64_t gg_fp_now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
 
 int gg_fp_futex_wait(uint32_t *word, uint32_t val, const struct timespec *timeout)
 {
@@ -194,21 +189,11 @@ static void fp_hit_release(gg_fp_slot *sl, bool ran, double us)
     gg_core *core = r->core;
     gg_session *s = r->sess;
     if (ran) {
-        core->stats.replay_count++;
-        core->stats.replay_us_sum += us;
-        s->replays++;
-        s->graph_replays++;
-        s->replay_us_sum += us;
-        sl->entry->replays++;
-        sl->entry->replay_us_sum += us;
-        /* replay-mode adaptive: one more replay on the graph it chose,
-         * towards the next re-measurement (hits are not timed samples) */
-        if (core->cfg->replay_mode == GG_REPLAY_ADAPTIVE)
-            gg_adapt_record(&sl->entry->adapt, 0, GG_ADAPT_RUN_GRAPH, false, 0.0,
-                            core->cfg->adaptive_samples, core->cfg->adaptive_recheck);
-        /* round trip: taken to done, the lookup before the launch included */
-        gg_metrics_replay(&core->stats.metrics, GG_PATH_FASTPATH, sl->prog->name,
-                          sl->entry->bucket, us + (double)(sl->t_launch_us - sl->t_take_us), us);
+        /* round trip: taken to done, the lookup before the launch included;
+         * a hit is not a timed sample of adaptive's measurement */
+        gg_replay_ran done = {.path = GG_PATH_FASTPATH, .graph = true, .device_us = us,
+                              .round_trip_us = us + (double)(sl->t_launch_us - sl->t_take_us)};
+        gg_account_replay(core, s, sl->prog, sl->entry, &done);
     }
     gg_cache_unpin(core->cache, sl->entry);
     if (sl->wait_ev)
@@ -226,7 +211,7 @@ static void fp_hit_done(void *arg, int status)
 {
     gg_fp_slot *sl = arg;
     gg_fp_region *r = sl->r;
-    double us = (double)(gg_fp_now_us() - sl->t_launch_us);
+    double us = (double)(gg_now_us() - sl->t_launch_us);
     /* Unpinned and counted before the record this callback writes says
      * done, so a request the client sends on seeing it finds the replay
      * finished (device-written records are gg_fp_reap's). */
@@ -253,24 +238,21 @@ static void fp_hit_done(void *arg, int status)
     fp_wake_client(r);
 }
 
-/* Launch the pinned hit in sl (no lock held).  0, or a negative errno when
- * nothing the client can rely on was enqueued. */
-static int fp_hit_launch(gg_fp_slot *sl, gg_dev_stream *st, gg_dev_exec *x)
+/* Launch the pinned hit in sl (no lock held): gg_exec_launch_hit, then the
+ * completion the descriptor asked for.  GG_HIT_LAUNCHED, or (nothing
+ * written to the completion record) GG_HIT_NOT_RUN / GG_HIT_FAILED with rc
+ * and why. */
+static int fp_hit_launch(gg_fp_slot *sl, gg_dev_stream *st, gg_dev_exec *x, int *rc, char *why,
+                         size_t whylen)
 {
     gg_fp_region *r = sl->r;
     gg_device *dev = r->core->dev;
-    int rc = 0;
-    if (sl->wait_ev && (rc = dev->ops->stream_wait_event(dev, st, sl->wait_ev->dev)) < 0)
-        return rc;
-    sl->t_launch_us = gg_fp_now_us();
-    /* the real batch, for the nodes that skip padding rows (cache_write) */
-    if ((rc = gg_exec_write_batch(r->core, st, sl->prog, sl->entry->bucket, sl->prog->arena->base,
-                                  (int)sl->batch)) < 0)
-        return rc;
-    if ((rc = dev->ops->graph_launch(dev, x, st)) < 0)
-        return rc;
-    if (sl->signal_ev && (rc = dev->ops->event_record(dev, sl->signal_ev->dev, st)) < 0)
-        return rc;
+    gg_hit h = {.prog = sl->prog, .rows = sl->entry->bucket, .scratch = sl->prog->arena->base,
+                .batch = (int)sl->batch, .graph = x, .wait_ev = sl->wait_ev,
+                .signal_ev = sl->signal_ev};
+    int how = gg_exec_launch_hit(r->core, st, &h, &sl->t_launch_us, rc, why, whylen);
+    if (how != GG_HIT_LAUNCHED)
+        return how;
     sl->gpu_writes_seq = false;
     if (sl->sqe_flags & GG_FP_SQE_ASYNC) {
         fp_fill(sl, 0, GG_FP_CQE_ASYNC, sl->bucket, 0.0, NULL);
@@ -290,15 +272,14 @@ static int fp_hit_launch(gg_fp_slot *sl, gg_dev_stream *st, gg_dev_exec *x)
          * per hit. */
         gg_store_seq_cst(&sl->gpu_pending, 1);
         gg_fetch_add_seq_cst(&r->gpu_pending, 1);
-        return 0;
+        return GG_HIT_LAUNCHED;
     }
-    rc = dev->ops->notify(dev, st, fp_hit_done, sl);
-    if (rc < 0) {
+    if (dev->ops->notify(dev, st, fp_hit_done, sl) < 0) {
         /* no callback is coming: drain here, so the pins can go */
         int rc2 = dev->ops->stream_sync(dev, st);
         fp_hit_done(sl, rc2 < 0 ? rc2 : 0);
     }
-    return 0;
+    return GG_HIT_LAUNCHED;
 }
 
 /* ---- one descriptor ---------------------------------------------------------- */
@@ -312,7 +293,7 @@ static void fp_take(gg_fp_region *r, gg_fp_slot *sl, const gg_fp_sqe *d)
     sl->batch = d->batch;
     sl->branch = d->branch;
     sl->bucket = 0;
-    sl->t_take_us = gg_fp_now_us();
+    sl->t_take_us = gg_now_us();
     gg_replay_target t = {.batch = (int)d->batch, .async = (d->flags & GG_FP_SQE_ASYNC) != 0};
     char msg[256] = "";
     proto_errbuf err = {msg, sizeof(msg)};
@@ -376,19 +357,29 @@ static void fp_take(gg_fp_region *r, gg_fp_slot *sl, const gg_fp_sqe *d)
     gg_dev_exec *x = e->exec;
     gg_core_unlock(core);
 
-    rc = fp_hit_launch(sl, st, x);
+    char why[160];
+    int how = fp_hit_launch(sl, st, x, &rc, why, sizeof(why));
 
     gg_core_lock(core);
     s->fp_launching = false;
-    if (rc < 0) {
-        /* Nothing of the graph ran: the executor takes it from here, with
-         * its eager fallback and device-loss handling. */
+    if (how != GG_HIT_LAUNCHED) {
         gg_store_seq_cst(&sl->released, 1);
         fp_hit_release(sl, false, 0.0);
-        fp_to_executor(sl, &t);
+        /* Nothing of the graph ran: the executor takes it from here, with
+         * its eager fallback.  Else it may have run in part: it fails, as a
+         * socket replay's would, and is not run again. */
+        if (how == GG_HIT_NOT_RUN)
+            fp_to_executor(sl, &t);
+        else
+            gg_metrics_error(&core->stats.metrics, rc);
     }
     gg_exec_kick(core->exec, s);
     gg_core_unlock(core);
+    if (how == GG_HIT_FAILED) {
+        fp_fail(sl, rc, "%s", why);
+        if (rc == -ENODEV)
+            uv_async_send(&r->m->async);   /* the loop reports the device lost */
+    }
 }
 
 /* ---- the thread ------------------------------------------------------------ */
@@ -399,7 +390,7 @@ static void fp_collect_region(gg_fp_region *r)
 {
     if (!gg_load_acquire(&r->gpu_pending))
         return;
-    uint64_t now = gg_fp_now_us();
+    uint64_t now = gg_now_us();
     for (uint32_t i = 0; i < r->entries; i++) {
         gg_fp_slot *sl = &r->slots[i];
         if (!gg_load_acquire(&sl->gpu_pending) ||
@@ -473,7 +464,7 @@ bool gg_fp_reap(gg_fp_region *r)
             any = true;
         } else {
             if (!now)
-                now = gg_fp_now_us();
+                now = gg_now_us();
             late |= now - sl->t_launch_us > FP_GPU_CHECK_US;
         }
     }
@@ -522,7 +513,7 @@ static void fp_copy_sqe(gg_fp_sqe *dst, const gg_fp_sqe *src)
 static void fp_idle(gg_fp_region *r, uint64_t *last, unsigned *empty_wakes)
 {
     gg_fp_header *h = r->hdr;
-    uint64_t now = gg_fp_now_us();
+    uint64_t now = gg_now_us();
     /* While the device runs this ring's work, keep watching (up to a cap):
      * the client's next descriptor comes right after the completion, and a
      * thread asleep by then costs it a futex wake and a wake-up. */
@@ -581,7 +572,7 @@ static void fp_idle(gg_fp_region *r, uint64_t *last, unsigned *empty_wakes)
         *last = 0;
     } else {
         *empty_wakes = 0;
-        *last = gg_fp_now_us();
+        *last = gg_now_us();
     }
 }
 
@@ -592,7 +583,7 @@ static void fp_idle(gg_fp_region *r, uint64_t *last, unsigned *empty_wakes)
  * a long run costs a few wake-ups a millisecond, not a core. */
 static void fp_busy_wait(gg_fp_region *r, uint64_t last, unsigned *sleep_us)
 {
-    if (gg_fp_now_us() - last <= fp_spin_us(r)) {
+    if (gg_now_us() - last <= fp_spin_us(r)) {
         gg_cpu_pause();
         return;
     }
@@ -616,7 +607,7 @@ void *gg_fp_thread_main(void *arg)
 {
     gg_fp_region *r = arg;
     gg_fp_header *h = r->hdr;
-    uint64_t last = gg_fp_now_us();
+    uint64_t last = gg_now_us();
     unsigned empty_wakes = 0, busy_sleep_us = 0;
     while (!gg_load_relaxed(&r->quit)) {
         uint32_t tail = gg_load_acquire(&h->sq_tail);
@@ -626,7 +617,7 @@ void *gg_fp_thread_main(void *arg)
              * next descriptor follows its completion within a microsecond,
              * and the launch is what it waits for. */
             if (gg_fp_reap(r))
-                last = gg_fp_now_us();
+                last = gg_now_us();
             else
                 fp_idle(r, &last, &empty_wakes);
             continue;
@@ -658,7 +649,7 @@ void *gg_fp_thread_main(void *arg)
          * order (launched, queued or answered), so a client that sees
          * sq_head pass it knows a socket request it sends next comes after */
         gg_store_release(&h->sq_head, (uint32_t)seq);
-        last = gg_fp_now_us();
+        last = gg_now_us();
         empty_wakes = 0;
     }
     if (r->spinning) {

@@ -53,6 +53,7 @@
 #include "rpc/conn_int.h"
 
 #include "base/log.h"
+#include "core/exec.h"
 #include "core/session.h"
 #include "proto.h"
 #include "rpc/dispatch.h"
@@ -134,7 +135,7 @@ static void conn_put(gg_conn *c)
         GG_LOG(GG_LOG_DEBUG, &f, "connection closed");
         if (c->rpc->fp)
             c->rpc->fp->session_closed(c->rpc->fp->ctx, c->sess);
-        gg_session_detach(c->sess);
+        gg_exec_detach_session(core->exec, c->sess);
     }
     conn_list_del(c);
     for (unsigned i = 0; i < c->nfds; i++)

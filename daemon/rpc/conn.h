@@ -9,6 +9,7 @@
 #include <msgpack.h>
 #include <uv.h>
 
+#include "base/clock.h"
 #include "core/core.h"
 #include "proto.h"
 

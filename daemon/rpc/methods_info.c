@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "base/config.h"
 #include "core/cache.h"
 #include "rpc/dispatch.h"

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "base/clock.h"
 #include "core/cache.h"
 #include "core/core.h"
 #include "core/metrics.h"

@@ -394,7 +394,8 @@ int gg_method_program_prepare(gg_call *c)
     if (!c->core->cfg->graphs_enabled)
         return proto_fail(&c->err, -EPERM, "graphs are disabled on this daemon (GFXGRAPH=0)");
     int n = nb * (b1 - b0);
-    if ((rc = gg_quota_jobs(c->core, c->sess->uid, &c->err)) < 0)
+    if ((rc = gg_quota_jobs(c->core, c->sess->uid,
+                            gg_exec_uid_jobs(c->core->exec, c->sess->uid), &c->err)) < 0)
         return rc;
     gg_job *j = gg_job_new(GG_JOB_PREPARE, c->sess, &gg_rpc_prepare_ops, c->msgid, p, n);
     if (!j)

@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 
+#include "base/clock.h"
 #include "core/core.h"
 #include "core/program.h"
 #include "proto.h"
