@@ -17,14 +17,15 @@
  * a program that adopts them adopts the arena too.  The memory is allocated
  * once, by the first job of the program that needs it (on an executor
  * thread: allocation may wait for the device), and freed when the last
- * reference goes (on an executor thread too). */
+ * reference goes (on an executor thread too).  The memory counts against
+ * the cache's VRAM cap: its attach and last unref are the cache's
+ * (gg_cache_arena_attach, gg_cache_arena_unref). */
 #ifndef GG_ARENA_H
 #define GG_ARENA_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-struct gg_core;
 
 typedef struct gg_arena {
     int refs;
@@ -36,11 +37,8 @@ typedef struct gg_arena {
 /* A new arena of one reference, not yet allocated; NULL when out of memory. */
 gg_arena *gg_arena_new(size_t bytes, int rows);
 void gg_arena_ref(gg_arena *a);
-/* Drop a reference; the last one frees the memory (on an executor thread)
- * and takes it out of the cache's accounting. */
-void gg_arena_unref(struct gg_core *core, gg_arena *a);
-/* A job allocated a's memory at base (core lock held): record it and count
- * it against the VRAM cap. */
-void gg_arena_attach(struct gg_core *core, gg_arena *a, uint8_t *base);
+/* Drop a reference: true when it was the last (the caller frees a and its
+ * memory). */
+bool gg_arena_unref(gg_arena *a);
 
 #endif

@@ -65,7 +65,7 @@ void gg_cache_free(gg_cache *c)
                 free(e);
             }
         c->parked = pk->next;
-        gg_arena_unref(c->core, pk->arena);
+        gg_cache_arena_unref(c, pk->arena);
         free(pk->sig);
         free(pk->entries);
         free(pk);
@@ -333,20 +333,26 @@ unsigned gg_cache_adapt_memos(const gg_cache *c)
     return c ? gg_adapt_memo_count(c->memo) : 0;
 }
 
-void gg_cache_arena_added(gg_cache *c, const gg_arena *a)
+void gg_cache_arena_attach(gg_cache *c, gg_arena *a, uint8_t *base)
 {
+    a->base = base;
     c->arenas++;
     c->arena_bytes += a->bytes;
     c->bytes += a->bytes;
     cache_make_room(c, 0, 0);
 }
 
-void gg_cache_arena_gone(gg_cache *c, const gg_arena *a)
+void gg_cache_arena_unref(gg_cache *c, gg_arena *a)
 {
-    c->arenas--;
-    c->arena_bytes -= a->bytes;
-    c->bytes -= a->bytes;
-    c->core->release(c->core, NULL, a->base, NULL);
+    if (!gg_arena_unref(a))
+        return;
+    if (a->base) {
+        c->arenas--;
+        c->arena_bytes -= a->bytes;
+        c->bytes -= a->bytes;
+        c->core->release(c->core, NULL, a->base, NULL);
+    }
+    free(a);
 }
 
 static void cache_parked_free(gg_cache *c, gg_parked *pk)
@@ -356,7 +362,7 @@ static void cache_parked_free(gg_cache *c, gg_parked *pk)
             *pp = pk->next;
             break;
         }
-    gg_arena_unref(c->core, pk->arena);
+    gg_cache_arena_unref(c, pk->arena);
     free(pk->sig);
     free(pk->entries);
     free(pk);
@@ -489,7 +495,7 @@ int gg_cache_adopt(gg_cache *c, gg_program *p, uid_t uid)
         gg_arena *fresh = p->arena;
         p->arena = pk->arena;
         pk->arena = NULL;
-        gg_arena_unref(c->core, fresh);
+        gg_cache_arena_unref(c, fresh);
     }
     pk->live = 0;
     cache_parked_free(c, pk);

@@ -94,10 +94,13 @@ void gg_cache_fail(gg_cache *c, gg_cache_entry *e, const char *reason);
 void gg_cache_unready(gg_cache *c, gg_cache_entry *e);
 /* program.prepare: give a FAILED entry another capture. */
 void gg_cache_retry(gg_cache *c, gg_cache_entry *e);
-/* A program's scratch arena was allocated / is going (core/arena.c): its
- * bytes count against the VRAM cap once, however many graphs use it. */
-void gg_cache_arena_added(gg_cache *c, const struct gg_arena *a);
-void gg_cache_arena_gone(gg_cache *c, const struct gg_arena *a);
+/* A program's scratch arena (core/arena.h) counts against the VRAM cap
+ * once, however many graphs use it.  Attach: a job allocated a's memory at
+ * base (core lock held).  Unref: drop a reference (NULL: none); the last
+ * one takes it out of the accounting, frees its memory on an executor
+ * thread (core->release) and frees a. */
+void gg_cache_arena_attach(gg_cache *c, struct gg_arena *a, uint8_t *base);
+void gg_cache_arena_unref(gg_cache *c, struct gg_arena *a);
 /* Scratch arenas allocated now, and their bytes. */
 unsigned gg_cache_arenas(const gg_cache *c);
 size_t gg_cache_arena_bytes(const gg_cache *c);

@@ -223,7 +223,7 @@ static void exec_apply_job(gg_exec *x, gg_job *j)
     if (j->applied)
         return;
     if (j->arena_new) {
-        gg_arena_attach(x->core, j->prog->arena, j->arena_new);
+        gg_cache_arena_attach(x->core->cache, j->prog->arena, j->arena_new);
         j->arena_new = NULL;
     }
     for (int i = 0; i < j->nentries; i++)

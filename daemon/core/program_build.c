@@ -21,6 +21,8 @@
 #include <string.h>
 
 #include "core/arena.h"
+#include "core/cache.h"
+#include "core/core.h"
 #include "core/fuse.h"
 #include "core/quota.h"
 
@@ -915,7 +917,7 @@ fail:
 void gg_program_discard(gg_program *p)
 {
     free(p->entries);
-    gg_arena_unref(p->sess->core, p->arena);
+    gg_cache_arena_unref(p->sess->core->cache, p->arena);
     for (int b = 0; b < p->nbranches; b++) {
         free(p->branches[b].nodes);
         free(p->branches[b].plan);
