@@ -44,6 +44,14 @@
 #define GG_FP_STATE_CLOSED 2u     /* the daemon ended the region: no more completions */
 
 /* One cache line for each word that one side writes. */
+/* What fastpath.open answers besides the region's fd: its geometry. */
+typedef struct {
+    uint32_t entries;
+    uint64_t region_size;
+    uint32_t sq_offset, cq_offset, sqe_size, cqe_size;
+    const char *completion;        /* "gpu" | "cpu" */
+} gg_fp_geom;
+
 typedef struct {
     /* line 0, daemon-written once before the fd is sent, never changed */
     char magic[8];

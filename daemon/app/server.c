@@ -371,28 +371,20 @@ static unsigned server_fp_regions(const void *ctx)
     return gg_fp_live(ctx);
 }
 
-static int server_fp_open(void *ctx, gg_session *s, uint32_t entries, int *fd,
-                          struct gg_rpc_fp_geom *geom, proto_errbuf *err)
+static int server_fp_open(void *ctx, gg_session *s, uint32_t entries, int *fd, gg_fp_geom *geom,
+                          proto_errbuf *err)
 {
-    gg_fp_geom g;
-    int rc = gg_fp_open(ctx, s, entries, fd, &g, err);
-    if (rc == 0)
-        *geom = (struct gg_rpc_fp_geom){
-            .entries = g.entries, .region_size = g.region_size, .sq_offset = g.sq_offset,
-            .cq_offset = g.cq_offset, .sqe_size = g.sqe_size, .cqe_size = g.cqe_size,
-            .completion = g.completion,
-        };
-    return rc;
+    return gg_fp_open(ctx, s, entries, fd, geom, err);
 }
 
-static void server_fp_session_closed(void *ctx, gg_session *s)
+static void server_fp_revoke(void *ctx, gg_session *s)
 {
     gg_fp_session_closed(ctx, s);
 }
 
-static void server_fp_collect(void *ctx, gg_session *s)
+static bool server_fp_attached(const void *ctx, const gg_session *s)
 {
-    gg_fp_collect(ctx, s);
+    return gg_fp_attached(ctx, s);
 }
 
 int gg_server_init(gg_server *srv, const gg_config *cfg, char *err, size_t errlen)
@@ -427,7 +419,7 @@ int gg_server_init(gg_server *srv, const gg_config *cfg, char *err, size_t errle
     srv->rpc_fp = (gg_rpc_fastpath){
         .ctx = srv->fp, .available = server_fp_available, .completion = server_fp_completion,
         .regions = server_fp_regions, .open = server_fp_open,
-        .session_closed = server_fp_session_closed, .collect = server_fp_collect,
+        .revoke = server_fp_revoke, .attached = server_fp_attached,
     };
     srv->rpc.fp = &srv->rpc_fp;
     if ((rc = server_listen(srv, fd, err, errlen)) < 0)

@@ -57,6 +57,37 @@ void gg_core_maybe_stopped(gg_core *core)
         core->hooks.maybe_stopped(core);
 }
 
+int gg_core_add_transport(gg_core *core, const gg_transport_ops *t)
+{
+    if (core->ntransports == GG_MAX_TRANSPORTS)
+        return -ENOSPC;
+    core->transports[core->ntransports++] = *t;
+    return 0;
+}
+
+void gg_core_del_transport(gg_core *core, const void *ctx)
+{
+    for (unsigned i = 0; i < core->ntransports; i++)
+        if (core->transports[i].ctx == ctx) {
+            core->transports[i] = core->transports[--core->ntransports];
+            return;
+        }
+}
+
+void gg_core_settle(gg_core *core, struct gg_session *s)
+{
+    for (unsigned i = 0; i < core->ntransports; i++)
+        if (core->transports[i].settle)
+            core->transports[i].settle(core->transports[i].ctx, s);
+}
+
+void gg_core_session_closing(gg_core *core, struct gg_session *s)
+{
+    for (unsigned i = 0; i < core->ntransports; i++)
+        if (core->transports[i].session_closing)
+            core->transports[i].session_closing(core->transports[i].ctx, s);
+}
+
 void gg_core_lock(gg_core *core)
 {
     pthread_mutex_lock(&core->lock);

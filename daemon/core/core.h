@@ -39,6 +39,25 @@ typedef struct gg_core_hooks {
     void (*maybe_stopped)(gg_core *core);
 } gg_core_hooks;
 
+struct gg_session;
+
+/* A transport's part in the core's events, so that no transport calls
+ * another: each registers one (gg_core_add_transport) and the core calls
+ * every one.  Any member may be NULL. */
+typedef struct gg_transport_ops {
+    void *ctx;
+    /* s's (NULL: every session's) replays whose completion the client has
+     * already been told without a callback (a record the device wrote):
+     * count and unpin them now, so that a request sent on seeing one finds
+     * the replay finished.  Core lock held. */
+    void (*settle)(void *ctx, struct gg_session *s);
+    /* s's client is going: take no more of its requests; what is in flight
+     * ends as it would.  Core lock held. */
+    void (*session_closing)(void *ctx, struct gg_session *s);
+} gg_transport_ops;
+
+#define GG_MAX_TRANSPORTS 4
+
 struct gg_core {
     uv_loop_t *loop;
     const gg_config *cfg;           /* the owner's; outlives the core */
@@ -69,6 +88,8 @@ struct gg_core {
     bool device_lost;
     char unhealthy_reason[256];
     gg_core_hooks hooks;
+    gg_transport_ops transports[GG_MAX_TRANSPORTS];
+    unsigned ntransports;
 
     /* Whoever holds it owns everything above and the sessions, programs
      * and cache entries: the loop takes it in every callback, the fast
@@ -89,6 +110,15 @@ void gg_core_device_lost(gg_core *core, const char *why);
 void gg_core_check_device(gg_core *core);
 /* While stopping: tell the owner that something it waits on has ended. */
 void gg_core_maybe_stopped(gg_core *core);
+
+/* Register a transport's part (before the loop runs); -ENOSPC past
+ * GG_MAX_TRANSPORTS. */
+int gg_core_add_transport(gg_core *core, const gg_transport_ops *t);
+/* The transport registered with ctx goes (before it is freed). */
+void gg_core_del_transport(gg_core *core, const void *ctx);
+/* Every transport's settle / session_closing (core lock held). */
+void gg_core_settle(gg_core *core, struct gg_session *s);
+void gg_core_session_closing(gg_core *core, struct gg_session *s);
 
 void gg_core_lock(gg_core *core);
 void gg_core_unlock(gg_core *core);

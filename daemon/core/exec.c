@@ -539,7 +539,7 @@ void gg_exec_submit(gg_exec *x, gg_job *j)
     exec_adopt(x, j);
     gg_session *s = j->sess;
     /* the fast path may be launching on the session's stream right now */
-    if (s->running || s->fp_launching) {
+    if (s->running || s->launching) {
         if (s->running)
             atomic_store_explicit(&s->running->next_waiting, true, memory_order_relaxed);
         gg_list_add_tail(&s->jobs, &j->link);
@@ -549,7 +549,7 @@ void gg_exec_submit(gg_exec *x, gg_job *j)
 
 void gg_exec_kick(gg_exec *x, gg_session *s)
 {
-    if (s->running || s->fp_launching || gg_list_empty(&s->jobs))
+    if (s->running || s->launching || gg_list_empty(&s->jobs))
         return;
     gg_job *next = gg_container_of(s->jobs.next, gg_job, link);
     gg_list_del(&next->link);
@@ -615,6 +615,7 @@ void gg_exec_cancel_session(gg_exec *x, gg_session *s)
 
 void gg_exec_detach_session(gg_exec *x, gg_session *s)
 {
+    gg_core_session_closing(x->core, s);
     s->transport = NULL;
     gg_exec_cancel_session(x, s);
     gg_session_unref(s);
@@ -738,7 +739,7 @@ static void exec_start_next(gg_exec *x, gg_job *j, bool on_worker)
     if (s->running != j)
         return;
     s->running = NULL;
-    if (!s->fp_launching && !gg_list_empty(&s->jobs)) {
+    if (!s->launching && !gg_list_empty(&s->jobs)) {
         gg_job *next = gg_container_of(s->jobs.next, gg_job, link);
         gg_list_del(&next->link);
         exec_start(x, next, on_worker);

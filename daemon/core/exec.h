@@ -139,8 +139,10 @@ bool gg_exec_should_validate(const gg_core *core, const gg_cache_entry *e);
 /* Drop a session's jobs that no worker has taken yet: its client has
  * gone.  One that has started runs to its end, counted to the uid. */
 void gg_exec_cancel_session(gg_exec *x, gg_session *s);
-/* The client is going: detach the session from its transport, drop its
- * queued jobs (gg_exec_cancel_session) and the transport's reference. */
+/* The client is going: every transport stops taking its requests
+ * (gg_core_session_closing), the session is detached from its transport,
+ * its queued jobs dropped (gg_exec_cancel_session) and the transport's
+ * reference with them. */
 void gg_exec_detach_session(gg_exec *x, gg_session *s);
 /* Jobs of uid submitted and not yet ended, its departed sessions' too
  * (max-jobs-per-uid).  Core lock. */

@@ -37,14 +37,13 @@ typedef struct gg_session {
     gg_dev_stream *stream;          /* created on first use */
     gg_list jobs;                   /* queued, not yet running (gg_job.link) */
     struct gg_job *running;
-    /* The fast path is launching a cache hit on the stream: jobs queue
-     * behind it (core lock). */
-    bool fp_launching;
-    /* The fast-path transport's region, opaque to the core (core lock). */
-    void *fastpath;
-    /* Its descriptors taken and not yet completed (atomic): a stop waits
-     * for them as for socket requests in flight. */
-    unsigned fp_inflight;
+    /* A cache hit is being launched on the stream outside the executor
+     * (by a transport's own thread): jobs queue behind it (core lock). */
+    bool launching;
+    /* Requests taken off the loop (a ring thread's descriptors) and not
+     * yet answered (atomic): a stop waits for them as for the
+     * connection's own (gg_session_busy). */
+    unsigned inflight;
 
     uint64_t requests, errors, replays, graph_replays, eager_replays;
     double replay_us_sum;
@@ -52,6 +51,12 @@ typedef struct gg_session {
 
 gg_session *gg_session_new(struct gg_core *core, void *transport, pid_t pid, uid_t uid,
                            gid_t gid);
+/* s has requests in flight off the loop (any thread, no lock). */
+static inline bool gg_session_busy(const gg_session *s)
+{
+    return __atomic_load_n(&s->inflight, __ATOMIC_ACQUIRE) != 0;
+}
+
 void gg_session_ref(gg_session *s);
 void gg_session_unref(gg_session *s);
 int gg_session_stream(gg_session *s, gg_dev_stream **out);

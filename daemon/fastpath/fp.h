@@ -23,14 +23,6 @@ typedef struct gg_fp_module gg_fp_module;
 
 enum { GG_FP_COMPLETE_AUTO = 0, GG_FP_COMPLETE_DEVICE, GG_FP_COMPLETE_DAEMON };
 
-/* What fastpath.open answers besides the fd. */
-typedef struct {
-    uint32_t entries;
-    uint64_t region_size;
-    uint32_t sq_offset, cq_offset, sqe_size, cqe_size;
-    const char *completion;        /* "gpu" | "cpu" */
-} gg_fp_geom;
-
 /* Settings (config keys fastpath, fastpath-spin-us, fastpath-max-regions). */
 typedef struct {
     bool enabled;
@@ -62,9 +54,12 @@ const char *gg_fp_completion(const gg_fp_module *m);
  * with a message in err. */
 int gg_fp_open(gg_fp_module *m, gg_session *s, uint32_t entries, int *fd, gg_fp_geom *geom,
                proto_errbuf *err);
-/* The session's connection is closing: its region stops taking descriptors
- * and goes once its work in flight is done.  Core lock held. */
+/* The session's client is going (or never got its region): its region
+ * stops taking descriptors and goes once its work in flight is done.  Core
+ * lock held. */
 void gg_fp_session_closed(gg_fp_module *m, gg_session *s);
+/* s has a region (stopping or not).  Core lock held. */
+bool gg_fp_attached(const gg_fp_module *m, const gg_session *s);
 /* Hits whose completion the device has written but whose callback has not
  * come yet: unpin and count them now, so that a request a client sends on
  * seeing its completion finds the replay finished (a rebind is not refused

@@ -38,6 +38,17 @@ static void fp_on_async(uv_async_t *h)
     gg_core_unlock(m->core);
 }
 
+/* The fast path's part in the core's events (core.h, gg_transport_ops). */
+static void fp_settle(void *ctx, gg_session *s)
+{
+    gg_fp_collect(ctx, s);
+}
+
+static void fp_session_closing(void *ctx, gg_session *s)
+{
+    gg_fp_session_closed(ctx, s);
+}
+
 int gg_fp_module_new(gg_core *core, uv_loop_t *loop, const gg_fp_settings *set,
                      gg_fp_module **out)
 {
@@ -61,8 +72,14 @@ int gg_fp_module_new(gg_core *core, uv_loop_t *loop, const gg_fp_settings *set,
                             ? strcmp(core->dev->ops->name, "cpu") != 0
                             : set->completion == GG_FP_COMPLETE_DEVICE;
     m->completion = m->gpu_completion ? "gpu" : "cpu";
-    int rc = uv_async_init(loop, &m->async, fp_on_async);
+    gg_transport_ops t = {.ctx = m, .settle = fp_settle, .session_closing = fp_session_closing};
+    int rc = gg_core_add_transport(core, &t);
     if (rc < 0) {
+        free(m);
+        return rc;
+    }
+    if ((rc = uv_async_init(loop, &m->async, fp_on_async)) < 0) {
+        gg_core_del_transport(core, m);
         free(m);
         return rc;
     }
@@ -82,6 +99,8 @@ void gg_fp_module_close(gg_fp_module *m)
 
 void gg_fp_module_free(gg_fp_module *m)
 {
+    if (m)
+        gg_core_del_transport(m->core, m);
     free(m);
 }
 
@@ -122,7 +141,7 @@ int gg_fp_open(gg_fp_module *m, gg_session *s, uint32_t entries, int *fdp, gg_fp
     gg_core *core = m->core;
     if (!m->set.enabled)
         return proto_fail(err, -ENOTSUP, "the fast path is off on this daemon (fastpath = off)");
-    if (s->fastpath)
+    if (gg_fp_attached(m, s))
         return proto_fail(err, -EEXIST, "this session already has a fast-path region");
     if (entries < GG_FP_MIN_ENTRIES || entries > GG_FP_MAX_ENTRIES || (entries & (entries - 1)))
         return proto_fail(err, -EINVAL, "entries must be a power of two from %u to %u",
@@ -204,7 +223,6 @@ int gg_fp_open(gg_fp_module *m, gg_session *s, uint32_t entries, int *fdp, gg_fp
     r->dev_base = dptr;
 
     gg_session_ref(s);
-    s->fastpath = r;
     gg_fetch_add_seq_cst(&m->live, 1);
     pthread_attr_t attr;
     pthread_attr_init(&attr);
@@ -213,7 +231,6 @@ int gg_fp_open(gg_fp_module *m, gg_session *s, uint32_t entries, int *fdp, gg_fp
     pthread_attr_destroy(&attr);
     if (rc < 0) {
         gg_fetch_sub_seq_cst(&m->live, 1);
-        s->fastpath = NULL;
         gg_session_unref(s);
         close(fd);
         fp_region_unmap(r);
@@ -240,13 +257,27 @@ static void fp_region_stop(gg_fp_region *r)
     gg_fp_futex_wake(&r->hdr->sq_wake, 1);
 }
 
+/* s's region (one at most), or NULL.  Core lock held. */
+static gg_fp_region *fp_region_of(const gg_fp_module *m, const gg_session *s)
+{
+    for (gg_fp_region *r = m ? m->regions : NULL; r; r = r->next)
+        if (r->sess == s)
+            return r;
+    return NULL;
+}
+
+bool gg_fp_attached(const gg_fp_module *m, const gg_session *s)
+{
+    return fp_region_of(m, s) != NULL;
+}
+
 void gg_fp_session_closed(gg_fp_module *m, gg_session *s)
 {
-    (void)m;
-    gg_fp_region *r = s->fastpath;
+    gg_fp_region *r = fp_region_of(m, s);
     if (r)
         fp_region_stop(r);
 }
+
 
 unsigned gg_fp_describe(const gg_fp_module *m, char *buf, size_t len, unsigned n)
 {
@@ -302,8 +333,6 @@ void gg_fp_region_end(gg_fp_region *r)
             *p = r->next;
             break;
         }
-    if (s->fastpath == r)
-        s->fastpath = NULL;
     gg_core_unlock(core);
     fp_region_unmap(r);
     gg_core_lock(core);

@@ -110,7 +110,7 @@ static void fp_slot_free(gg_fp_slot *sl)
 {
     gg_fp_region *r = sl->r;
     gg_store_release(&sl->busy, 0);
-    gg_fetch_sub_release(&r->sess->fp_inflight, 1);
+    gg_fetch_sub_release(&r->sess->inflight, 1);
     /* a stop keeps the connection open until this work is answered */
     if (gg_load_relaxed(&r->core->stopping))
         uv_async_send(&r->m->async);
@@ -303,7 +303,7 @@ static void fp_take(gg_fp_region *r, gg_fp_slot *sl, const gg_fp_sqe *d)
     /* a descriptor is a request like a socket message, counted the same */
     core->stats.requests++;
     s->requests++;
-    gg_fetch_add_relaxed(&s->fp_inflight, 1);
+    gg_fetch_add_relaxed(&s->inflight, 1);
     if (core->stopping)
         rc = proto_fail(&err, -ESHUTDOWN, "the daemon is shutting down");
     else if (d->seq != sl->seq)
@@ -339,7 +339,7 @@ static void fp_take(gg_fp_region *r, gg_fp_slot *sl, const gg_fp_sqe *d)
         return;
     }
     /* Pinned until the device is done; the session's stream is ours until
-     * the launch is enqueued (a socket job queues behind fp_launching). */
+     * the launch is enqueued (a socket job queues behind s->launching). */
     gg_store_seq_cst(&sl->released, 0);
     sl->entry = e;
     sl->prog = t.prog;
@@ -352,7 +352,7 @@ static void fp_take(gg_fp_region *r, gg_fp_slot *sl, const gg_fp_sqe *d)
         t.wait_ev->users++;
     if (t.signal_ev)
         t.signal_ev->users++;
-    s->fp_launching = true;
+    s->launching = true;
     gg_dev_stream *st = s->stream;
     gg_dev_exec *x = e->exec;
     gg_core_unlock(core);
@@ -361,7 +361,7 @@ static void fp_take(gg_fp_region *r, gg_fp_slot *sl, const gg_fp_sqe *d)
     int how = fp_hit_launch(sl, st, x, &rc, why, sizeof(why));
 
     gg_core_lock(core);
-    s->fp_launching = false;
+    s->launching = false;
     if (how != GG_HIT_LAUNCHED) {
         gg_store_seq_cst(&sl->released, 1);
         fp_hit_release(sl, false, 0.0);
@@ -412,7 +412,7 @@ static void fp_check_stuck(gg_fp_region *r)
     gg_device *dev = core->dev;
     gg_session *s = r->sess;
     gg_core_lock(core);
-    if (s->running || s->fp_launching || !s->stream) {
+    if (s->running || s->launching || !s->stream) {
         gg_core_unlock(core);
         return;
     }

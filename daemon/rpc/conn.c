@@ -133,8 +133,6 @@ static void conn_put(gg_conn *c)
     if (c->sess) {
         gg_log_fields f = {.session = c->sess->id};
         GG_LOG(GG_LOG_DEBUG, &f, "connection closed");
-        if (c->rpc->fp)
-            c->rpc->fp->session_closed(c->rpc->fp->ctx, c->sess);
         gg_exec_detach_session(core->exec, c->sess);
     }
     conn_list_del(c);
@@ -357,8 +355,8 @@ static void conn_handle_request(gg_conn *c, const proto_msg *m, const proto_repl
         .err = {errmsg, sizeof(errmsg)}, .send_fd = -1, .rq = rq,
     };
     c->inflight++;
-    if (c->rpc->fp)
-        c->rpc->fp->collect(c->rpc->fp->ctx, s);
+    /* what the client was told is finished, by any transport, is */
+    gg_core_settle(core, s);
     /* params' keys first, so a misspelt one never silently means its default
      * (a replay read from its bytes has only known keys) */
     int rc = rq ? 0 : gg_dispatch_check(method, m->params, &call.err);
@@ -386,7 +384,7 @@ static void conn_handle_request(gg_conn *c, const proto_msg *m, const proto_repl
         if (!sent) {
             /* the region is no use to a client that never got it */
             if (c->rpc->fp)
-                c->rpc->fp->session_closed(c->rpc->fp->ctx, s);
+                c->rpc->fp->revoke(c->rpc->fp->ctx, s);
             sb->size = 0;
             proto_pack_error_response(pk, m->msgid, -EAGAIN, "the socket would not take the "
                                       "answer carrying the region; ask again");
@@ -755,8 +753,7 @@ static void conn_on_read_locked(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
     if (c->nfds)
         conn_drop_fds_before(c, c->rx - c->rlen);
     if (c->rpc->core->stopping && !c->in_read) {
-        if (c->inflight == 0 && !(c->sess && __atomic_load_n(&c->sess->fp_inflight,
-                                                             __ATOMIC_ACQUIRE)))
+        if (c->inflight == 0 && !(c->sess && gg_session_busy(c->sess)))
             gg_conn_close(c);
         return;
     }
@@ -904,8 +901,8 @@ void gg_conn_stop_all(gg_rpc *rpc)
         n = c->next;
         if (c->closing)
             continue;
-        bool fp_busy = c->sess && __atomic_load_n(&c->sess->fp_inflight, __ATOMIC_ACQUIRE);
-        if (c->inflight == 0 && !fp_busy)
+        bool busy = c->sess && gg_session_busy(c->sess);
+        if (c->inflight == 0 && !busy)
             gg_conn_close(c);
         else {
             /* stop reading; the last reply closes it (gg_conn_request_done).

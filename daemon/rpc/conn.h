@@ -11,23 +11,12 @@
 
 #include "base/clock.h"
 #include "core/core.h"
+#include "fastpath.h"   /* proto/: gg_fp_geom, fastpath.open's geometry */
 #include "proto.h"
-
-struct gg_session;
-
-/* fastpath.open's answer, besides the fd */
-struct gg_rpc_fp_geom {
-    uint32_t entries;
-    uint64_t region_size;
-    uint32_t sq_offset, cq_offset, sqe_size, cqe_size;
-    const char *completion;
-};
 
 struct gg_conn;
 struct gg_session;
 
-/* The transport's own state, kept apart from the core so a second
- * transport has its own. */
 /* The shared-memory transport as this one sees it: negotiated over the
  * socket (fastpath.open), so rpc/ needs these few entries, set by app/ from
  * fastpath/: the two transports stay side by side, each over the core. */
@@ -38,16 +27,17 @@ typedef struct gg_rpc_fastpath {
     unsigned (*regions)(const void *ctx);          /* open now */
     /* Create s's region: the sealed memfd in *fd (sent, then closed, by
      * rpc) and its geometry; negative errno with a message in err. */
-    int (*open)(void *ctx, struct gg_session *s, uint32_t entries, int *fd,
-                struct gg_rpc_fp_geom *geom, proto_errbuf *err);
-    /* s's connection is closing (core lock held). */
-    void (*session_closed)(void *ctx, struct gg_session *s);
-    /* Account for s's (NULL: every session's) replays whose completion the
-     * device has already told the client (core lock held): a request sent
-     * on seeing a completion then finds that replay finished. */
-    void (*collect)(void *ctx, struct gg_session *s);
+    int (*open)(void *ctx, struct gg_session *s, uint32_t entries, int *fd, gg_fp_geom *geom,
+                proto_errbuf *err);
+    /* The region just opened for s never reached its client (core lock
+     * held): it goes. */
+    void (*revoke)(void *ctx, struct gg_session *s);
+    /* s has a region (stats; core lock held). */
+    bool (*attached)(const void *ctx, const struct gg_session *s);
 } gg_rpc_fastpath;
 
+/* The transport's own state, kept apart from the core so a second
+ * transport has its own. */
 typedef struct gg_rpc {
     gg_core *core;
     struct gg_conn *conns;          /* list */

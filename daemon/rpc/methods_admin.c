@@ -140,7 +140,7 @@ int gg_method_admin_kill_session(gg_call *c)
     proto_pack_kv_i64(pk, "uid", (int64_t)s->uid);
     proto_pack_kv_u64(pk, "buffers", nbuf);
     proto_pack_kv_u64(pk, "programs", nprog);
-    proto_pack_kv_bool(pk, "fastpath", s->fastpath != NULL);
+    proto_pack_kv_bool(pk, "fastpath", c->rpc->fp && c->rpc->fp->attached(c->rpc->fp->ctx, s));
     proto_pack_kv_u64(pk, "requests", s->requests);
     gg_log_fields f = {.session = s->id};
     GG_LOG(GG_LOG_INFO, &f, "killing session %llu (pid %d, uid %u, client '%s'), asked by uid "

@@ -25,7 +25,7 @@ int gg_method_fastpath_open(gg_call *c)
         return proto_fail(&c->err, -EAGAIN, "answers to earlier requests are still being "
                           "written on this connection; read them, then ask again");
     int fd;
-    struct gg_rpc_fp_geom g;
+    gg_fp_geom g;
     if ((rc = fp->open(fp->ctx, c->sess, (uint32_t)entries, &fd, &g, &c->err)) < 0) {
         if (rc == -EMFILE || rc == -ENFILE)
             gg_conn_log_fd_shortage(c->sess->transport, rc, "fastpath.open");

@@ -121,7 +121,7 @@ static void info_pack_enabled_at(msgpack_packer *pk, const gg_core *core)
     msgpack_pack_double(pk, core->started_unix);
 }
 
-static void stats_pack_session(msgpack_packer *pk, const gg_session *s)
+static void stats_pack_session(msgpack_packer *pk, const gg_session *s, bool fastpath)
 {
     unsigned nbuf = 0, nprog = 0;
     for (gg_list *l = s->buffers.next; l != &s->buffers; l = l->next)
@@ -130,7 +130,7 @@ static void stats_pack_session(msgpack_packer *pk, const gg_session *s)
         nprog++;
     msgpack_pack_map(pk, 13);
     proto_pack_kv_u64(pk, "id", s->id);
-    proto_pack_kv_bool(pk, "fastpath", s->fastpath != NULL);
+    proto_pack_kv_bool(pk, "fastpath", fastpath);
     proto_pack_kv_str(pk, "client", s->client);
     proto_pack_kv_i64(pk, "pid", s->pid);
     proto_pack_kv_i64(pk, "uid", (int64_t)s->uid);
@@ -147,8 +147,7 @@ static void stats_pack_session(msgpack_packer *pk, const gg_session *s)
 int gg_method_stats(gg_call *c)
 {
     /* every session's device-completed replays, counted before they are shown */
-    if (c->rpc->fp)
-        c->rpc->fp->collect(c->rpc->fp->ctx, NULL);
+    gg_core_settle(c->core, NULL);
     gg_core *core = c->core;
     const gg_stats *st = &core->stats;
     msgpack_packer *pk = c->pk;
@@ -214,7 +213,7 @@ int gg_method_stats(gg_call *c)
     for (struct gg_conn *cn = c->rpc->conns; cn; cn = gg_conn_next(cn)) {
         const gg_session *s = gg_conn_session(cn);
         if (s && (all || s->uid == me->uid))
-            stats_pack_session(pk, s);
+            stats_pack_session(pk, s, c->rpc->fp && c->rpc->fp->attached(c->rpc->fp->ctx, s));
     }
     proto_pack_key(pk, "cache");
     gg_rpc_pack_cache(core->cache, pk, all, me->uid, cap,

@@ -36,8 +36,7 @@ int gg_method_metrics(gg_call *c)
 {
     gg_core *core = c->core;
     /* every session's device-completed fast-path hits, counted first */
-    if (c->rpc->fp)
-        c->rpc->fp->collect(c->rpc->fp->ctx, NULL);
+    gg_core_settle(c->core, NULL);
     /* free VRAM changes; reading it may take a driver call: at most once a
      * second, as hello does */
     uint64_t now = gg_now_ms();
