@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "device/device_hip.h"
 
 /* ---- completion ------------------------------------------------------------
@@ -44,13 +45,6 @@ static void hip_hostfn_done(void *arg)
  * is seen (bench/bench_replay measures both). */
 #define HIP_POLL_SPIN_US 1000
 #define HIP_POLL_SLEEP_US 20
-
-static uint64_t hip_now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
 
 static void *hip_poller_main(void *arg)
 {
@@ -95,7 +89,7 @@ static void *hip_poller_main(void *arg)
             pthread_mutex_unlock(&p->lock);
         }
         /* new work or a completion restarts the spinning phase */
-        uint64_t now = hip_now_us();
+        uint64_t now = gg_now_us();
         if (any || taken > kept)
             last_progress = now;
         kept = pending;
