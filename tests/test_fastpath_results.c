@@ -21,7 +21,16 @@
  * the same session (gg_client_call "replay") and pipelined fast-path
  * submissions: the buffer ends equal to the sequential result.  Then
  * program.rebind between fast-path replays: the next one reads the new
- * buffer (and captures again), on either path. */
+ * buffer (and captures again), on either path.
+ *
+ * memory fault: with GFXGRAPH_FAULT=memory a captured graph's launch reports
+ * a fault in the client's memory after its kernels ran.  Every replay of
+ * x = x + 1 (in place) fails with EFAULT naming the fault, fast path (the
+ * first through the executor, which captures; the rest cache hits on the
+ * region's thread) and socket alike, and x grows by exactly one per replay:
+ * a failing hit is answered as it failed, never run again elsewhere (a hit
+ * handed to the executor after its launch would add two).  Nothing is
+ * counted as a graph or eager replay; the daemon stays up. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -517,6 +526,60 @@ out:
     CHECK_EQ(h_daemon_stop(&d), 0);
 }
 
+static void test_memory_fault(void)
+{
+    h_section("GFXGRAPH_FAULT=memory: a replay that fails after its graph ran runs once");
+    const char *env[] = {"GFXGRAPH_FAULT=memory", NULL};
+    h_daemon d;
+    if (h_daemon_start(&d, NULL, env) < 0)
+        return;
+    gg_client *c = fp_client(d.sock, "fp-memfault");
+    tbuf x = {0}, ones = {0};
+    uint64_t p_add = 0;
+    if (!c || !tbuf_new(c, &x, OROWS * OD) || !tbuf_new(c, &ones, OROWS * OD))
+        goto out;
+    int64_t sh[2] = {GG_BATCH, OD};
+    static const int bk[] = {OROWS};
+    gg_program_def *p = gg_program_def_new("plus-one");
+    gg_program_def_buckets(p, 1, bk);
+    gg_program_def_tensor(p, "x", x.id, 0, "f32", 2, sh);
+    gg_program_def_tensor(p, "one", ones.id, 0, "f32", 2, sh);
+    gg_program_def_op(p, "add", "x, one", "x");
+    CHECKF(gg_client_program_define(c, p, &p_add) == 0, "define plus-one: %s",
+           gg_client_last_error(c));
+    gg_program_def_free(p);
+    if (!p_add)
+        goto out;
+    tbuf_fill(&x, 0.0f);
+    tbuf_fill(&ones, 1.0f);
+    uint64_t fp0 = t_stat(c, "fastpath_replays"), g0 = t_stat(c, "replay_count");
+    uint64_t e0 = t_stat(c, "eager_count");
+    int n_fast = 0;
+    for (int k = 0; k < 8; k++) {
+        bool sock = k % 4 == 3;
+        int rc = sock ? socket_replay(c, p_add, OROWS) : gg_client_replay(c, p_add, OROWS, -1, NULL);
+        n_fast += !sock;
+        CHECKF(rc < 0 && strcmp(gg_client_last_error_code(c), "EFAULT") == 0,
+               "replay %d (%s) fails with EFAULT (rc %d, %s: %s)", k, sock ? "socket" : "fast path",
+               rc, gg_client_last_error_code(c), gg_client_last_error(c));
+        CHECK_CONTAINS(gg_client_last_error(c), "GFXGRAPH_FAULT=memory");
+        int wrong = 0;
+        for (int i = 0; i < OROWS * OD; i++)
+            wrong += x.f[i] != (float)(k + 1);
+        CHECKF(wrong == 0, "after replay %d (%s) x is %d everywhere: its graph ran once (%d "
+               "wrong; x[0] %g)", k, sock ? "socket" : "fast path", k + 1, wrong, x.f[0]);
+    }
+    CHECK_CONTAINS(gg_client_fastpath_status(c), "active");
+    CHECK_EQ(t_stat(c, "fastpath_replays") - fp0, (uint64_t)n_fast);
+    CHECK_EQ(t_stat(c, "replay_count") - g0, 0);
+    CHECK_EQ(t_stat(c, "eager_count") - e0, 0);
+out:
+    tbuf_free(&x);
+    tbuf_free(&ones);
+    gg_client_close(c);
+    CHECK_EQ(h_daemon_stop(&d), 0);
+}
+
 int main(void)
 {
     h_init("test_fastpath_results", 300);
@@ -525,5 +588,6 @@ int main(void)
     run_results("launch");
     run_results("capture");
     test_ordering();
+    test_memory_fault();
     return h_finish();
 }

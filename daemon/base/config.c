@@ -260,14 +260,18 @@ static void cfg_join_buckets(const gg_config *c, char *buf, size_t len)
         o += (size_t)snprintf(buf + o, len - o, "%s%d", i ? "," : "", c->buckets[i]);
 }
 
+/* GG_FAULT_* by bit: bit i is cfg_fault_names[i]. */
+static const char *const cfg_fault_names[] = {"capture", "instantiate", "launch", "device",
+                                              "validate", "memory"};
+#define CFG_NFAULTS (sizeof(cfg_fault_names) / sizeof(cfg_fault_names[0]))
+
 static void cfg_fault_name(unsigned f, char *buf, size_t len)
 {
-    static const char *names[] = {"capture", "instantiate", "launch", "device", "validate"};
     size_t o = 0;
     buf[0] = '\0';
-    for (int i = 0; i < 5 && o < len; i++)
+    for (unsigned i = 0; i < CFG_NFAULTS && o < len; i++)
         if (f & (1u << i))
-            o += (size_t)snprintf(buf + o, len - o, "%s%s", o ? "," : "", names[i]);
+            o += (size_t)snprintf(buf + o, len - o, "%s%s", o ? "," : "", cfg_fault_names[i]);
     if (!f)
         snprintf(buf, len, "none");
 }
@@ -445,14 +449,14 @@ static int cfg_fault(const char *v, unsigned *out, char *err, size_t errlen)
     char buf[128];
     snprintf(buf, sizeof(buf), "%s", v);
     for (char *save, *t = strtok_r(buf, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
-        if (strcmp(t, "capture") == 0) mask |= GG_FAULT_CAPTURE;
-        else if (strcmp(t, "instantiate") == 0) mask |= GG_FAULT_INSTANTIATE;
-        else if (strcmp(t, "launch") == 0) mask |= GG_FAULT_LAUNCH;
-        else if (strcmp(t, "device") == 0) mask |= GG_FAULT_DEVICE;
-        else if (strcmp(t, "validate") == 0) mask |= GG_FAULT_VALIDATE;
-        else if (strcmp(t, "none") == 0) ;
-        else return cfg_bad(err, errlen, "fault", v,
-                            "a comma list of capture, instantiate, launch, device, validate");
+        unsigned i = 0;
+        while (i < CFG_NFAULTS && strcmp(t, cfg_fault_names[i]) != 0)
+            i++;
+        if (i < CFG_NFAULTS)
+            mask |= 1u << i;
+        else if (strcmp(t, "none") != 0)
+            return cfg_bad(err, errlen, "fault", v, "a comma list of capture, instantiate, "
+                           "launch, device, validate, memory");
     }
     *out = mask;
     return 0;

@@ -23,9 +23,12 @@ typedef enum { GG_REPLAY_STANDARD = 0, GG_REPLAY_ADAPTIVE, GG_REPLAY_HOT } gg_re
 /* GFXGRAPH_FAULT bits */
 /* GFXGRAPH_FAULT: failures injected at one step.  capture, instantiate and
  * launch make the graph path fail (eager fallback); device makes a replay
- * find the device lost, as a sticky GPU error would (the daemon exits 3). */
+ * find the device lost, as a sticky GPU error would (the daemon exits 3);
+ * memory makes a captured graph's launch report a fault in the client's
+ * memory once its kernels have run (the replay fails with EFAULT and is not
+ * run again).  The bits in the order of their names (config.c). */
 enum { GG_FAULT_CAPTURE = 1, GG_FAULT_INSTANTIATE = 2, GG_FAULT_LAUNCH = 4, GG_FAULT_DEVICE = 8,
-       GG_FAULT_VALIDATE = 16 };
+       GG_FAULT_VALIDATE = 16, GG_FAULT_MEMORY = 32 };
 
 /* The default of max-scratch-bytes-per-uid and max-program-bytes-per-uid,
  * "auto": sized from the machine once the device is open (core/quota.h,

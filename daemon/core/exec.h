@@ -197,6 +197,9 @@ int gg_exec_write_batch(gg_core *core, gg_dev_stream *s, const gg_program *p, in
  * device's error (-ENODEV, -EFAULT: the graph may have run in part). */
 int gg_exec_launch_graph(gg_core *core, gg_dev_stream *s, const gg_program *p, int rows,
                          uint8_t *scratch, int batch, gg_dev_exec *graph);
+/* What a launch that failed with rc says to the client: the device's
+ * message, or an injected fault's. */
+const char *gg_exec_launch_error(gg_core *core, int rc);
 
 /* A cache hit: a ready graph launched as it is, on the session's stream. */
 typedef struct gg_hit {

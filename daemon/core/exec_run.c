@@ -36,11 +36,25 @@ int gg_exec_write_batch(gg_core *core, gg_dev_stream *s, const gg_program *p, in
     return core->dev->ops->stream_write_u32(core->dev, s, w, (uint32_t)batch);
 }
 
+#define EXEC_MEMORY_FAULT "a fault in the client's memory (injected by GFXGRAPH_FAULT=memory)"
+
 int gg_exec_launch_graph(gg_core *core, gg_dev_stream *s, const gg_program *p, int rows,
                          uint8_t *scratch, int batch, gg_dev_exec *graph)
 {
     int rc = gg_exec_write_batch(core, s, p, rows, scratch, batch);
-    return rc < 0 ? rc : core->dev->ops->graph_launch(core->dev, graph, s);
+    if (rc == 0)
+        rc = core->dev->ops->graph_launch(core->dev, graph, s);
+    /* as a kernel touching a bad address would: after the graph ran */
+    if (rc == 0 && (core->cfg->fault & GG_FAULT_MEMORY))
+        rc = -EFAULT;
+    return rc;
+}
+
+const char *gg_exec_launch_error(gg_core *core, int rc)
+{
+    if (rc == -EFAULT && (core->cfg->fault & GG_FAULT_MEMORY))
+        return EXEC_MEMORY_FAULT;
+    return core->dev->ops->last_error(core->dev);
 }
 
 int gg_exec_launch_hit(gg_core *core, gg_dev_stream *s, const gg_hit *h, uint64_t *t_start_us,
@@ -59,7 +73,7 @@ int gg_exec_launch_hit(gg_core *core, gg_dev_stream *s, const gg_hit *h, uint64_
     if (*rc == -ENODEV || *rc == -EFAULT) {
         /* as gg_exec_run: the graph may have run in part, so it is not run
          * again; a lost device ends the daemon */
-        snprintf(why, whylen, "%s", dev->ops->last_error(dev));
+        snprintf(why, whylen, "%s", gg_exec_launch_error(core, *rc));
         return GG_HIT_FAILED;
     }
     if (*rc < 0) {
@@ -632,7 +646,7 @@ void gg_exec_run(gg_core *core, gg_job *j)
              * memory fails this request only: the graph itself is sound. */
             if (rc == -ENODEV || rc == -EFAULT) {
                 j->rc = rc;
-                snprintf(j->reason, sizeof(j->reason), "%s", dev->ops->last_error(dev));
+                snprintf(j->reason, sizeof(j->reason), "%s", gg_exec_launch_error(core, rc));
                 gg_exec_job_done(j, rc);
                 return;
             }
