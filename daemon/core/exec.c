@@ -250,9 +250,9 @@ static void exec_enqueued_locked(gg_exec *x, gg_job *j, bool on_worker)
  * is not worth a sleep and a wake-up, and the loop takes the news instead.
  * The loop hears of it then, or when it has an answer to give now (an
  * async replay).  A completion that came first was held back
- * (gg_exec_job_done) and goes now, after the enqueued news, so the loop
+ * (exec_job_done) and goes now, after the enqueued news, so the loop
  * sees the two in order. */
-void gg_exec_job_enqueued(gg_job *j)
+static void exec_job_enqueued(gg_job *j)
 {
     gg_core *core = j->sess->core;
     gg_exec *x = core->exec;
@@ -288,7 +288,7 @@ void gg_exec_job_enqueued(gg_job *j)
 /* Worker: the next step asks for a completion callback; until the enqueued
  * news is pushed, a completion is held back.  want false: no callback is
  * coming after all (notify failed). */
-void gg_exec_job_await(gg_job *j, bool want)
+static void exec_job_await(gg_job *j, bool want)
 {
     gg_exec *x = j->sess->core->exec;
     pthread_mutex_lock(&x->lock);
@@ -297,7 +297,9 @@ void gg_exec_job_await(gg_job *j, bool want)
 }
 
 /* Any thread: the device finished j (or it failed to start). */
-void gg_exec_job_done(void *arg, int status)
+/* The device is done with j (any thread), or its run ended without device
+ * work (the worker): the loop hears it, after j's enqueued news. */
+static void exec_job_done(void *arg, int status)
 {
     gg_job *j = arg;
     gg_exec *x = j->sess->core->exec;
@@ -310,7 +312,7 @@ void gg_exec_job_done(void *arg, int status)
         snprintf(j->reason, sizeof(j->reason), "the device reported an error while running");
     }
     if (j->await_enq && !j->enq_pushed) {
-        j->done_deferred = true;   /* gg_exec_job_enqueued pushes it */
+        j->done_deferred = true;   /* exec_job_enqueued pushes it */
         pthread_mutex_unlock(&x->lock);
         return;
     }
@@ -349,8 +351,17 @@ static void *exec_worker(void *arg)
             gg_list_del(&ln->ready_link);
             if (!gg_list_empty(&ln->queue))
                 gg_list_add_tail(&x->ready, &ln->ready_link);
+            /* a completion the device gives before this thread has handled
+             * the enqueued news waits for it */
+            j->await_enq = true;
             pthread_mutex_unlock(&x->lock);
-            gg_exec_run(x->core, j);
+            if (gg_exec_run(x->core, j, exec_job_done) == GG_RUN_ENQUEUED) {
+                exec_job_enqueued(j);
+            } else {
+                /* nothing is left on the device for it */
+                exec_job_await(j, false);
+                exec_job_done(j, j->rc);
+            }
             pthread_mutex_lock(&x->lock);
             continue;
         }
@@ -828,7 +839,11 @@ void gg_exec_hit(gg_core *core, gg_job *j)
     /* A cpu launch runs the kernels: the fast path's threads and the
      * workers must not wait for them. */
     gg_core_unlock(core);
-    int how = gg_exec_run_hit(core, j, st);
+    int how = gg_exec_run_hit(core, j, st, exec_job_done);
+    /* a failed launch's completion, held back like the device's would be
+     * until the enqueued news below is handled */
+    if (how == GG_HIT_FAILED)
+        exec_job_done(j, j->rc);
     gg_core_lock(core);
     if (how == GG_HIT_NOT_RUN) {
         /* nothing of it is on the stream: a worker runs it, with the eager

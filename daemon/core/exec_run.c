@@ -1,18 +1,19 @@
 /* SPDX-License-Identifier: MIT */
-/* What an executor thread does with one job: capture (with warm-up and
- * fault injection), launch the graph or the eager nodes, validate against
- * eager in GFXGRAPH=validate mode, then hand completion to the device's
- * notify.  Also the loop's launch of a plain cache hit (gg_exec_run_hit):
- * the graph launch and notify alone.  Nothing here writes shared state:
- * findings go into the job (gg_job_result) and exec.c applies them under
- * the core lock. */
+/* What an executor thread does with one job (exec_run.h): capture (with
+ * warm-up and fault injection), launch the graph or the eager nodes,
+ * validate against eager in GFXGRAPH=validate mode, then hand the device
+ * the completion its caller gave.  Also the launch of a plain cache hit,
+ * shared by the loop and the fast path's threads.  Nothing here writes
+ * shared state or calls back into the executor: findings go into the job
+ * (gg_job_result) and exec.c applies them under the core lock. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/exec.h"
+#include "core/exec_run.h"
+
 #include "base/clock.h"
 #include "base/log.h"
 #include "core/arena.h"
@@ -460,11 +461,11 @@ static int exec_validate(gg_core *core, gg_job *j, gg_cache_entry *e, gg_dev_str
 }
 
 /* j's work is on stream s: record its event (unless the hit's launch has)
- * and ask the device to call back when it is done.  0, or the completion
- * has been given (gg_exec_job_done) with j->rc set.  inline_hit:
- * gg_exec_hit's launch, which holds every completion back until its thread
- * has handled the enqueued news itself. */
-static int exec_submitted(gg_core *core, gg_job *j, gg_dev_stream *s, bool inline_hit)
+ * and ask the device to call done(j, status) when it is done.  0, or a
+ * negative errno with j->rc and j->reason set: no completion is coming,
+ * the caller gives it. */
+static int exec_submitted(gg_core *core, gg_job *j, gg_dev_stream *s, bool inline_hit,
+                          gg_done_fn done)
 {
     gg_device *dev = core->dev;
     int rc;
@@ -473,18 +474,12 @@ static int exec_submitted(gg_core *core, gg_job *j, gg_dev_stream *s, bool inlin
         j->rc = rc;
         snprintf(j->reason, sizeof(j->reason), "cannot record event %llu: %s",
                  (unsigned long long)j->signal_ev->id, dev->ops->last_error(dev));
-        gg_exec_job_done(j, rc);
         return rc;
     }
-    gg_exec_job_await(j, true);
-    rc = dev->ops->notify(dev, s, gg_exec_job_done, j);
-    if (rc < 0) {
-        if (!inline_hit)
-            gg_exec_job_await(j, false);
+    if ((rc = dev->ops->notify(dev, s, done, j)) < 0) {
         j->rc = rc;
         snprintf(j->reason, sizeof(j->reason), "cannot wait for completion: %s",
                  dev->ops->last_error(dev));
-        gg_exec_job_done(j, rc);
         return rc;
     }
     return 0;
@@ -549,7 +544,7 @@ static int exec_scratch(gg_core *core, gg_job *j, char *why, size_t whylen)
     return 0;
 }
 
-void gg_exec_run(gg_core *core, gg_job *j)
+int gg_exec_run(gg_core *core, gg_job *j, gg_done_fn done)
 {
     gg_device *dev = core->dev;
     gg_dev_stream *s = NULL;
@@ -560,22 +555,19 @@ void gg_exec_run(gg_core *core, gg_job *j)
 
     if (j->kind == GG_JOB_SMOKE) {
         res[0].rc = gg_device_smoke_test(dev, res[0].reason, sizeof(res[0].reason));
-        gg_exec_job_done(j, 0);
-        return;
+        return GG_RUN_DONE;
     }
     if (j->kind == GG_JOB_REPLAY && (core->cfg->fault & GG_FAULT_DEVICE)) {
         j->rc = -ENODEV;
         snprintf(j->reason, sizeof(j->reason), "device lost (injected by GFXGRAPH_FAULT=device)");
-        gg_exec_job_done(j, -ENODEV);
-        return;
+        return GG_RUN_DONE;
     }
     /* The session's jobs run one at a time, so this is never raced. */
     if ((rc = gg_session_stream(j->sess, &s)) < 0) {
         j->rc = rc;
         snprintf(j->reason, sizeof(j->reason), "cannot create a device stream: %s",
                  dev->ops->last_error(dev));
-        gg_exec_job_done(j, rc);
-        return;
+        return GG_RUN_DONE;
     }
     rc = exec_scratch(core, j, why, sizeof(why));
     if (j->kind == GG_JOB_PREPARE) {
@@ -593,8 +585,7 @@ void gg_exec_run(gg_core *core, gg_job *j)
             if (r->rc < 0)
                 r->failed = true;
         }
-        gg_exec_job_done(j, 0);
-        return;
+        return GG_RUN_DONE;
     }
 
     const gg_branch *br = &j->prog->branches[j->branch];
@@ -603,8 +594,7 @@ void gg_exec_run(gg_core *core, gg_job *j)
     if (rc < 0) {
         j->rc = rc;
         snprintf(j->reason, sizeof(j->reason), "%s", why);
-        gg_exec_job_done(j, rc);
-        return;
+        return GG_RUN_DONE;
     }
     /* The client's event orders its writes of the inputs before our reads,
      * on the device, with no host round trip. */
@@ -612,8 +602,7 @@ void gg_exec_run(gg_core *core, gg_job *j)
         j->rc = rc;
         snprintf(j->reason, sizeof(j->reason), "cannot wait for event %llu: %s",
                  (unsigned long long)j->wait_ev->id, dev->ops->last_error(dev));
-        gg_exec_job_done(j, rc);
-        return;
+        return GG_RUN_DONE;
     }
     /* replay-mode adaptive: eager when the entry picked it (measuring, or
      * eager measured faster); nothing is captured for that */
@@ -647,8 +636,7 @@ void gg_exec_run(gg_core *core, gg_job *j)
             if (rc == -ENODEV || rc == -EFAULT) {
                 j->rc = rc;
                 snprintf(j->reason, sizeof(j->reason), "%s", gg_exec_launch_error(core, rc));
-                gg_exec_job_done(j, rc);
-                return;
+                return GG_RUN_DONE;
             }
             if (rc < 0) {
                 r->failed = true;
@@ -671,16 +659,14 @@ void gg_exec_run(gg_core *core, gg_job *j)
         if (rc < 0) {
             j->rc = rc;
             snprintf(j->reason, sizeof(j->reason), "eager launch failed: %s", why[0] ? why : strerror(-rc));
-            gg_exec_job_done(j, rc);
-            return;
+            return GG_RUN_DONE;
         }
     }
 submitted:
-    if (exec_submitted(core, j, s, false) == 0)
-        gg_exec_job_enqueued(j);
+    return exec_submitted(core, j, s, false, done) == 0 ? GG_RUN_ENQUEUED : GG_RUN_DONE;
 }
 
-int gg_exec_run_hit(gg_core *core, gg_job *j, gg_dev_stream *s)
+int gg_exec_run_hit(gg_core *core, gg_job *j, gg_dev_stream *s, gg_done_fn done)
 {
     gg_hit h = {.prog = j->prog, .rows = j->rows, .scratch = j->scratch, .batch = j->batch,
                 .graph = j->results[0].exec, .wait_ev = j->wait_ev, .signal_ev = j->signal_ev};
@@ -694,9 +680,8 @@ int gg_exec_run_hit(gg_core *core, gg_job *j, gg_dev_stream *s)
     if (how == GG_HIT_FAILED) {
         j->rc = rc;
         snprintf(j->reason, sizeof(j->reason), "%s", why);
-        gg_exec_job_done(j, rc);
         return how;
     }
     j->graph = true;
-    return exec_submitted(core, j, s, true) == 0 ? GG_HIT_LAUNCHED : GG_HIT_FAILED;
+    return exec_submitted(core, j, s, true, done) == 0 ? GG_HIT_LAUNCHED : GG_HIT_FAILED;
 }
