@@ -285,10 +285,45 @@ bool gg_replay_req_plain(const proto_replay_req *q)
            (!(q->has & PROTO_RQ_BRANCH) || q->branch <= UINT32_MAX);
 }
 
-/* A replay read from its bytes (gg_replay_req_plain held): the checks of
- * the general path below that can still fail, in the same order and with
- * the same messages. */
-static int replay_plain(gg_call *c, const proto_replay_req *q)
+/* A replay's params read into the request the byte scanner fills
+ * (conn.c, proto_replay_req_scan): every key's type and range, nothing
+ * looked up yet.  Absent or nil: not in q->has. */
+static int replay_decode(gg_call *c, proto_replay_req *q)
+{
+    static const struct {
+        const char *key;
+        unsigned bit;
+        bool required;
+        uint64_t max;
+    } keys[] = {
+        {"program", PROTO_RQ_PROGRAM, true, UINT64_MAX},
+        {"batch", PROTO_RQ_BATCH, true, GG_MAX_BATCH},
+        {"branch", PROTO_RQ_BRANCH, false, UINT32_MAX},
+        {"wait_event", PROTO_RQ_WAIT_EVENT, false, UINT64_MAX},
+        {"signal_event", PROTO_RQ_SIGNAL_EVENT, false, UINT64_MAX},
+    };
+    uint64_t *vals[] = {&q->program, &q->batch, &q->branch, &q->wait_event, &q->signal_event};
+    memset(q, 0, sizeof(*q));
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        int rc = proto_get_u64(c->params, keys[i].key, keys[i].required, keys[i].max, vals[i],
+                               &c->err);
+        if (rc == 0)
+            q->has |= keys[i].bit;
+        else if (rc != -ENOENT || keys[i].required)
+            return rc;
+    }
+    int rc = proto_get_bool(c->params, "async", false, &q->async, &c->err);
+    if (rc == 0)
+        q->has |= PROTO_RQ_ASYNC;
+    else if (rc != -ENOENT)
+        return rc;
+    return 0;
+}
+
+/* A replay request, however it was read (its bytes scanned, or its params
+ * decoded): looked up and checked in one order, with one set of
+ * messages, then launched. */
+static int replay_request(gg_call *c, const proto_replay_req *q)
 {
     gg_replay_target t = {0};
     int rc;
@@ -312,38 +347,10 @@ static int replay_plain(gg_call *c, const proto_replay_req *q)
 int gg_method_replay(gg_call *c)
 {
     if (c->rq)
-        return replay_plain(c, c->rq);
-    gg_replay_target t = {0};
-    uint64_t batch, branch = 0;
-    int rc = prog_arg(c, "program", &t.prog);
-    if (rc < 0)
-        return rc;
-    if ((rc = proto_get_u64(c->params, "batch", true, GG_MAX_BATCH, &batch, &c->err)) < 0)
-        return rc;
-    if (batch == 0)
-        return proto_fail(&c->err, -EINVAL, "argument 'batch' must be at least 1");
-    t.batch = (int)batch;
-    rc = proto_get_u64(c->params, "branch", false, UINT32_MAX, &branch, &c->err);
-    if (rc < 0 && rc != -ENOENT)
-        return rc;
-    if ((rc = gg_replay_target_check(&t, branch, &c->err)) < 0)
-        return rc;
-    uint64_t evid;
-    /* absent or nil: none; an id that does not resolve: refused */
-    if ((rc = proto_get_u64(c->params, "wait_event", false, UINT64_MAX, &evid, &c->err)) == 0 &&
-        (rc = gg_event_lookup(c->core, c->sess, evid, &t.wait_ev, &c->err)) < 0)
-        return rc;
-    if (rc < 0 && rc != -ENOENT)
-        return rc;
-    if ((rc = proto_get_u64(c->params, "signal_event", false, UINT64_MAX, &evid, &c->err)) == 0 &&
-        (rc = gg_event_lookup(c->core, c->sess, evid, &t.signal_ev, &c->err)) < 0)
-        return rc;
-    if (rc < 0 && rc != -ENOENT)
-        return rc;
-    rc = proto_get_bool(c->params, "async", false, &t.async, &c->err);
-    if (rc < 0 && rc != -ENOENT)
-        return rc;
-    return replay_go(c, &t);
+        return replay_request(c, c->rq);
+    proto_replay_req q;
+    int rc = replay_decode(c, &q);
+    return rc < 0 ? rc : replay_request(c, &q);
 }
 
 int gg_method_program_prepare(gg_call *c)
