@@ -550,7 +550,7 @@ void gg_exec_submit(gg_exec *x, gg_job *j)
     exec_adopt(x, j);
     gg_session *s = j->sess;
     /* the fast path may be launching on the session's stream right now */
-    if (s->running || s->launching) {
+    if (gg_session_stream_held(s)) {
         if (s->running)
             atomic_store_explicit(&s->running->next_waiting, true, memory_order_relaxed);
         gg_list_add_tail(&s->jobs, &j->link);
@@ -560,7 +560,7 @@ void gg_exec_submit(gg_exec *x, gg_job *j)
 
 void gg_exec_kick(gg_exec *x, gg_session *s)
 {
-    if (s->running || s->launching || gg_list_empty(&s->jobs))
+    if (gg_session_stream_held(s) || gg_list_empty(&s->jobs))
         return;
     gg_job *next = gg_container_of(s->jobs.next, gg_job, link);
     gg_list_del(&next->link);

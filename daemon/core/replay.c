@@ -67,7 +67,7 @@ gg_cache_entry *gg_replay_hit(gg_core *core, gg_session *s, const gg_replay_targ
     const gg_config *cfg = core->cfg;
     if (t->bi < 0 || !cfg->graphs_enabled || (cfg->fault & (GG_FAULT_LAUNCH | GG_FAULT_DEVICE)))
         return NULL;
-    if (s->running || s->launching || !gg_list_empty(&s->jobs) || !s->stream)
+    if (gg_session_stream_held(s) || !gg_list_empty(&s->jobs) || !s->stream)
         return NULL;
     gg_cache_entry *e = t->prog->entries[t->branch * t->prog->nbuckets + t->bi];
     if (!e || e->state != GG_ENTRY_READY || !e->exec || e->gen != t->prog->gen)

@@ -35,6 +35,12 @@ typedef struct gg_session {
     gg_list programs;               /* gg_program.sess_link */
     gg_list events;                 /* gg_event.sess_link */
     gg_dev_stream *stream;          /* created on first use */
+    /* The stream takes the session's work in the order its requests were
+     * taken: one holder at a time puts work on it (gg_session_stream_held),
+     * the job `running` from its start until its work is enqueued (a
+     * worker's run or the loop's hit), or a transport's own thread while it
+     * launches a cache hit (`launching`); what comes meanwhile waits in
+     * `jobs`, started in order as the holder lets go (core lock, all). */
     gg_list jobs;                   /* queued, not yet running (gg_job.link) */
     struct gg_job *running;
     /* A cache hit is being launched on the stream outside the executor
@@ -51,6 +57,12 @@ typedef struct gg_session {
 
 gg_session *gg_session_new(struct gg_core *core, void *transport, pid_t pid, uid_t uid,
                            gid_t gid);
+/* Someone is putting work on s's stream now (core lock). */
+static inline bool gg_session_stream_held(const gg_session *s)
+{
+    return s->running || s->launching;
+}
+
 /* s has requests in flight off the loop (any thread, no lock). */
 static inline bool gg_session_busy(const gg_session *s)
 {

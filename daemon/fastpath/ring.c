@@ -412,7 +412,7 @@ static void fp_check_stuck(gg_fp_region *r)
     gg_device *dev = core->dev;
     gg_session *s = r->sess;
     gg_core_lock(core);
-    if (s->running || s->launching || !s->stream) {
+    if (gg_session_stream_held(s) || !s->stream) {
         gg_core_unlock(core);
         return;
     }
