@@ -43,7 +43,6 @@
 #define GG_FP_STATE_OPEN 1u
 #define GG_FP_STATE_CLOSED 2u     /* the daemon ended the region: no more completions */
 
-/* One cache line for each word that one side writes. */
 /* What fastpath.open answers besides the region's fd: its geometry. */
 typedef struct {
     uint32_t entries;
@@ -52,6 +51,7 @@ typedef struct {
     const char *completion;        /* "gpu" | "cpu" */
 } gg_fp_geom;
 
+/* One cache line for each word that one side writes. */
 typedef struct {
     /* line 0, daemon-written once before the fd is sent, never changed */
     char magic[8];

@@ -296,7 +296,6 @@ static void exec_job_await(gg_job *j, bool want)
     pthread_mutex_unlock(&x->lock);
 }
 
-/* Any thread: the device finished j (or it failed to start). */
 /* The device is done with j (any thread), or its run ended without device
  * work (the worker): the loop hears it, after j's enqueued news. */
 static void exec_job_done(void *arg, int status)

@@ -371,9 +371,7 @@ static int exec_validate(gg_core *core, gg_job *j, gg_cache_entry *e, gg_dev_str
         off += b;
     }
     if (rc == 0)
-        rc = gg_exec_write_batch(core, s, p, j->rows, j->scratch, j->batch);
-    if (rc == 0)
-        rc = dev->ops->graph_launch(dev, r->exec, s);
+        rc = gg_exec_launch_graph(core, s, p, j->rows, j->scratch, j->batch, r->exec);
     if (rc == 0)
         rc = dev->ops->stream_sync(dev, s);
     off = 0;
@@ -616,6 +614,13 @@ int gg_exec_run(gg_core *core, gg_job *j, gg_done_fn done)
     if (try_graph && !r->failed) {
         if (gg_exec_should_validate(core, e)) {
             rc = exec_validate(core, j, e, s, r);
+            /* as a plain launch's: the graph may have run in part, and the
+             * inputs it read are not restored for an eager run */
+            if (rc == -ENODEV || rc == -EFAULT) {
+                j->rc = rc;
+                snprintf(j->reason, sizeof(j->reason), "%s", gg_exec_launch_error(core, rc));
+                return GG_RUN_DONE;
+            }
             if (rc == 0 && r->validation_failed) {
                 r->failed = true;
                 j->fallback = true;   /* the eager result is the one kept */

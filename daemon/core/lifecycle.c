@@ -59,14 +59,19 @@ bool gg_core_idle(const gg_core *core)
 
 void gg_core_teardown(gg_core *core)
 {
-    /* the cache first: freeing its graphs goes through the (closed) executor */
+    /* The executor closed first (after a start that failed no stop has
+     * closed it): its workers joined and its handle's close let finish on
+     * the loop before the executor's memory goes.  Then the cache, whose
+     * graphs the closed executor frees at once. */
+    if (core->exec)
+        gg_exec_close(core->exec);
+    uv_run(core->loop, UV_RUN_NOWAIT);
     if (core->cache)
         gg_cache_free(core->cache);
     core->cache = NULL;
     if (core->exec)
         gg_exec_free(core->exec);
     core->exec = NULL;
-    uv_run(core->loop, UV_RUN_NOWAIT);
     if (core->dev)
         gg_device_close(core->dev);
     core->dev = NULL;

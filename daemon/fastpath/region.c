@@ -278,7 +278,6 @@ void gg_fp_session_closed(gg_fp_module *m, gg_session *s)
         fp_region_stop(r);
 }
 
-
 unsigned gg_fp_describe(const gg_fp_module *m, char *buf, size_t len, unsigned n)
 {
     size_t off = strlen(buf);

@@ -138,8 +138,12 @@ static void fp_job_done(gg_job *j, const gg_replay_outcome *o)
 {
     gg_fp_slot *sl = j->ctx;
     uint32_t flags = 0;
-    if (o->rc < 0)
+    if (o->rc < 0) {
+        /* counted as a socket replay's failure is (rpc/reply.c) */
+        sl->r->core->stats.errors++;
+        sl->r->sess->errors++;
         gg_metrics_error(&sl->r->core->stats.metrics, o->rc);
+    }
     if (o->rc == 0) {
         flags |= o->graph ? 0 : GG_FP_CQE_EAGER;
         flags |= o->fallback ? GG_FP_CQE_FALLBACK : 0;
@@ -368,10 +372,13 @@ static void fp_take(gg_fp_region *r, gg_fp_slot *sl, const gg_fp_sqe *d)
         /* Nothing of the graph ran: the executor takes it from here, with
          * its eager fallback.  Else it may have run in part: it fails, as a
          * socket replay's would, and is not run again. */
-        if (how == GG_HIT_NOT_RUN)
+        if (how == GG_HIT_NOT_RUN) {
             fp_to_executor(sl, &t);
-        else
+        } else {
+            core->stats.errors++;
+            s->errors++;
             gg_metrics_error(&core->stats.metrics, rc);
+        }
     }
     gg_exec_kick(core->exec, s);
     gg_core_unlock(core);
