@@ -362,6 +362,24 @@ static int socket_replay(gg_client *c, uint64_t prog, int batch)
 #define OD 64
 #define OROWS 4
 
+/* x = x + one, in place, on OROWS x OD f32 buffers: the program id, 0 when
+ * refused (checked). */
+static uint64_t define_plus_one(gg_client *c, const tbuf *x, const tbuf *ones)
+{
+    int64_t sh[2] = {GG_BATCH, OD};
+    static const int bk[] = {OROWS};
+    uint64_t id = 0;
+    gg_program_def *p = gg_program_def_new("plus-one");
+    gg_program_def_buckets(p, 1, bk);
+    gg_program_def_tensor(p, "x", x->id, 0, "f32", 2, sh);
+    gg_program_def_tensor(p, "one", ones->id, 0, "f32", 2, sh);
+    gg_program_def_op(p, "add", "x, one", "x");
+    CHECKF(gg_client_program_define(c, p, &id) == 0, "define plus-one: %s",
+           gg_client_last_error(c));
+    gg_program_def_free(p);
+    return id;
+}
+
 static void test_ordering(void)
 {
     h_section("ordering: fast-path and socket replays of one session, non-commuting programs");
@@ -374,16 +392,8 @@ static void test_ordering(void)
         goto out;
     int64_t sh[2] = {GG_BATCH, OD};
     static const int bk[] = {OROWS};
-    uint64_t p_add = 0, p_dbl = 0;
-    gg_program_def *p = gg_program_def_new("plus-one");
-    gg_program_def_buckets(p, 1, bk);
-    gg_program_def_tensor(p, "x", x.id, 0, "f32", 2, sh);
-    gg_program_def_tensor(p, "one", ones.id, 0, "f32", 2, sh);
-    gg_program_def_op(p, "add", "x, one", "x");
-    CHECKF(gg_client_program_define(c, p, &p_add) == 0, "define plus-one: %s",
-           gg_client_last_error(c));
-    gg_program_def_free(p);
-    p = gg_program_def_new("times-two");
+    uint64_t p_add = define_plus_one(c, &x, &ones), p_dbl = 0;
+    gg_program_def *p = gg_program_def_new("times-two");
     gg_program_def_buckets(p, 1, bk);
     gg_program_def_tensor(p, "x", x.id, 0, "f32", 2, sh);
     gg_program_def_op(p, "scale", "x", "x");
@@ -539,17 +549,7 @@ static void test_memory_fault(void)
     uint64_t p_add = 0;
     if (!c || !tbuf_new(c, &x, OROWS * OD) || !tbuf_new(c, &ones, OROWS * OD))
         goto out;
-    int64_t sh[2] = {GG_BATCH, OD};
-    static const int bk[] = {OROWS};
-    gg_program_def *p = gg_program_def_new("plus-one");
-    gg_program_def_buckets(p, 1, bk);
-    gg_program_def_tensor(p, "x", x.id, 0, "f32", 2, sh);
-    gg_program_def_tensor(p, "one", ones.id, 0, "f32", 2, sh);
-    gg_program_def_op(p, "add", "x, one", "x");
-    CHECKF(gg_client_program_define(c, p, &p_add) == 0, "define plus-one: %s",
-           gg_client_last_error(c));
-    gg_program_def_free(p);
-    if (!p_add)
+    if (!(p_add = define_plus_one(c, &x, &ones)))
         goto out;
     tbuf_fill(&x, 0.0f);
     tbuf_fill(&ones, 1.0f);

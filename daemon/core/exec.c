@@ -331,12 +331,7 @@ static void *exec_worker(void *arg)
             exec_release *rel = gg_container_of(x->releases.next, exec_release, link);
             gg_list_del(&rel->link);
             pthread_mutex_unlock(&x->lock);
-            if (rel->graph)
-                dev->ops->exec_destroy(dev, rel->graph);
-            if (rel->scratch)
-                dev->ops->scratch_free(dev, rel->scratch);
-            if (rel->stream)
-                dev->ops->stream_destroy(dev, rel->stream);
+            gg_device_free(dev, rel->graph, rel->scratch, rel->stream);
             free(rel);
             pthread_mutex_lock(&x->lock);
             continue;
@@ -383,13 +378,7 @@ static void exec_release_push(gg_exec *x, gg_dev_exec *g, uint8_t *scratch, gg_d
     exec_release *rel = malloc(sizeof(*rel));
     if (!rel || x->closed) {
         /* no worker left (shutting down): free here */
-        gg_device *dev = x->core->dev;
-        if (g)
-            dev->ops->exec_destroy(dev, g);
-        if (scratch)
-            dev->ops->scratch_free(dev, scratch);
-        if (st)
-            dev->ops->stream_destroy(dev, st);
+        gg_device_free(x->core->dev, g, scratch, st);
         free(rel);
         return;
     }

@@ -14,17 +14,10 @@
 static void lifecycle_release(gg_core *core, gg_dev_exec *graph, uint8_t *scratch,
                               gg_dev_stream *stream)
 {
-    if (core->exec) {
+    if (core->exec)
         gg_exec_release(core->exec, graph, scratch, stream);
-        return;
-    }
-    gg_device *dev = core->dev;
-    if (graph)
-        dev->ops->exec_destroy(dev, graph);
-    if (scratch)
-        dev->ops->scratch_free(dev, scratch);
-    if (stream)
-        dev->ops->stream_destroy(dev, stream);
+    else
+        gg_device_free(core->dev, graph, scratch, stream);
 }
 
 int gg_core_start(gg_core *core, char *err, size_t errlen)

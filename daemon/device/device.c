@@ -123,6 +123,16 @@ int gg_device_open(const gg_config *cfg, gg_device **out, char *err, size_t errl
     return gg_device_cpu_open(cfg, out, err, errlen);
 }
 
+void gg_device_free(gg_device *dev, gg_dev_exec *graph, uint8_t *scratch, gg_dev_stream *stream)
+{
+    if (graph)
+        dev->ops->exec_destroy(dev, graph);
+    if (scratch)
+        dev->ops->scratch_free(dev, scratch);
+    if (stream)
+        dev->ops->stream_destroy(dev, stream);
+}
+
 void gg_device_close(gg_device *dev)
 {
     if (dev)

@@ -181,6 +181,10 @@ static inline const char *gg_device_lost_reason(gg_device *dev)
  * why in one line. */
 int gg_device_open(const gg_config *cfg, gg_device **out, char *err, size_t errlen);
 void gg_device_close(gg_device *dev);
+/* Free a graph, scratch memory and a stream (any may be NULL), now, on
+ * this thread: it may wait for the whole device (the executor's workers
+ * call it, never the loop while the executor runs). */
+void gg_device_free(gg_device *dev, gg_dev_exec *graph, uint8_t *scratch, gg_dev_stream *stream);
 
 int gg_device_cpu_open(const gg_config *cfg, gg_device **out, char *err, size_t errlen);
 int gg_device_hip_open(const gg_config *cfg, gg_device **out, char *err, size_t errlen);
